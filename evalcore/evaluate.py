@@ -1,0 +1,367 @@
+"""One evaluation: chunks of queries -> per-query rows -> summary and CMC.
+
+``evaluate_chunk`` is the task: it opens the dataset itself, so only a path
+and two integers travel to a worker, and only the chunk's rows travel back.
+``evaluate`` runs the chunks in place or on a Dask client and reduces them in
+chunk order; every mean is a correctly rounded sum over the per-query rows,
+so results are the same for any chunking or worker count.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import pyarrow as pa
+
+from evalcore import dataset as ds
+from evalcore import metrics as m
+from evalcore import protocols as p
+from evalcore.errors import InputError
+from evalcore.ranking import TILE_COLS, TILE_ROWS, Ranked, rank_by_embeddings, rank_by_lists
+
+PROTOCOLS = ("reid", "class", "qrels", "geo", "xy")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The evaluation options of CONTRACT.md section 9 (dataset and output aside)."""
+
+    protocol: str = "class"
+    similarity: str = "cosine"
+    ks: tuple[int, ...] = (1, 3, 5, 10)
+    max_rank: int = 50
+    ties: str = "pessimistic"
+    threshold: float | None = None
+    map_at: int | None = None
+    judged_only: bool = False
+    radius: float | None = None
+
+    def checked(self) -> "Options":
+        """The same options, or an InputError naming the bad one."""
+        if self.protocol not in PROTOCOLS:
+            raise InputError(f"--protocol: {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if self.similarity not in ("cosine", "dot"):
+            raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
+        if self.ties not in ("pessimistic", "optimistic"):
+            raise InputError(f"--ties: {self.ties!r} is not pessimistic or optimistic")
+        if not self.ks or any(int(k) != k or k < 1 for k in self.ks):
+            raise InputError(f"--ks: {','.join(map(str, self.ks))} must be positive integers")
+        if len(set(self.ks)) != len(self.ks):
+            raise InputError(f"--ks: {','.join(map(str, self.ks))} repeats a value")
+        if int(self.max_rank) != self.max_rank or self.max_rank < 1:
+            raise InputError(f"--max-rank: {self.max_rank} must be a positive integer")
+        if self.threshold is not None and not math.isfinite(self.threshold):
+            raise InputError(f"--threshold: {self.threshold} must be a finite number")
+        if self.map_at is not None and (int(self.map_at) != self.map_at or self.map_at < 1):
+            raise InputError(f"--map-at: {self.map_at} must be a positive integer")
+        if self.radius is not None and not (math.isfinite(self.radius) and self.radius >= 0):
+            raise InputError(f"--radius: {self.radius} must be a finite number >= 0")
+        if self.radius is not None and self.protocol not in ("geo", "xy"):
+            raise InputError(f"--radius: only applies to the geo and xy protocols, not {self.protocol!r}")
+        if self.judged_only and self.protocol != "qrels":
+            raise InputError(f"--judged-only: only applies to the qrels protocol, not {self.protocol!r}")
+        return replace(self, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank))
+
+
+@dataclass
+class Result:
+    """The three report tables and what run.json records about the run."""
+
+    per_query: pa.Table
+    summary: pa.Table
+    cmc: pa.Table
+    info: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- dataset shape
+
+
+def describe(group, options: Options) -> dict:
+    """Sizes and how queries are ranked; InputError when something needed is missing."""
+    by_lists = ds.has(group, "ranking/item")
+    if not by_lists and not (ds.has(group, "query/emb") and ds.has(group, "gallery/emb")):
+        missing = "query/emb" if not ds.has(group, "query/emb") else "gallery/emb"
+        raise InputError(f"{missing}: missing (needed to rank; or give ranking/item)")
+    if by_lists:
+        n_queries = group["ranking/item"].shape[0]
+    else:
+        n_queries = group["query/emb"].shape[0]
+    n_gallery = None
+    for name in ("gallery/emb", "gallery/label", "gallery/key", "gallery/lat", "gallery/x", "gallery/cam"):
+        if ds.has(group, name):
+            n_gallery = group[name].shape[0]
+            break
+    if n_gallery is None:
+        raise InputError("gallery: no array tells the gallery size (give gallery/emb, gallery/label or gallery/key)")
+    info = {"n_queries": int(n_queries), "n_gallery": int(n_gallery), "ranked_by": "ranking/item" if by_lists else "embeddings"}
+    if by_lists:
+        k = group["ranking/item"].shape[1]
+        info["list_length"] = int(k)
+        too_long = [x for x in (*options.ks, options.map_at or 0) if x > k]
+        if too_long:
+            raise InputError(f"--ks: {too_long[0]} is larger than the ranking lists (ranking/item has K = {k})")
+        if options.threshold is not None and not ds.has(group, "ranking/score"):
+            raise InputError("--threshold: needs ranking/score (the precomputed lists have no scores)")
+    else:
+        info["dims"] = int(group["query/emb"].shape[1])
+        info["query_dtype"] = str(group["query/emb"].dtype)
+        info["gallery_dtype"] = str(group["gallery/emb"].dtype)
+    return info
+
+
+def plan_chunks(n_queries: int, chunk_rows: int, n_workers: int = 1) -> list[tuple[int, int]]:
+    """Query ranges for the tasks: whole Zarr chunks, rounded to whole score tiles.
+
+    Tasks never split a 256-row tile (its gemm would be done twice); with more
+    workers than chunks the chunks are split so every worker has work.
+    """
+    if n_queries == 0:
+        return []
+    rows = max(TILE_ROWS, int(math.ceil(chunk_rows / TILE_ROWS)) * TILE_ROWS)
+    wanted = max(1, 2 * n_workers)
+    while rows > TILE_ROWS and math.ceil(n_queries / rows) < wanted:
+        rows -= TILE_ROWS
+    return [(a, min(n_queries, a + rows)) for a in range(0, n_queries, rows)]
+
+
+# --------------------------------------------------------------------------- one chunk
+
+
+def load_truth(group, options: Options, q0: int, q1: int, n_gallery: int) -> p.Truth:
+    """The protocol's relevant and junk sets for queries q0..q1 (reads, then pure code)."""
+    gallery_junk = ds.read(group, "gallery/junk").astype(bool) if ds.has(group, "gallery/junk") else None
+    rows = slice(q0, q1)
+    if options.protocol == "class":
+        return p.class_truth(ds.read(group, "query/label", rows).astype(np.int64),
+                             ds.read(group, "gallery/label").astype(np.int64), gallery_junk)
+    if options.protocol == "reid":
+        return p.reid_truth(ds.read(group, "query/label", rows).astype(np.int64),
+                            ds.read(group, "query/cam", rows).astype(np.int64),
+                            ds.read(group, "gallery/label").astype(np.int64),
+                            ds.read(group, "gallery/cam").astype(np.int64), gallery_junk)
+    from evalcore import ground_truth  # qrels, geo, xy
+
+    return ground_truth.load(group, options, q0, q1, n_gallery, gallery_junk)
+
+
+def _keys(group, side: str, idx: np.ndarray) -> list:
+    """Keys of the given rows (-1 gives null); defaults are q<i> / g<i>."""
+    prefix = side[0]
+    if ds.has(group, f"{side}/key"):
+        valid = idx[idx >= 0]
+        uniq = np.unique(valid)
+        read = ds.read(group, f"{side}/key", uniq) if uniq.size else np.empty(0, object)
+        lookup = dict(zip(uniq.tolist(), (str(x) for x in read)))
+        return [lookup[i] if i >= 0 else None for i in idx.tolist()]
+    return [f"{prefix}{i}" if i >= 0 else None for i in idx.tolist()]
+
+
+def _nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
+    return pa.array(values, mask=null)
+
+
+def rank_chunk(group, options: Options, info: dict, truth: p.Truth, q0: int, q1: int) -> Ranked:
+    """Relevant ranks for one chunk, from embeddings or from precomputed lists."""
+    gallery_junk = ds.read(group, "gallery/junk").astype(bool) if ds.has(group, "gallery/junk") else None
+    if info["ranked_by"] == "ranking/item":
+        items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
+        scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
+        return rank_by_lists(items, scores, truth, gallery_junk)
+    if truth.allowed_indptr is not None:
+        from evalcore import ground_truth
+
+        return ground_truth.rank_among_allowed(group, options, truth, q0, q1)
+    gallery = group["gallery/emb"]
+    return rank_by_embeddings(
+        np.asarray(group["query/emb"][q0:q1]), q0, truth,
+        read_gallery=lambda a, b: np.asarray(gallery[a:b]),
+        read_gallery_rows=lambda idx: np.asarray(gallery.oindex[idx]),
+        n_gallery=info["n_gallery"], similarity=options.similarity, ties=options.ties,
+        gallery_junk=gallery_junk)
+
+
+def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_options: dict | None = None,
+                   info: dict | None = None) -> tuple[pa.Table, dict]:
+    """The task: per-query rows for queries q0..q1 and a few counters."""
+    started = time.perf_counter()
+    group = ds.open_dataset(path, storage_options)
+    info = info or describe(group, options)
+    truth = load_truth(group, options, q0, q1, info["n_gallery"])
+    ranked = rank_chunk(group, options, info, truth, q0, q1)
+    table = per_query_table(group, options, truth, ranked, q0, q1)
+    stats = {"q0": q0, "q1": q1, "near_ties": ranked.near_ties, "seconds": time.perf_counter() - started}
+    return table, stats
+
+
+def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0: int, q1: int) -> pa.Table:
+    """The per_query.parquet rows of one chunk, in query order."""
+    n = q1 - q0
+    r = ranked
+    cols: dict[str, pa.Array] = {"query": pa.array(np.arange(q0, q1, dtype=np.int64))}
+    cols["key"] = pa.array(_keys(group, "query", np.arange(q0, q1)), pa.string())
+    if ds.has(group, "query/label"):
+        cols["label"] = pa.array(ds.read(group, "query/label", slice(q0, q1)).astype(np.int64))
+    if ds.has(group, "query/group"):
+        cols["group"] = pa.array([str(x) for x in ds.read(group, "query/group", slice(q0, q1))], pa.string())
+    cols["n_relevant"] = pa.array(r.n_relevant.astype(np.int64))
+    cols["n_junk"] = pa.array(truth.n_junk.astype(np.int64))
+    values = m.per_query_metrics(r.indptr, r.ranks, r.n_relevant, options.ks, options.map_at)
+    for name, v in values.items():
+        if name in ("first_rank", "last_rank"):
+            cols[name] = _nullable(v.astype(np.int64), v < 0)
+        else:
+            cols[name] = _nullable(v.astype(np.float64), np.isnan(v))
+    cols["top1"] = _nullable(r.top1, r.top1 < 0)
+    cols["top1_key"] = pa.array(_keys(group, "gallery", r.top1), pa.string())
+    cols["top1_score"] = _nullable(r.top1_score, np.isnan(r.top1_score))
+    cols["relevant_score"] = _nullable(r.relevant_score, np.isnan(r.relevant_score))
+    if options.threshold is not None:
+        correct = values["first_rank"] == 1
+        accepted, outcome = m.open_set_outcome(r.top1_score, correct, options.threshold)
+        cols["accepted"] = pa.array(accepted)
+        cols["outcome"] = pa.array(outcome.tolist(), pa.string())
+    for name, v in truth.columns.items():
+        cols[name] = _nullable(np.asarray(v, dtype=np.float64), np.isnan(np.asarray(v, dtype=np.float64)))
+    if "gt_distance" in truth.columns:
+        from evalcore import ground_truth
+
+        d = ground_truth.top1_distance(group, options, q0, q1, r.top1)
+        cols["top1_distance"] = _nullable(d, np.isnan(d))
+    assert all(len(a) == n for a in cols.values())
+    return pa.table(cols)
+
+
+# --------------------------------------------------------------------------- reduce
+
+
+def metric_columns(per_query: pa.Table) -> list[str]:
+    return [c for c in per_query.column_names if m.summary_column(c) is not None]
+
+
+def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table]:
+    """summary.parquet (group "all", then one row per query/group) and cmc.parquet."""
+    names = metric_columns(per_query)
+    columns = {c: per_query.column(c).to_numpy(zero_copy_only=False).astype(np.float64) for c in names}
+    n_relevant = per_query.column("n_relevant").to_numpy()
+    first = per_query.column("first_rank").fill_null(-1).to_numpy()
+    outcome = (np.asarray(per_query.column("outcome").to_pylist(), dtype=object)
+               if "outcome" in per_query.column_names else None)
+    groups = [("all", np.ones(len(n_relevant), dtype=bool))]
+    if "group" in per_query.column_names:
+        labels = np.asarray(per_query.column("group").to_pylist(), dtype=object)
+        groups += [(g, labels == g) for g in sorted(set(labels.tolist()))]
+    rows, cmc_rows = [], {"group": [], "k": [], "cmc": []}
+    for name, sel in groups:
+        row = {"group": name}
+        row.update(m.summary_row({c: v[sel] for c, v in columns.items()}, n_relevant[sel], names,
+                                 None if outcome is None else outcome[sel], options.threshold))
+        rows.append(row)
+        curve = m.cmc_curve(first[sel], n_relevant[sel], options.max_rank)
+        cmc_rows["group"] += [name] * options.max_rank
+        cmc_rows["k"] += list(range(1, options.max_rank + 1))
+        cmc_rows["cmc"] += [None if math.isnan(x) else float(x) for x in curve]
+    summary = pa.Table.from_pylist(rows, schema=_summary_schema(rows))
+    cmc = pa.table({"group": pa.array(cmc_rows["group"], pa.string()), "k": pa.array(cmc_rows["k"], pa.int64()),
+                    "cmc": pa.array(cmc_rows["cmc"], pa.float64())})
+    return summary, cmc
+
+
+def _summary_schema(rows: list[dict]) -> pa.Schema:
+    fields = []
+    for name in rows[0]:
+        if name == "group":
+            fields.append(pa.field(name, pa.string()))
+        elif name in ("n_queries", "n_evaluated", "n_unknown", "tp", "fp", "fn", "tn"):
+            fields.append(pa.field(name, pa.int64()))
+        else:
+            fields.append(pa.field(name, pa.float64()))
+    return pa.schema(fields)
+
+
+def evaluate(path, options: Options = Options(), *, client=None, storage_options: dict | None = None,
+             chunk_rows: int | None = None, on_chunk: Callable[[dict, int, int], None] | None = None) -> Result:
+    """Evaluate a dataset: the three report tables as pyarrow Tables, plus run information.
+
+    Without ``client`` the chunks run here, one after another; with a
+    ``distributed.Client`` each chunk is one task (retried if a worker dies).
+    ``on_chunk(stats, done, total)`` is called as chunks finish.
+    """
+    options = options.checked()
+    started = time.perf_counter()
+    group = ds.open_dataset(path, storage_options)
+    info = describe(group, options)
+    problems = ds.validate(group, options.protocol, similarity=options.similarity, judged_only=options.judged_only)
+    problems.raise_if_any()
+    zarr_rows = (group["ranking/item"] if info["ranked_by"] == "ranking/item" else group["query/emb"]).chunks[0]
+    n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
+    chunks = plan_chunks(info["n_queries"], chunk_rows or zarr_rows, n_workers)
+    validated = time.perf_counter()
+    results: list = [None] * len(chunks)
+    if client is None:
+        for i, (q0, q1) in enumerate(chunks):
+            results[i] = evaluate_chunk(str(path), options, q0, q1, storage_options, info)
+            if on_chunk:
+                on_chunk(results[i][1], i + 1, len(chunks))
+    else:
+        from distributed import as_completed
+
+        futures = [client.submit(evaluate_chunk, str(path), options, q0, q1, storage_options, info,
+                                 key=f"evalcore-chunk-{q0}-{q1}-{time.time_ns()}", retries=3, pure=False)
+                   for q0, q1 in chunks]
+        index = {f.key: i for i, f in enumerate(futures)}
+        for done, future in enumerate(as_completed(futures), start=1):
+            results[index[future.key]] = future.result()
+            if on_chunk:
+                on_chunk(results[index[future.key]][1], done, len(chunks))
+            future.release()
+    ranked = time.perf_counter()
+    per_query = pa.concat_tables([t for t, _ in results]) if results else _empty_per_query(options)
+    summary, cmc = summarize(per_query, options)
+    finished = time.perf_counter()
+    stats = [s for _, s in results]
+    info.update({
+        "options": asdict(options),
+        "dataset": str(path),
+        "fingerprint": ds.fingerprint(group),
+        "chunks": [[s["q0"], s["q1"]] for s in stats],
+        "counts": {"queries": info["n_queries"], "gallery": info["n_gallery"],
+                   "known": int(summary.column("n_evaluated")[0].as_py()),
+                   "unknown": int(summary.column("n_unknown")[0].as_py())},
+        "scores": score_note(info, options),
+        "near_ties_resolved": int(sum(s["near_ties"] for s in stats)),
+        "timings": {"validate_s": validated - started, "rank_s": ranked - validated,
+                    "reduce_s": finished - ranked, "total_s": finished - started,
+                    "chunk_s": [round(s["seconds"], 4) for s in stats]},
+        "workers": n_workers,
+    })
+    return Result(per_query, summary, cmc, info)
+
+
+def score_note(info: dict, options: Options) -> str:
+    """How scores were computed, for run.json (DESIGN.md: record it)."""
+    if info["ranked_by"] == "ranking/item":
+        return "given: ranking/item order (ranking/score where present)"
+    how = "cosine: rows L2-normalised in float64, stored as float32" if options.similarity == "cosine" \
+        else "dot: raw inner product of float32 rows"
+    return (f"{how}; scores are float32 BLAS products on a fixed {TILE_ROWS}x{TILE_COLS} tile grid with one "
+            "BLAS thread, so each (query, gallery) score is one number whatever the chunking; relevant and "
+            "non-relevant scores come from the same tiles")
+
+
+def _empty_per_query(options: Options) -> pa.Table:
+    empty = p.Truth(np.zeros(1, np.int64), np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
+                    np.empty(0, np.int64))
+    cols = {"query": pa.array([], pa.int64()), "key": pa.array([], pa.string()),
+            "n_relevant": pa.array([], pa.int64()), "n_junk": pa.array([], pa.int64())}
+    del empty
+    for name in m.per_query_metrics(np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), options.ks,
+                                    options.map_at):
+        cols[name] = pa.array([], pa.int64() if name.endswith("_rank") else pa.float64())
+    return pa.table(cols)
+
+
+def ranked_lists_need(options: Options, ks: Sequence[int]) -> int:
+    return max(ks)

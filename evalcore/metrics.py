@@ -1,0 +1,191 @@
+"""Ranks -> per-query metrics -> summary (CONTRACT.md sections 5-7).
+
+Every per-query metric is a function of one query's sorted relevant ranks
+r_1 < r_2 < ... (a CSR list ``indptr, ranks``) and R = ``n_relevant``. The
+functions here never see embeddings. A query with R = 0 is unknown: its
+metrics are NaN here and null in the report.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from evalcore.protocols import segment_ids
+
+
+def _positions(indptr: np.ndarray) -> np.ndarray:
+    """i for every rank r_i: its 1-based position within its query."""
+    seg = segment_ids(indptr)
+    return np.arange(len(seg), dtype=np.int64) - indptr[seg] + 1
+
+
+def _segment_sum(indptr: np.ndarray, values: np.ndarray) -> np.ndarray:
+    return np.bincount(segment_ids(indptr), weights=values, minlength=len(indptr) - 1)
+
+
+def _known(n_relevant: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """NaN where R = 0 (an unknown query has no metric)."""
+    return np.where(n_relevant > 0, values, np.nan)
+
+
+def first_rank(indptr, ranks, n_relevant) -> np.ndarray:
+    """r_1, or -1 when no relevant item is ranked."""
+    out = np.full(len(indptr) - 1, -1, dtype=np.int64)
+    has = np.diff(indptr) > 0
+    out[has] = ranks[indptr[:-1][has]]
+    return out
+
+
+def last_rank(indptr, ranks, n_relevant) -> np.ndarray:
+    """r_R, or -1 unless every relevant item is ranked."""
+    out = np.full(len(indptr) - 1, -1, dtype=np.int64)
+    counts = np.diff(indptr)
+    complete = (counts == n_relevant) & (counts > 0)
+    out[complete] = ranks[indptr[1:][complete] - 1]
+    return out
+
+
+def average_precision(indptr, ranks, n_relevant) -> np.ndarray:
+    """ap = (1/R) * sum_i i / r_i."""
+    total = _segment_sum(indptr, _positions(indptr) / ranks)
+    return _known(n_relevant, total / np.maximum(n_relevant, 1))
+
+
+def average_precision_trapezoid(indptr, ranks, n_relevant) -> np.ndarray:
+    """ap_trapz = (1/R) * sum_i (i/r_i + p_i)/2, p_i = (i-1)/(r_i-1), p_i = 1 when r_i = 1.
+
+    The trapezoid rule of Person_reID_baseline_pytorch's evaluate script.
+    """
+    i = _positions(indptr).astype(np.float64)
+    r = ranks.astype(np.float64)
+    before = np.where(r > 1, (i - 1) / np.maximum(r - 1, 1), 1.0)
+    total = _segment_sum(indptr, (i / r + before) / 2)
+    return _known(n_relevant, total / np.maximum(n_relevant, 1))
+
+
+def inverse_negative_penalty(indptr, ranks, n_relevant) -> np.ndarray:
+    """inp = R / r_R (mINP's per-query term); 0 when r_R is missing."""
+    last = last_rank(indptr, ranks, n_relevant)
+    return _known(n_relevant, np.where(last > 0, n_relevant / np.maximum(last, 1), 0.0))
+
+
+def reciprocal_rank(indptr, ranks, n_relevant) -> np.ndarray:
+    """rr = 1 / r_1; 0 when no relevant item is ranked."""
+    first = first_rank(indptr, ranks, n_relevant)
+    return _known(n_relevant, np.where(first > 0, 1.0 / np.maximum(first, 1), 0.0))
+
+
+def count_at(indptr, ranks, k: int) -> np.ndarray:
+    """#{i : r_i <= k}."""
+    return np.bincount(segment_ids(indptr), weights=(ranks <= k), minlength=len(indptr) - 1)
+
+
+def hit_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
+    """hit_at_k = 1 if r_1 <= k else 0 (Rank-k accuracy, CMC@k)."""
+    first = first_rank(indptr, ranks, n_relevant)
+    return _known(n_relevant, ((first > 0) & (first <= k)).astype(np.float64))
+
+
+def recall_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
+    """recall_at_k = #{i : r_i <= k} / R."""
+    return _known(n_relevant, count_at(indptr, ranks, k) / np.maximum(n_relevant, 1))
+
+
+def precision_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
+    """precision_at_k = #{i : r_i <= k} / k."""
+    return _known(n_relevant, count_at(indptr, ranks, k) / k)
+
+
+def average_precision_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
+    """ap_at_K = (1/min(R, K)) * sum_{i : r_i <= K} i / r_i (mAP@K of landmark retrieval)."""
+    terms = np.where(ranks <= k, _positions(indptr) / ranks, 0.0)
+    total = _segment_sum(indptr, terms)
+    return _known(n_relevant, total / np.maximum(np.minimum(n_relevant, k), 1))
+
+
+def per_query_metrics(indptr, ranks, n_relevant, ks, map_at: int | None = None) -> dict[str, np.ndarray]:
+    """Every per-query column of section 5, in report order (NaN / -1 mark nulls)."""
+    cols = {
+        "first_rank": first_rank(indptr, ranks, n_relevant),
+        "last_rank": last_rank(indptr, ranks, n_relevant),
+        "ap": average_precision(indptr, ranks, n_relevant),
+        "ap_trapz": average_precision_trapezoid(indptr, ranks, n_relevant),
+        "inp": inverse_negative_penalty(indptr, ranks, n_relevant),
+        "rr": reciprocal_rank(indptr, ranks, n_relevant),
+    }
+    for k in ks:
+        cols[f"hit_at_{k}"] = hit_at(indptr, ranks, n_relevant, k)
+        cols[f"recall_at_{k}"] = recall_at(indptr, ranks, n_relevant, k)
+        cols[f"precision_at_{k}"] = precision_at(indptr, ranks, n_relevant, k)
+    if map_at:
+        cols[f"ap_at_{map_at}"] = average_precision_at(indptr, ranks, n_relevant, map_at)
+    return cols
+
+
+# --------------------------------------------------------------------------- open set
+
+
+def open_set_outcome(top1_score: np.ndarray, correct: np.ndarray, threshold: float):
+    """accepted = top1_score >= T; outcome TP/FP/FN/TN from (accepted, correct)."""
+    accepted = np.nan_to_num(top1_score, nan=-np.inf) >= threshold
+    outcome = np.where(accepted, np.where(correct, "TP", "FP"), np.where(correct, "FN", "TN"))
+    return accepted, outcome.astype(object)
+
+
+# --------------------------------------------------------------------------- summary
+
+#: per-query column -> summary column (means over known queries)
+SUMMARY_MEANS = {"ap": "map", "ap_trapz": "map_trapz", "inp": "minp", "rr": "mrr"}
+
+
+def summary_column(per_query_column: str) -> str | None:
+    """The summary name of a per-query metric column, or None if it is not averaged."""
+    if per_query_column in SUMMARY_MEANS:
+        return SUMMARY_MEANS[per_query_column]
+    if per_query_column.startswith(("hit_at_", "recall_at_", "precision_at_")):
+        return per_query_column
+    if per_query_column.startswith("ap_at_"):
+        return "map_at_" + per_query_column[len("ap_at_"):]
+    return None
+
+
+def exact_mean(values: np.ndarray) -> float | None:
+    """Correctly rounded mean (math.fsum): the same whatever the chunking or order."""
+    values = values[~np.isnan(values)]
+    if not values.size:
+        return None
+    return math.fsum(values.tolist()) / values.size
+
+
+def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, metric_names: list[str],
+                outcome: np.ndarray | None = None, threshold: float | None = None) -> dict:
+    """One summary row over the given queries (section 7)."""
+    known = n_relevant > 0
+    row = {"n_queries": int(len(n_relevant)), "n_evaluated": int(known.sum()),
+           "n_unknown": int((~known).sum())}
+    for name in metric_names:
+        row[summary_column(name)] = exact_mean(np.asarray(columns[name], dtype=np.float64)[known])
+    if outcome is not None:
+        counts = {o: int((outcome == o).sum()) for o in ("TP", "FP", "FN", "TN")}
+        n_unknown, n_known = row["n_unknown"], row["n_evaluated"]
+        unknown_rejected = int(((outcome == "TN") & ~known).sum())
+        known_ok = int(((outcome == "TP") & known).sum())
+        rejection = unknown_rejected / n_unknown if n_unknown else None
+        row.update({"threshold": float(threshold), "tp": counts["TP"], "fp": counts["FP"],
+                    "fn": counts["FN"], "tn": counts["TN"], "rejection_accuracy": rejection,
+                    "fpir": None if rejection is None else 1.0 - rejection,
+                    "fnir": (n_known - known_ok) / n_known if n_known else None})
+    return row
+
+
+def cmc_curve(first: np.ndarray, n_relevant: np.ndarray, max_rank: int) -> np.ndarray:
+    """cmc[k-1] = fraction of known queries with r_1 <= k, k = 1..max_rank."""
+    known = n_relevant > 0
+    n_known = int(known.sum())
+    if not n_known:
+        return np.full(max_rank, np.nan)
+    f = first[known]
+    f = f[(f > 0) & (f <= max_rank)]
+    hist = np.bincount(f, minlength=max_rank + 1)[1:max_rank + 1]
+    return np.cumsum(hist) / n_known

@@ -1,0 +1,733 @@
+"""Human-readable renderings of a report folder: one HTML page, a trend page, plain text.
+
+Everything here is a pure function of pyarrow tables and the ``run.json`` dict,
+except :func:`load_report`, which reads a local report folder. Pages are
+self-contained: CSS is inline and plots are inline PNGs
+(``data:image/png;base64,...``), so a page can be mailed, archived or opened
+from an object store without anything else.
+
+Matplotlib is imported lazily inside the plotting helpers and only its Agg
+canvas is used (``Figure`` + ``FigureCanvasAgg``, never ``pyplot``), so
+rendering works headless and never changes the backend or the figures of the
+calling process.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import io
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from evalcore.errors import InputError
+
+#: Columns of :func:`worst_queries`, in order (those present in per_query).
+WORST_COLUMNS = ("query", "key", "top1_key", "top1_score", "relevant_score", "first_rank", "ap")
+#: Worst queries shown on the HTML page.
+N_WORST = 20
+#: Display labels of known columns; ``hit_at_5`` becomes ``hit@5`` etc.
+LABELS = {
+    "group": "group", "n_queries": "queries", "n_evaluated": "evaluated", "n_unknown": "unknown",
+    "map": "mAP", "map_trapz": "mAP (trapz)", "minp": "mINP", "mrr": "MRR",
+    "threshold": "threshold", "tp": "TP", "fp": "FP", "fn": "FN", "tn": "TN",
+    "rejection_accuracy": "rejection acc.", "fpir": "FPIR", "fnir": "FNIR",
+    "query": "query", "key": "key", "top1_key": "rank-1 key", "top1_score": "rank-1 score",
+    "relevant_score": "relevant score", "first_rank": "first correct rank", "ap": "AP",
+}
+_AT_K = re.compile(r"^(hit|recall|precision|map|ap)_at_(\d+)$")
+_RANKING = ("n_queries", "n_evaluated", "n_unknown", "map", "map_trapz", "minp", "mrr")
+_OPEN_SET = ("threshold", "tp", "fp", "fn", "tn", "rejection_accuracy", "fpir", "fnir")
+_TERMINAL = ("n_queries", "n_evaluated", "n_unknown", "map", "minp", "mrr")
+_TERMINAL_OPEN_SET = ("threshold", "tp", "fp", "fn", "tn", "fpir", "fnir")
+_TREND_KEYS = ("run_date", "evaluation", "group")
+_PREFERRED_METRICS = ("map", "minp", "mrr", "map_trapz")
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _column(table: pa.Table, name: str) -> list | None:
+    """The column as a Python list, or None when the table lacks it."""
+    return table.column(name).to_pylist() if name in table.column_names else None
+
+
+def _query_ids(per_query: pa.Table) -> list:
+    """The ``query`` column, or the row index when the table has none."""
+    ids = _column(per_query, "query")
+    return ids if ids is not None else list(range(per_query.num_rows))
+
+
+def _is_missing(value) -> bool:
+    """True for null and NaN."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _known_mask(per_query: pa.Table) -> np.ndarray:
+    """Queries with at least one relevant item (``n_relevant > 0``).
+
+    Without an ``n_relevant`` column every query with an AP counts as known.
+    """
+    n_rel = _column(per_query, "n_relevant")
+    if n_rel is not None:
+        return np.array([v is not None and v > 0 for v in n_rel], dtype=bool)
+    ap = _column(per_query, "ap")
+    if ap is not None:
+        return np.array([not _is_missing(v) for v in ap], dtype=bool)
+    return np.ones(per_query.num_rows, dtype=bool)
+
+
+def _unknown_mask(per_query: pa.Table) -> np.ndarray:
+    """Open-set queries (``n_relevant == 0``); all False without the column."""
+    n_rel = _column(per_query, "n_relevant")
+    if n_rel is None:
+        return np.zeros(per_query.num_rows, dtype=bool)
+    return np.array([v == 0 for v in n_rel], dtype=bool)
+
+
+def _floats(values: list | None, n: int, missing: float) -> np.ndarray:
+    """Float array of ``values`` with null/NaN replaced by ``missing``."""
+    if values is None:
+        return np.full(n, missing)
+    return np.array([missing if _is_missing(v) else float(v) for v in values], dtype=float)
+
+
+def worst_queries(per_query: pa.Table, n: int | None = 20) -> pa.Table:
+    """The failure table of a retrieval write-up: the ``n`` worst known queries.
+
+    Known queries (``n_relevant > 0``) are sorted worst first: by ``ap``
+    ascending (null AP worst), then ``first_rank`` descending with a null
+    first rank (nothing relevant ranked) worst, then query index ascending.
+    Columns are those of :data:`WORST_COLUMNS` present in ``per_query``;
+    ``n=None`` keeps every known query.
+    """
+    columns = [c for c in WORST_COLUMNS if c in per_query.column_names]
+    rows = np.flatnonzero(_known_mask(per_query))
+    if rows.size:
+        count = per_query.num_rows
+        ap = _floats(_column(per_query, "ap"), count, -math.inf)[rows]
+        first = _floats(_column(per_query, "first_rank"), count, math.inf)[rows]
+        query = np.array([i if i is not None else -1 for i in _query_ids(per_query)])[rows]
+        # lexsort: last key is primary; -first_rank sorts descending, -inf (null) first.
+        rows = rows[np.lexsort((query, -first, ap))]
+    if n is not None:
+        rows = rows[: max(int(n), 0)]
+    return per_query.select(columns).take(pa.array(rows, type=pa.int64()))
+
+
+def _k_sort_key(name: str) -> tuple:
+    """Sort key putting ``hit_at_2`` before ``hit_at_10``."""
+    match = _AT_K.match(name)
+    return (match.group(1), int(match.group(2))) if match else (name, 0)
+
+
+def _at_k(columns: list[str], prefix: str) -> list[str]:
+    """Columns ``{prefix}_at_{k}`` sorted by k."""
+    return sorted((c for c in columns if c.startswith(prefix + "_at_") and _AT_K.match(c)), key=_k_sort_key)
+
+
+def _summary_sections(columns: list[str]) -> list[tuple[str, list[str]]]:
+    """Summary columns grouped by topic for the HTML page; empty sections dropped."""
+    ranking = [c for c in _RANKING if c in columns] + _at_k(columns, "map") + _at_k(columns, "hit")
+    recall = _at_k(columns, "recall") + _at_k(columns, "precision")
+    open_set = [c for c in _OPEN_SET if c in columns]
+    used = set(ranking) | set(recall) | set(open_set) | {"group"}
+    ranking += [c for c in columns if c not in used]
+    sections = [("Ranking", ranking), ("Recall and precision at k", recall), ("Open set at the threshold", open_set)]
+    return [(name, cols) for name, cols in sections if cols]
+
+
+def _label(name: str) -> str:
+    """Short display label of a column name."""
+    if name in LABELS:
+        return LABELS[name]
+    match = _AT_K.match(name)
+    if match:
+        base = {"map": "mAP", "ap": "AP"}.get(match.group(1), match.group(1))
+        return f"{base}@{match.group(2)}"
+    return name
+
+
+def _fmt(value, missing: str = "–") -> str:
+    """Cell text: floats to 4 decimals, null as ``missing``."""
+    if value is None:
+        return missing
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4f}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _new_figure(width: float = 6.0, height: float = 3.8):
+    """A pyplot-free Agg figure and its single axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _png_uri(fig) -> str:
+    """The figure as a ``data:image/png;base64,...`` URI."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _group_colors(groups: list[str]) -> dict[str, object]:
+    """A colour per group; ``all`` is black."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(groups) <= 10 else "tab20"]
+    others = [g for g in groups if g != "all"]
+    colors = {g: cmap(i % cmap.N) for i, g in enumerate(others)}
+    colors["all"] = "black"
+    return colors
+
+
+def _legend(ax, count: int) -> None:
+    """A legend that stays readable with many lines."""
+    if count:
+        ax.legend(fontsize="small" if count <= 8 else "x-small", ncol=1 if count <= 8 else 2, framealpha=0.85)
+
+
+def _groups_in_order(values: list) -> list[str]:
+    """Distinct group names, ``all`` first, else first-seen order."""
+    seen = list(dict.fromkeys("all" if v is None else str(v) for v in values))
+    return (["all"] if "all" in seen else []) + [g for g in seen if g != "all"]
+
+
+def _plot_cmc(cmc: pa.Table) -> str | None:
+    """CMC curves, one line per group; None without data."""
+    k = _column(cmc, "k")
+    values = _column(cmc, "cmc")
+    if not k or values is None:
+        return None
+    groups = _column(cmc, "group") or ["all"] * len(k)
+    groups = ["all" if g is None else str(g) for g in groups]
+    order = _groups_in_order(groups)
+    colors = _group_colors(order)
+    fig, ax = _new_figure()
+    for name in order:
+        points = sorted((kk, v) for kk, v, g in zip(k, values, groups) if g == name and kk is not None and not _is_missing(v))
+        if points:
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, color=colors[name], lw=2.2 if name == "all" else 1.4, marker="o" if len(xs) <= 20 else None, ms=3, label=name)
+    max_k = max(kk for kk in k if kk is not None)
+    if max_k > 100:
+        ax.set_xscale("log")
+    ax.set_xlim(1, max(max_k, 2))
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("rank k")
+    ax.set_ylabel("CMC (fraction with a match in top k)")
+    ax.set_title("Cumulative match characteristic")
+    _legend(ax, len(order))
+    return _png_uri(fig)
+
+
+def _plot_histograms(series: list[tuple[str, list[float]]], title: str, threshold: float | None) -> str | None:
+    """Overlaid score histograms on shared bins; None when every series is empty."""
+    series = [(name, [float(v) for v in vals if not _is_missing(v)]) for name, vals in series]
+    if not any(vals for _, vals in series):
+        return None
+    every = np.concatenate([np.asarray(vals) for _, vals in series if vals])
+    lo, hi = float(every.min()), float(every.max())
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    bins = np.linspace(lo, hi, 31)
+    fig, ax = _new_figure()
+    for (name, vals), color in zip(series, ("tab:green", "tab:red", "tab:blue", "tab:orange")):
+        if vals:
+            ax.hist(vals, bins=bins, histtype="stepfilled", alpha=0.45, color=color, edgecolor=color, label=f"{name} (n={len(vals)})")
+    if threshold is not None:
+        ax.axvline(threshold, color="black", ls="--", lw=1, label=f"threshold {threshold:.4g}")
+    ax.set_xlabel("rank-1 score")
+    ax.set_ylabel("queries")
+    ax.set_title(title)
+    _legend(ax, len(series) + (threshold is not None))
+    return _png_uri(fig)
+
+
+def _plot_sweep(sweep: pa.Table, threshold: float | None) -> str | None:
+    """FPIR (solid) and FNIR (dashed) against the threshold, per group."""
+    thresholds = _column(sweep, "threshold")
+    if not thresholds or ("fpir" not in sweep.column_names and "fnir" not in sweep.column_names):
+        return None
+    groups = ["all" if g is None else str(g) for g in (_column(sweep, "group") or ["all"] * len(thresholds))]
+    order = _groups_in_order(groups)
+    colors = _group_colors(order)
+    fig, ax = _new_figure()
+    lines = 0
+    for rate, style in (("fpir", "-"), ("fnir", "--")):
+        values = _column(sweep, rate)
+        if values is None:
+            continue
+        for name in order:
+            points = sorted((t, v) for t, v, g in zip(thresholds, values, groups) if g == name and not _is_missing(t) and not _is_missing(v))
+            if points:
+                xs, ys = zip(*points)
+                ax.plot(xs, ys, ls=style, color=colors[name], lw=2 if name == "all" else 1.2, label=f"{rate.upper()} {name}")
+                lines += 1
+    if threshold is not None:
+        ax.axvline(threshold, color="grey", ls=":", lw=1.2, label=f"threshold {threshold:.4g}")
+        lines += 1
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("threshold on the rank-1 score")
+    ax.set_ylabel("rate")
+    ax.set_title("Open-set error rates (FPIR solid, FNIR dashed)")
+    _legend(ax, lines)
+    return _png_uri(fig)
+
+
+# --------------------------------------------------------------------------- HTML
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#1d2330;background:#f6f7f9;line-height:1.4}
+main{max-width:1240px;margin:0 auto;padding:20px 24px 40px}
+h1{font-size:1.5rem;margin:0 0 .4rem}
+h2{font-size:1.15rem;margin:1.6rem 0 .5rem;border-bottom:1px solid #d5d9e0;padding-bottom:.2rem}
+h3{font-size:.95rem;margin:1rem 0 .3rem;color:#444}
+.meta{display:grid;grid-template-columns:max-content 1fr;gap:.15rem 1rem;margin:.4rem 0;font-size:.9rem}
+.meta dt{color:#666}.meta dd{margin:0;overflow-wrap:anywhere}
+.warn{background:#fff4d6;border:1px solid #e8c66b;border-radius:4px;padding:.4rem .8rem;font-size:.9rem}
+.warn ul{margin:.2rem 0;padding-left:1.2rem}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;background:#fff;font-size:.85rem;margin:.2rem 0 .6rem}
+th,td{border:1px solid #dde1e7;padding:.25rem .55rem}
+th{background:#eef1f5;font-weight:600;white-space:nowrap}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.txt{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.8rem;overflow-wrap:anywhere;max-width:32rem}
+tbody tr:nth-child(even){background:#f9fafb}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:14px}
+figure{margin:0;background:#fff;border:1px solid #dde1e7;border-radius:4px;padding:6px}
+figure img{width:100%;height:auto;display:block}
+figcaption{font-size:.8rem;color:#555;padding:.2rem .3rem}
+.note{color:#666;font-style:italic;font-size:.9rem}
+details{font-size:.85rem;margin:.3rem 0}
+details pre{background:#fff;border:1px solid #dde1e7;padding:.5rem;overflow-x:auto;white-space:pre-wrap}
+span.delta{color:#777;font-size:.75rem;margin-left:.3rem}
+"""
+
+
+def _esc(value) -> str:
+    """HTML-escaped text of any value."""
+    return html.escape(str(value), quote=True)
+
+
+def _page(title: str, body: str) -> str:
+    """A complete, self-contained HTML document."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n"
+        f"<h1>{_esc(title)}</h1>\n{body}\n</main>\n</body>\n</html>\n"
+    )
+
+
+def _html_table(columns: list[str], rows: list[list], text_columns: set[str] = frozenset(), labels: list[str] | None = None) -> str:
+    """An escaped HTML table; numbers right-aligned, ``text_columns`` in monospace."""
+    labels = labels or [_label(c) for c in columns]
+    head = "".join(f'<th title="{_esc(c)}">{_esc(lab)}</th>' for c, lab in zip(columns, labels))
+    body = []
+    for row in rows:
+        cells = []
+        for name, value in zip(columns, row):
+            css = "txt" if name in text_columns else ("num" if isinstance(value, (int, float)) and not isinstance(value, bool) else "")
+            cells.append(f'<td class="{css}">{_esc(_fmt(value))}</td>' if css else f"<td>{_esc(_fmt(value))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body) + "\n</tbody></table></div>"
+
+
+def _table_rows(table: pa.Table, columns: list[str]) -> list[list]:
+    """Row-major Python values of ``columns``."""
+    data = [table.column(c).to_pylist() for c in columns]
+    return [list(row) for row in zip(*data)] if data else []
+
+
+def _figure(uri: str | None, caption: str, missing: str) -> str:
+    """A ``<figure>`` with an inline image, or a note when there is nothing to plot."""
+    if uri is None:
+        return f'<figure><p class="note">{_esc(missing)}</p><figcaption>{_esc(caption)}</figcaption></figure>'
+    return f'<figure><img alt="{_esc(caption)}" src="{uri}"><figcaption>{_esc(caption)}</figcaption></figure>'
+
+
+def _dataset_and_protocol(run: dict) -> tuple[str | None, str | None]:
+    """Dataset path and protocol from ``run.json``, wherever they are recorded."""
+    dataset = run.get("dataset")
+    options = run.get("options") if isinstance(run.get("options"), dict) else {}
+    path = protocol = None
+    if isinstance(dataset, dict):
+        path = next((dataset[k] for k in ("path", "uri", "url", "root", "name") if dataset.get(k) is not None), None)
+        protocol = dataset.get("protocol")
+    elif dataset is not None:
+        path = dataset
+    protocol = protocol if protocol is not None else options.get("protocol", run.get("protocol"))
+    return (None if path is None else str(path)), (None if protocol is None else str(protocol))
+
+
+def _scalar_text(value) -> str:
+    """Compact text of a run.json value (dicts and lists as JSON)."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return _fmt(value)
+
+
+def _run_header(run: dict) -> str:
+    """Dataset, protocol, counts and warnings; options, timings, versions folded away."""
+    run = run if isinstance(run, dict) else {}
+    path, protocol = _dataset_and_protocol(run)
+    items = [("dataset", path), ("protocol", protocol)]
+    counts = run.get("counts")
+    if isinstance(counts, dict) and counts:
+        items.append(("counts", ", ".join(f"{k}: {_scalar_text(v)}" for k, v in counts.items())))
+    elif counts is not None:
+        items.append(("counts", _scalar_text(counts)))
+    for key in ("created", "started", "finished"):
+        if run.get(key) is not None:
+            items.append((key, _scalar_text(run[key])))
+    parts = ['<dl class="meta">' + "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in items if v is not None) + "</dl>"]
+    warnings = run.get("warnings")
+    if warnings:
+        warnings = warnings if isinstance(warnings, list) else [warnings]
+        parts.append('<div class="warn"><strong>Warnings</strong><ul>' + "".join(f"<li>{_esc(_scalar_text(w))}</li>" for w in warnings) + "</ul></div>")
+    for key in ("options", "timings", "versions"):
+        if run.get(key):
+            text = json.dumps(run[key], indent=2, sort_keys=True, default=str)
+            parts.append(f"<details><summary>{_esc(key)}</summary><pre>{_esc(text)}</pre></details>")
+    return "\n".join(parts)
+
+
+def _summary_html(summary: pa.Table) -> str:
+    """The summary as one table per topic, one row per group."""
+    if summary.num_rows == 0 or not summary.column_names:
+        return '<p class="note">The summary is empty.</p>'
+    columns = summary.column_names
+    first = ["group"] if "group" in columns else []
+    parts = []
+    for name, section in _summary_sections(columns):
+        cols = first + section
+        parts.append(f"<h3>{_esc(name)}</h3>" + _html_table(cols, _table_rows(summary, cols)))
+    return "\n".join(parts)
+
+
+def _threshold(summary: pa.Table) -> float | None:
+    """The open-set threshold of the ``all`` row (or the first row), if any."""
+    values = _column(summary, "threshold")
+    if not values:
+        return None
+    groups = _column(summary, "group") or []
+    row = groups.index("all") if "all" in groups else 0
+    return None if _is_missing(values[row]) else float(values[row])
+
+
+def _score_figures(per_query: pa.Table, threshold: float | None) -> list[str]:
+    """The rank-1 score histograms: correct vs incorrect, and known vs unknown."""
+    scores = _column(per_query, "top1_score")
+    if scores is None:
+        return [_figure(None, "Rank-1 scores", "No top1_score column: no score histograms.")]
+    known = _known_mask(per_query)
+    unknown = _unknown_mask(per_query)
+    first = _column(per_query, "first_rank") or [None] * per_query.num_rows
+    correct = [s for s, k, f in zip(scores, known, first) if k and f == 1]
+    wrong = [s for s, k, f in zip(scores, known, first) if k and f != 1]
+    figures = [_figure(
+        _plot_histograms([("correct at rank 1", correct), ("incorrect at rank 1", wrong)], "Rank-1 score, known queries", threshold),
+        "Rank-1 scores of known queries whose rank-1 item is relevant (correct) or not (incorrect).",
+        "No rank-1 scores of known queries to plot.",
+    )]
+    if unknown.any():
+        known_scores = [s for s, k in zip(scores, known) if k]
+        unknown_scores = [s for s, u in zip(scores, unknown) if u]
+        figures.append(_figure(
+            _plot_histograms([("known", known_scores), ("unknown", unknown_scores)], "Rank-1 score, known vs unknown queries", threshold),
+            "Rank-1 scores of known queries and of unknown (open-set) queries, which have no relevant item.",
+            "No rank-1 scores to plot.",
+        ))
+    return figures
+
+
+def _worst_html(per_query: pa.Table, n: int) -> str:
+    """The worst-queries table, or a note when there are no known queries."""
+    worst = worst_queries(per_query, n)
+    n_known = int(_known_mask(per_query).sum())
+    if worst.num_rows == 0:
+        return '<p class="note">No known queries (with at least one relevant item) to rank.</p>'
+    columns = worst.column_names
+    intro = (f'<p class="note">The {worst.num_rows} lowest-AP of {n_known} known queries; '
+             "an empty first correct rank means no relevant item was ranked.</p>")
+    return intro + _html_table(columns, _table_rows(worst, columns), text_columns={"key", "top1_key"})
+
+
+def render_report_html(
+    per_query: pa.Table,
+    summary: pa.Table,
+    cmc: pa.Table,
+    run: dict,
+    sweep: pa.Table | None = None,
+    title: str | None = None,
+    n_worst: int = N_WORST,
+) -> str:
+    """One self-contained HTML page for a report folder.
+
+    Sections: a header from ``run.json`` (dataset, protocol, counts, warnings),
+    the summary per group, the CMC curve, rank-1 score histograms (correct vs
+    incorrect rank-1 match; known vs unknown queries when there are unknown
+    ones), the FPIR/FNIR threshold sweep when ``sweep`` is given, and the
+    ``n_worst`` worst queries. Missing or all-null columns and empty tables
+    give a note instead of a plot or table.
+    """
+    run = run if isinstance(run, dict) else {}
+    if title is None:
+        path, _ = _dataset_and_protocol(run)
+        title = f"Retrieval evaluation: {path}" if path else "Retrieval evaluation"
+    threshold = _threshold(summary)
+    figures = [_figure(_plot_cmc(cmc), "CMC: fraction of known queries with a relevant item within the top k, per group.", "No CMC data.")]
+    figures += _score_figures(per_query, threshold)
+    if sweep is not None:
+        figures.append(_figure(_plot_sweep(sweep, threshold), "Open-set error rates against the threshold: FPIR (unknown queries accepted) and FNIR (known queries rejected or wrong).", "The threshold sweep is empty."))
+    body = "\n".join([
+        _run_header(run),
+        "<h2>Summary</h2>", _summary_html(summary),
+        "<h2>Curves</h2>", '<div class="grid">' + "\n".join(figures) + "</div>",
+        "<h2>Worst queries</h2>", _worst_html(per_query, n_worst),
+    ])
+    return _page(title, body)
+
+
+# --------------------------------------------------------------------------- trend page
+
+
+def _trend_metrics(history: pa.Table, metrics: list[str] | None) -> list[str]:
+    """The metrics to plot: the requested ones, else every float column."""
+    if metrics is not None:
+        missing = [m for m in metrics if m not in history.column_names]
+        if missing:
+            raise InputError(f"history: no column(s) {', '.join(missing)}; columns are {', '.join(history.column_names)}")
+        return list(metrics)
+    floats = [f.name for f in history.schema if f.name not in _TREND_KEYS and pa.types.is_floating(f.type)]
+    preferred = [m for m in _PREFERRED_METRICS if m in floats]
+    return preferred + sorted((m for m in floats if m not in preferred), key=_k_sort_key)
+
+
+def _parse_dates(values: list) -> list[_dt.date]:
+    """``run_date`` strings (YYYY-MM-DD) as dates; a bad one is an input error."""
+    dates = []
+    for value in values:
+        try:
+            dates.append(value if isinstance(value, _dt.date) else _dt.date.fromisoformat(str(value)[:10]))
+        except ValueError:
+            raise InputError(f"history: run_date {value!r} is not YYYY-MM-DD") from None
+    return dates
+
+
+def _trend_rows(history: pa.Table) -> list[dict]:
+    """Rows of the ``all`` group (every row without a group column), oldest first."""
+    if "run_date" not in history.column_names or "evaluation" not in history.column_names:
+        raise InputError(f"history: needs run_date and evaluation columns, has {', '.join(history.column_names)}")
+    rows = history.to_pylist()
+    if "group" in history.column_names:
+        rows = [r for r in rows if r.get("group") == "all"]
+    for row, date in zip(rows, _parse_dates([r["run_date"] for r in rows])):
+        row["_date"] = date
+    return sorted(rows, key=lambda r: r["_date"])  # stable: same-day reruns keep table order
+
+
+def _plot_trend(rows: list[dict], metric: str, evaluations: list[str]) -> str:
+    """One metric over time, one line per evaluation."""
+    import matplotlib.dates as mdates
+
+    fig, ax = _new_figure(7.0, 3.4)
+    colors = _group_colors(evaluations)
+    for name in evaluations:
+        points = [(r["_date"], np.nan if _is_missing(r.get(metric)) else float(r[metric])) for r in rows if str(r["evaluation"]) == name]
+        if points:
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, marker="o", ms=3, lw=1.5, color=colors[name] if name != "all" else "black", label=name)
+    locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.set_ylabel(_label(metric))
+    ax.set_title(f"{_label(metric)} over time")
+    _legend(ax, len(evaluations))
+    return _png_uri(fig)
+
+
+def _latest_table(rows: list[dict], metrics: list[str], evaluations: list[str]) -> str:
+    """Latest value per evaluation, with the change since its previous run."""
+    head = "<th>evaluation</th><th>run date</th>" + "".join(f"<th>{_esc(_label(m))}</th>" for m in metrics)
+    body = []
+    for name in evaluations:
+        runs = [r for r in rows if str(r["evaluation"]) == name]
+        latest, previous = runs[-1], (runs[-2] if len(runs) > 1 else None)
+        cells = [f'<td class="txt">{_esc(name)}</td>', f"<td>{_esc(latest['_date'].isoformat())}</td>"]
+        for metric in metrics:
+            value = latest.get(metric)
+            delta = ""
+            if previous is not None and isinstance(value, (int, float)) and isinstance(previous.get(metric), (int, float)):
+                change = value - previous[metric]
+                if math.isfinite(change):
+                    delta = f'<span class="delta">({change:+.4f})</span>'
+            cells.append(f'<td class="num">{_esc(_fmt(value))}{delta}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>' + "".join(body) + "</tbody></table></div>"
+
+
+def render_trend_html(history: pa.Table, metrics: list[str] | None = None, title: str = "Nightly evaluation trends") -> str:
+    """A self-contained page of metrics over nightly runs.
+
+    ``history`` has ``run_date`` (YYYY-MM-DD), ``evaluation``, ``group`` and
+    metric columns; only ``group == "all"`` rows are used. Each metric (by
+    default every float column) gets one inline PNG with one line per
+    evaluation; a table gives each evaluation's latest values and the change
+    since its previous run.
+    """
+    metrics = _trend_metrics(history, metrics)
+    rows = _trend_rows(history)
+    if not rows:
+        return _page(title, '<p class="note">No runs of group "all" in the history.</p>')
+    evaluations = list(dict.fromkeys(str(r["evaluation"]) for r in rows))
+    first, last = rows[0]["_date"].isoformat(), rows[-1]["_date"].isoformat()
+    intro = f'<p class="note">{len(evaluations)} evaluation(s), {len(rows)} run(s) from {_esc(first)} to {_esc(last)}; group "all".</p>'
+    figures = [_figure(_plot_trend(rows, m, evaluations), f"{_label(m)} per run date, one line per evaluation.", "") for m in metrics]
+    body = "\n".join([intro, "<h2>Latest values</h2>", _latest_table(rows, metrics, evaluations),
+                      "<h2>Trends</h2>", '<div class="grid">' + "\n".join(figures) + "</div>"])
+    return _page(title, body)
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def _truncate(text: str, width: int, keep_end: bool = False) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis (at the start when ``keep_end``)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return text[:width]
+    return "…" + text[-(width - 1):] if keep_end else text[: width - 1] + "…"
+
+
+def _text_table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> list[str]:
+    """Aligned plain-text table lines: numbers right-aligned, text left-aligned."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return [line(headers), rule] + [line(r) for r in rows]
+
+
+def _split_columns(widths: list[int], budget: int) -> list[list[int]]:
+    """Greedy chunks of column indices whose widths (plus 2-space gaps) fit ``budget``."""
+    chunks, current, used = [], [], 0
+    for i, w in enumerate(widths):
+        extra = w + (2 if current else 0)
+        if current and used + extra > budget:
+            chunks.append(current)
+            current, used = [], 0
+            extra = w
+        current.append(i)
+        used += extra
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _terminal_summary(summary: pa.Table, width: int) -> list[str]:
+    """The summary as stacked tables that fit ``width``, each led by the group column."""
+    columns = summary.column_names
+    chosen = [c for c in _TERMINAL if c in columns] + _at_k(columns, "map") + _at_k(columns, "hit")
+    chosen += [c for c in _TERMINAL_OPEN_SET if c in columns]
+    groups = [_truncate("all" if g is None else str(g), max(width // 3, 8)) for g in (_column(summary, "group") or ["all"] * summary.num_rows)]
+    cells = {c: [_fmt(v, "-") for v in summary.column(c).to_pylist()] for c in chosen}
+    group_width = max([len("group")] + [len(g) for g in groups])
+    widths = [max([len(_label(c))] + [len(v) for v in cells[c]]) for c in chosen]
+    lines = []
+    for chunk in _split_columns(widths, max(width - group_width - 2, 1)) or [[]]:
+        cols = [chosen[i] for i in chunk]
+        headers = ["group"] + [_label(c) for c in cols]
+        rows = [[g] + [cells[c][r] for c in cols] for r, g in enumerate(groups)]
+        if lines:
+            lines.append("")
+        lines += _text_table(headers, rows, [False] + [True] * len(cols))
+    return lines
+
+
+def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
+    """The worst queries as a text table; key columns share the width left by numbers."""
+    worst = worst_queries(per_query, n)
+    n_known = int(_known_mask(per_query).sum())
+    if worst.num_rows == 0:
+        return ["No known queries to rank."]
+    columns = worst.column_names
+    text_cols = [c for c in columns if c in ("key", "top1_key")]
+    cells = {c: [_fmt(v, "-") for v in worst.column(c).to_pylist()] for c in columns}
+    widths = {c: max([len(_label(c))] + [len(v) for v in cells[c]]) for c in columns}
+    fixed = sum(widths[c] for c in columns if c not in text_cols) + 2 * (len(columns) - 1)
+    if text_cols:
+        share = max((width - fixed) // len(text_cols), 8)
+        for c in text_cols:
+            widths[c] = min(widths[c], share)
+            cells[c] = [_truncate(v, share, keep_end=True) for v in cells[c]]
+    headers = [_label(c) for c in columns]
+    rows = [[cells[c][r] for c in columns] for r in range(worst.num_rows)]
+    title = f"Worst {worst.num_rows} of {n_known} known queries (lowest AP first)"
+    return [title, ""] + _text_table(headers, rows, [c not in text_cols for c in columns])
+
+
+def format_terminal(summary: pa.Table, per_query: pa.Table | None = None, n_worst: int = 10, width: int = 100) -> str:
+    """Plain text for ``evalcore show`` and ``evalcore demo``.
+
+    An aligned summary table (one row per group: counts, mAP, mINP, MRR,
+    hit@k and the open-set counts and rates when present), split into stacked
+    tables when wider than ``width``, then the ``n_worst`` worst queries with
+    long keys shortened from the left so lines stay within ``width``.
+    """
+    lines = ["Summary", ""]
+    if summary.num_rows == 0:
+        lines.append("(empty summary)")
+    else:
+        lines += _terminal_summary(summary, width)
+    if per_query is not None and n_worst > 0:
+        lines += [""] + _terminal_worst(per_query, n_worst, width)
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- IO
+
+
+def load_report(path) -> dict:
+    """Read a local report folder into ``{"per_query", "summary", "cmc", "sweep", "run"}``.
+
+    ``sweep`` is None when the folder has no ``threshold_sweep.parquet``; any
+    other missing file is an :class:`~evalcore.errors.InputError`.
+    """
+    import pyarrow.parquet as pq
+
+    folder = Path(path)
+    if not folder.is_dir():
+        raise InputError(f"report {path}: not a folder")
+    needed = {"per_query": "per_query.parquet", "summary": "summary.parquet", "cmc": "cmc.parquet", "run": "run.json"}
+    missing = [name for name in needed.values() if not (folder / name).is_file()]
+    if missing:
+        raise InputError(f"report {path}: missing {', '.join(missing)}")
+    report = {key: pq.read_table(folder / name) for key, name in needed.items() if name.endswith(".parquet")}
+    sweep = folder / "threshold_sweep.parquet"
+    report["sweep"] = pq.read_table(sweep) if sweep.is_file() else None
+    try:
+        report["run"] = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(f"report {path}: run.json is not valid JSON ({exc})") from None
+    return report

@@ -1,0 +1,107 @@
+"""Relevant and junk gallery items for a chunk of queries (CONTRACT.md section 3).
+
+A protocol turns labels, cameras, qrels or coordinates into a ``Truth``: two
+CSR lists by query (relevant items, per-query junk), each sorted by gallery
+index. Items of ``gallery/junk`` are junk for every query; they are kept out
+of both lists and counted once in ``n_junk``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Truth:
+    """Who is relevant and who is junk, for the queries of one chunk.
+
+    ``rel_items[rel_indptr[i]:rel_indptr[i+1]]`` are query i's relevant gallery
+    indices (ascending); the same for junk. ``allowed`` (judged-only) lists, per
+    query, the only gallery items that take part in its ranking.
+    """
+
+    rel_indptr: np.ndarray
+    rel_items: np.ndarray
+    junk_indptr: np.ndarray
+    junk_items: np.ndarray
+    n_junk: np.ndarray
+    columns: dict = field(default_factory=dict)
+    allowed_indptr: np.ndarray | None = None
+    allowed_items: np.ndarray | None = None
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.rel_indptr) - 1
+
+    @property
+    def n_relevant(self) -> np.ndarray:
+        return np.diff(self.rel_indptr)
+
+
+def csr_from_pairs(rows: np.ndarray, items: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, items) of pairs grouped by row, items ascending within a row."""
+    order = np.lexsort((items, rows))
+    counts = np.bincount(rows, minlength=n_rows)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return indptr, np.asarray(items, dtype=np.int64)[order]
+
+
+def segment_ids(indptr: np.ndarray) -> np.ndarray:
+    """The row of every element of a CSR list."""
+    return np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+
+
+def label_candidates(query_label: np.ndarray, gallery_label: np.ndarray):
+    """Pairs (query row, gallery index) that share a non-negative label.
+
+    One stable sort of the gallery labels, then a range per query: no loop over
+    the gallery, no Q x G comparison.
+    """
+    order = np.argsort(gallery_label, kind="stable")
+    sorted_labels = gallery_label[order]
+    lo = np.searchsorted(sorted_labels, query_label, side="left")
+    hi = np.searchsorted(sorted_labels, query_label, side="right")
+    hi = np.where(query_label < 0, lo, hi)  # a negative label is no identity
+    counts = hi - lo
+    rows = np.repeat(np.arange(len(query_label), dtype=np.int64), counts)
+    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    items = order[np.arange(rows.size, dtype=np.int64) + starts]
+    return rows, items.astype(np.int64)
+
+
+def truth_from_pairs(n_queries: int, rel_rows, rel_items, junk_rows, junk_items,
+                     gallery_junk: np.ndarray | None, columns: dict | None = None,
+                     allowed: tuple[np.ndarray, np.ndarray] | None = None) -> Truth:
+    """Assemble a Truth; ``gallery/junk`` items leave the relevant and junk lists."""
+    n_global = 0
+    if gallery_junk is not None and gallery_junk.any():
+        n_global = int(gallery_junk.sum())
+        keep = ~gallery_junk[rel_items]
+        rel_rows, rel_items = rel_rows[keep], rel_items[keep]
+        keep = ~gallery_junk[junk_items]
+        junk_rows, junk_items = junk_rows[keep], junk_items[keep]
+    rel_indptr, rel_sorted = csr_from_pairs(rel_rows, rel_items, n_queries)
+    junk_indptr, junk_sorted = csr_from_pairs(junk_rows, junk_items, n_queries)
+    n_junk = np.diff(junk_indptr) + n_global
+    allowed_indptr = allowed_items = None
+    if allowed is not None:
+        allowed_indptr, allowed_items = allowed
+    return Truth(rel_indptr, rel_sorted, junk_indptr, junk_sorted, n_junk.astype(np.int64),
+                 columns or {}, allowed_indptr, allowed_items)
+
+
+def class_truth(query_label, gallery_label, gallery_junk=None) -> Truth:
+    """``class``: relevant = same (non-negative) label."""
+    rows, items = label_candidates(query_label, gallery_label)
+    empty = np.empty(0, dtype=np.int64)
+    return truth_from_pairs(len(query_label), rows, items, empty, empty, gallery_junk)
+
+
+def reid_truth(query_label, query_cam, gallery_label, gallery_cam, gallery_junk=None) -> Truth:
+    """``reid`` (Market-1501 rule): relevant = same label, other camera; junk = same label, same camera."""
+    rows, items = label_candidates(query_label, gallery_label)
+    same_cam = gallery_cam[items] == query_cam[rows]
+    return truth_from_pairs(len(query_label), rows[~same_cam], items[~same_cam],
+                            rows[same_cam], items[same_cam], gallery_junk)

@@ -1,0 +1,342 @@
+"""Blocked scores -> ranks of the relevant items and the rank-1 item (DESIGN.md).
+
+No Q x G matrix and no sort of gallery scores. For each query the rank of its
+k-th best relevant item is
+
+    r_k = k + #{ non-junk, non-relevant g : s(g) beats s_k }
+
+where "beats" is ``>=`` under pessimistic ties and ``>`` under optimistic ones.
+
+Exactness. Every score is one float32 number computed once, inside a matrix
+product of a fixed shape (``TILE_ROWS`` x ``TILE_COLS``) at a fixed place
+(query row mod TILE_ROWS, gallery index mod TILE_COLS) with one BLAS thread.
+OpenBLAS gives different last bits for the same dot product at different
+positions or shapes, so this canonical grid is what makes results independent
+of chunking and worker count. Relevant scores come out of the same tiles as
+negative ones. To count negatives above a threshold before that threshold's
+own tile has been computed, each relevant score is first approximated in
+float64 (``t~``) with a rigorous error bound ``delta`` (|fl32 dot - dot| <=
+gamma_D * sum|q_k g_k|). A negative farther than delta from every t~ is
+counted at once; the few inside a band are kept and compared with the exact
+thresholds at the end.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from evalcore.protocols import Truth, segment_ids
+
+TILE_ROWS = 256
+TILE_COLS = 4096
+#: float32 unit roundoff
+U32 = 2.0 ** -24
+NEG_INF = np.float32(-np.inf)
+
+
+@dataclass
+class Ranked:
+    """What the metrics need, for the queries of one chunk.
+
+    ``ranks[indptr[i]:indptr[i+1]]`` are query i's relevant ranks r_1 < r_2 < ...
+    (only the ranked ones for precomputed lists); ``n_relevant`` is R.
+    """
+
+    indptr: np.ndarray
+    ranks: np.ndarray
+    n_relevant: np.ndarray
+    top1: np.ndarray          # gallery index of rank 1, -1 if nothing is ranked
+    top1_score: np.ndarray    # float64, NaN if unknown
+    relevant_score: np.ndarray  # best score of a relevant item, NaN if none
+    near_ties: int = 0        # negatives resolved against exact thresholds
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def normalize_rows(x: np.ndarray, similarity: str) -> np.ndarray:
+    """float32 rows, L2-normalised under ``cosine``: x / ||x||, norms in float64.
+
+    Row-wise and elementwise only, so a row's result does not depend on which
+    other rows share the block.
+    """
+    x64 = np.asarray(x, dtype=np.float64)
+    if similarity == "cosine":
+        x64 = x64 / np.sqrt((x64 * x64).sum(axis=1, keepdims=True))
+    return np.ascontiguousarray(x64, dtype=np.float32)
+
+
+def float32_order_keys(values: np.ndarray) -> np.ndarray:
+    """uint32 keys whose unsigned order is the float order (-0.0 folded into +0.0)."""
+    bits = (np.asarray(values, dtype=np.float32) + np.float32(0.0)).view(np.uint32)
+    negative = (bits >> 31).astype(bool)
+    return np.where(negative, ~bits, bits | np.uint32(0x80000000)).astype(np.uint32)
+
+
+def row_keys(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """uint64 keys ordered by (row, float value): one searchsorted serves many rows."""
+    return (np.asarray(rows, dtype=np.uint64) << np.uint64(32)) | float32_order_keys(values).astype(np.uint64)
+
+
+def round_down32(x: np.ndarray) -> np.ndarray:
+    y = x.astype(np.float32)
+    return np.where(y.astype(np.float64) > x, np.nextafter(y, np.float32(-np.inf)), y)
+
+
+def round_up32(x: np.ndarray) -> np.ndarray:
+    y = x.astype(np.float32)
+    return np.where(y.astype(np.float64) < x, np.nextafter(y, np.float32(np.inf)), y)
+
+
+def score_bounds(q: np.ndarray, g: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
+    """Float32 bounds [lo, hi] that surely hold the float32 tile score of each row pair.
+
+    ``q`` and ``g`` are the already normalised float32 rows of each pair.
+    The bound gamma_D * sum|q_k g_k| covers any summation order a BLAS kernel
+    may use; the extra terms cover this float64 estimate and a last-bit
+    difference in normalisation.
+    """
+    q64, g64 = q.astype(np.float64), g.astype(np.float64)
+    prod = q64 * g64
+    approx = prod.sum(axis=1)
+    magnitude = np.abs(prod).sum(axis=1)
+    gamma = dims * U32 / (1 - dims * U32)
+    delta = (gamma + 8 * U32) * magnitude + 1e-30
+    return round_down32(approx - delta), round_up32(approx + delta)
+
+
+# --------------------------------------------------------------------------- state
+
+
+class _TileState:
+    """One query tile: thresholds, running rank-1 and the histogram of beaten thresholds.
+
+    The tile's queries are chunk rows ``r0 .. r1`` sitting at tile rows
+    ``l0 .. l0 + (r1 - r0)``; their pairs are contiguous slices of the CSR lists.
+    """
+
+    def __init__(self, truth: Truth, r0: int, r1: int, l0: int, lo: np.ndarray, hi: np.ndarray):
+        n = r1 - r0
+        self.l0, self.l1 = l0, l0 + n
+        p0, p1 = truth.rel_indptr[r0], truth.rel_indptr[r1]
+        self.counts = np.diff(truth.rel_indptr[r0:r1 + 1])
+        self.row_start = truth.rel_indptr[r0:r1 + 1] - p0
+        self.pair_row = segment_ids(self.row_start)
+        self.pair_col = truth.rel_items[p0:p1]
+        self.rel_by_col = np.argsort(self.pair_col, kind="stable")
+        self.rel_cols_sorted = self.pair_col[self.rel_by_col]
+        j0, j1 = truth.junk_indptr[r0], truth.junk_indptr[r1]
+        junk_row = segment_ids(truth.junk_indptr[r0:r1 + 1] - j0)
+        junk_col = truth.junk_items[j0:j1]
+        order = np.argsort(junk_col, kind="stable")
+        self.junk_row, self.junk_col = junk_row[order], junk_col[order]
+        # band bounds sorted within each row, as (row, value) keys
+        self.lo_keys = np.sort(row_keys(self.pair_row, lo[p0:p1]))
+        self.hi_keys = np.sort(row_keys(self.pair_row, hi[p0:p1]))
+        self.lo_min = np.full(n, np.inf, dtype=np.float32)
+        if p1 > p0:
+            np.minimum.at(self.lo_min, self.pair_row, lo[p0:p1])
+        self.exact = np.full(p1 - p0, np.nan, dtype=np.float32)
+        self.hist = np.zeros(p1 - p0, dtype=np.int64)
+        self.near: list[tuple[np.ndarray, np.ndarray]] = []
+        self.best = np.full(n, -np.inf, dtype=np.float32)
+        self.best_idx = np.full(n, -1, dtype=np.int64)
+        self.n = n
+
+    def update(self, scores: np.ndarray, col0: int, colmask: np.ndarray | None) -> None:
+        """Fold one tile of scores (TILE_ROWS x TILE_COLS, gallery from ``col0``) into the state."""
+        n = self.n
+        sub = scores[self.l0:self.l1]
+        col1 = col0 + sub.shape[1]
+        a, b = np.searchsorted(self.rel_cols_sorted, [col0, col1])
+        if b > a:
+            sel = self.rel_by_col[a:b]
+            r, c = self.pair_row[sel], self.pair_col[sel] - col0
+            self.exact[sel] = sub[r, c]
+            sub[r, c] = NEG_INF
+        a, b = np.searchsorted(self.junk_col, [col0, col1])
+        if b > a:
+            sub[self.junk_row[a:b], self.junk_col[a:b] - col0] = NEG_INF
+        if colmask is not None:
+            sub[:, colmask] = NEG_INF
+        arg = sub.argmax(axis=1)
+        top = sub[np.arange(n), arg]
+        better = top > self.best
+        if better.any():
+            self.best[better] = top[better]
+            self.best_idx[better] = arg[better] + col0
+        if not self.lo_keys.size:
+            return
+        flat = np.flatnonzero(sub >= self.lo_min[:, None])
+        if not flat.size:
+            return
+        width = sub.shape[1]
+        cand_row = flat // width
+        values = sub.ravel()[flat]
+        keys = row_keys(cand_row, values)
+        start = self.row_start[cand_row]
+        n_lo = np.searchsorted(self.lo_keys, keys, side="right") - start   # t~ - delta <= s
+        n_hi = np.searchsorted(self.hi_keys, keys, side="left") - start    # t~ + delta < s
+        near = n_lo > n_hi
+        if near.any():
+            uniq, mult = np.unique(keys[near], return_counts=True)
+            self.near.append((uniq, mult))
+        sure = ~near & (n_hi > 0)
+        if sure.any():
+            self.hist += np.bincount(start[sure] + n_hi[sure] - 1, minlength=len(self.hist))
+
+    def finish(self, ties: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """Exact ranks (CSR by row, ascending), rank-1 item and score, best relevant score."""
+        n = self.n
+        exact_keys = np.sort(row_keys(self.pair_row, self.exact))
+        n_near = 0
+        if self.near:
+            keys = np.concatenate([k for k, _ in self.near])
+            mult = np.concatenate([m for _, m in self.near])
+            n_near = int(mult.sum())
+            row = (keys >> np.uint64(32)).astype(np.int64)
+            side = "right" if ties == "pessimistic" else "left"
+            beaten = np.searchsorted(exact_keys, keys, side=side) - self.row_start[row]
+            hit = beaten > 0
+            self.hist += np.bincount(self.row_start[row[hit]] + beaten[hit] - 1, weights=mult[hit],
+                                     minlength=len(self.hist)).astype(np.int64)
+        # negatives beating the j-th smallest threshold = suffix sum of hist within the row
+        total = len(self.hist)
+        seg = np.repeat(np.arange(n, dtype=np.int64), self.counts)
+        csum = np.cumsum(self.hist)
+        end = self.row_start[1:][seg] - 1
+        suffix = csum[end] - csum + self.hist if total else csum
+        # position j (ascending thresholds) is relevant number k = R - (j - start) from the top
+        j = np.arange(total, dtype=np.int64)
+        k = self.row_start[1:][seg] - j
+        rank_by_j = k + suffix
+        ranks = rank_by_j[self.row_start[1:][seg] - 1 - (j - self.row_start[seg])] if total else rank_by_j
+        # best relevant: highest exact score, lowest index on ties (pairs are index-ascending)
+        rel_best = np.full(n, -np.inf, dtype=np.float32)
+        rel_idx = np.full(n, -1, dtype=np.int64)
+        if total:
+            np.maximum.at(rel_best, self.pair_row, self.exact)
+            is_best = self.exact == rel_best[self.pair_row]
+            first = np.full(n, total, dtype=np.int64)
+            np.minimum.at(first, self.pair_row[is_best], np.nonzero(is_best)[0])
+            has = first < total
+            rel_idx[has] = self.pair_col[first[has]]
+        take_rel = (rel_best > self.best) | ((rel_best == self.best) & (ties == "optimistic"))
+        take_rel &= rel_idx >= 0
+        top1 = np.where(take_rel, rel_idx, self.best_idx)
+        top1_score = np.where(take_rel, rel_best, self.best).astype(np.float64)
+        top1_score[top1 < 0] = np.nan
+        rel_score = np.where(rel_idx >= 0, rel_best.astype(np.float64), np.nan)
+        return ranks, top1, top1_score, rel_score, n_near
+
+
+def rank_by_embeddings(query: np.ndarray, q0: int, truth: Truth, read_gallery: Callable[[int, int], np.ndarray],
+                       read_gallery_rows: Callable[[np.ndarray], np.ndarray], n_gallery: int, *,
+                       similarity: str = "cosine", ties: str = "pessimistic",
+                       gallery_junk: np.ndarray | None = None, block_bytes: int = 64 << 20) -> Ranked:
+    """Ranks of every relevant item for queries ``q0 .. q0+len(query)`` (global indices).
+
+    ``read_gallery(a, b)`` returns gallery rows a..b as they are stored;
+    ``read_gallery_rows(idx)`` returns the rows at sorted indices ``idx``.
+    Memory: one gallery block (``block_bytes``) plus one score tile.
+    """
+    from threadpoolctl import threadpool_limits
+
+    n, dims = query.shape
+    qn = normalize_rows(query, similarity)
+    # approximate thresholds and their error bands, from float64 dot products
+    pair_row = segment_ids(truth.rel_indptr)
+    union, inverse = np.unique(truth.rel_items, return_inverse=True)
+    grows = normalize_rows(read_gallery_rows(union), similarity) if union.size else np.empty((0, dims), np.float32)
+    lo, hi = score_bounds(qn[pair_row], grows[inverse], dims)
+
+    tiles = []
+    for t in range(q0 // TILE_ROWS, (q0 + n - 1) // TILE_ROWS + 1):
+        a, b = max(q0, t * TILE_ROWS), min(q0 + n, (t + 1) * TILE_ROWS)
+        qtile = np.zeros((TILE_ROWS, dims), dtype=np.float32)
+        qtile[a - t * TILE_ROWS:b - t * TILE_ROWS] = qn[a - q0:b - q0]
+        tiles.append((qtile, _TileState(truth, a - q0, b - q0, a - t * TILE_ROWS, lo, hi)))
+
+    tiles_per_block = max(1, block_bytes // (TILE_COLS * dims * 4))
+    block_rows = tiles_per_block * TILE_COLS
+    with threadpool_limits(limits=1, user_api="blas"):
+        for g0 in range(0, n_gallery, block_rows):
+            g1 = min(n_gallery, g0 + block_rows)
+            width = -(-(g1 - g0) // TILE_COLS) * TILE_COLS
+            block = np.zeros((width, dims), dtype=np.float32)
+            block[:g1 - g0] = normalize_rows(read_gallery(g0, g1), similarity)
+            for c0 in range(0, width, TILE_COLS):
+                gtile = block[c0:c0 + TILE_COLS]
+                col0 = g0 + c0
+                colmask = None
+                pad = col0 + TILE_COLS - n_gallery
+                junk = gallery_junk[col0:col0 + TILE_COLS] if gallery_junk is not None else None
+                if pad > 0 or (junk is not None and junk.any()):
+                    colmask = np.zeros(TILE_COLS, dtype=bool)
+                    if junk is not None:
+                        colmask[:len(junk)] = junk
+                    if pad > 0:
+                        colmask[TILE_COLS - pad:] = True
+                for qtile, state in tiles:
+                    state.update(qtile @ gtile.T, col0, colmask)
+    return _assemble(tiles, truth, ties)
+
+
+def _assemble(tiles, truth: Truth, ties: str) -> Ranked:
+    """Concatenate the tiles' results in query order."""
+    parts = [state.finish(ties) for _, state in tiles]
+    ranks = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+    return Ranked(indptr=truth.rel_indptr - truth.rel_indptr[0], ranks=ranks.astype(np.int64),
+                  n_relevant=truth.n_relevant.astype(np.int64),
+                  top1=np.concatenate([p[1] for p in parts]).astype(np.int64),
+                  top1_score=np.concatenate([p[2] for p in parts]),
+                  relevant_score=np.concatenate([p[3] for p in parts]),
+                  near_ties=int(sum(p[4] for p in parts)))
+
+
+def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
+                  gallery_junk: np.ndarray | None = None) -> Ranked:
+    """Ranks from precomputed top-K lists (``ranking/item``): the given order, junk removed.
+
+    Relevant items missing from a list have no rank; R still counts them.
+    """
+    n, k = items.shape
+    rows = np.repeat(np.arange(n, dtype=np.int64), k)
+    flat = items.reshape(-1).astype(np.int64)
+    valid = flat >= 0
+    pair = rows * (1 << 32) + np.where(valid, flat, 0)
+
+    def member(indptr, members):
+        keys = segment_ids(indptr) * (1 << 32) + members
+        keys = np.sort(keys)
+        pos = np.searchsorted(keys, pair)
+        pos = np.minimum(pos, max(len(keys) - 1, 0))
+        return (keys[pos] == pair) if len(keys) else np.zeros(pair.shape, bool)
+
+    junk = member(truth.junk_indptr, truth.junk_items) & valid
+    if gallery_junk is not None:
+        junk |= valid & gallery_junk[np.where(valid, flat, 0)]
+    if truth.allowed_indptr is not None:
+        junk |= valid & ~member(truth.allowed_indptr, truth.allowed_items)
+    kept = (valid & ~junk).reshape(n, k)
+    rel = (member(truth.rel_indptr, truth.rel_items) & valid & ~junk).reshape(n, k)
+    position = np.cumsum(kept, axis=1)
+    rel_rows, rel_cols = np.nonzero(rel)
+    ranks = position[rel_rows, rel_cols]
+    counts = np.bincount(rel_rows, minlength=n)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    has = kept.any(axis=1)
+    first = np.argmax(kept, axis=1)
+    top1 = np.where(has, items[np.arange(n), first], -1).astype(np.int64)
+    top1_score = np.full(n, np.nan)
+    relevant_score = np.full(n, np.nan)
+    if scores is not None:
+        top1_score = np.where(has, scores[np.arange(n), first].astype(np.float64), np.nan)
+        has_rel = rel.any(axis=1)
+        first_rel = np.argmax(rel, axis=1)
+        relevant_score = np.where(has_rel, scores[np.arange(n), first_rel].astype(np.float64), np.nan)
+    return Ranked(indptr, ranks.astype(np.int64), truth.n_relevant.astype(np.int64), top1, top1_score,
+                  relevant_score)
