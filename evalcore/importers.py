@@ -297,6 +297,12 @@ def _load_npz(path) -> dict[str, tuple[str, np.ndarray]]:
     return found
 
 
+def _relative(where: str, other: str) -> str:
+    """``where`` without its file name when ``other`` names the same file (``FILE: key K``)."""
+    head = where.rsplit(": key ", 1)
+    return "key " + head[1] if len(head) == 2 and other.startswith(head[0] + ": key ") else where
+
+
 def read_npy(path=None, *, query_features=None, gallery_features=None, query_ids=None,
              gallery_ids=None, query_cams=None, gallery_cams=None, junk_label: int | None = None,
              ) -> tuple[dict[str, np.ndarray], dict]:
@@ -340,10 +346,10 @@ def read_npy(path=None, *, query_features=None, gallery_features=None, query_ids
         n = emb.shape[0]
         arrays[f"{side}/emb"] = emb
         where_ids, ids = found[f"{side}_ids"]
-        arrays[f"{side}/label"] = _check_integers(ids, where_ids, n, where)
+        arrays[f"{side}/label"] = _check_integers(ids, where_ids, n, _relative(where, where_ids))
         if f"{side}_cams" in found:
             where_cams, cams = found[f"{side}_cams"]
-            arrays[f"{side}/cam"] = _check_integers(cams, where_cams, n, where)
+            arrays[f"{side}/cam"] = _check_integers(cams, where_cams, n, _relative(where, where_cams))
         if f"{side}_keys" in found:
             where_keys, keys = found[f"{side}_keys"]
             keys = np.asarray(keys).reshape(-1)
@@ -356,7 +362,7 @@ def read_npy(path=None, *, query_features=None, gallery_features=None, query_ids
     dq, dg = arrays["query/emb"].shape[1], arrays["gallery/emb"].shape[1]
     if dq != dg:
         raise InputError(f"{found['gallery_features'][0]}: {dg} dimensions, but "
-                         f"{found['query_features'][0]} has {dq}")
+                         f"{_relative(found['query_features'][0], found['gallery_features'][0])} has {dq}")
     arrays.update(_junk(arrays["gallery/label"], junk_label))
     return arrays, {"protocol": _protocol(arrays)}
 

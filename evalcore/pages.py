@@ -45,6 +45,8 @@ _RANKING = ("n_queries", "n_evaluated", "n_unknown", "map", "map_trapz", "minp",
 _OPEN_SET = ("threshold", "tp", "fp", "fn", "tn", "rejection_accuracy", "fpir", "fnir")
 _TERMINAL = ("n_queries", "n_evaluated", "n_unknown", "map", "minp", "mrr")
 _TERMINAL_OPEN_SET = ("threshold", "tp", "fp", "fn", "tn", "fpir", "fnir")
+#: Shorter headers for the worst-queries text table.
+_TERMINAL_LABELS = {"top1_score": "score", "relevant_score": "rel.score", "first_rank": "1st rel"}
 _TREND_KEYS = ("run_date", "evaluation", "group")
 _PREFERRED_METRICS = ("map", "minp", "mrr", "map_trapz")
 
@@ -197,10 +199,19 @@ def _group_colors(groups: list[str]) -> dict[str, object]:
     return colors
 
 
-def _legend(ax, count: int) -> None:
-    """A legend that stays readable with many lines."""
-    if count:
-        ax.legend(fontsize="small" if count <= 8 else "x-small", ncol=1 if count <= 8 else 2, framealpha=0.85)
+def _legend(ax, count: int, below: bool = False, handles: list | None = None) -> None:
+    """A legend that stays readable with many lines.
+
+    ``below`` puts it under the x label, off the data, in up to 4 columns.
+    """
+    if not count:
+        return
+    size = "small" if count <= 8 else "x-small"
+    extra = {} if handles is None else {"handles": handles}
+    if below:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(count, 4), fontsize=size, frameon=False, **extra)
+    else:
+        ax.legend(fontsize=size, ncol=1 if count <= 8 else 2, framealpha=0.85, **extra)
 
 
 def _groups_in_order(values: list) -> list[str]:
@@ -211,6 +222,8 @@ def _groups_in_order(values: list) -> list[str]:
 
 def _plot_cmc(cmc: pa.Table) -> str | None:
     """CMC curves, one line per group; None without data."""
+    from matplotlib.ticker import MaxNLocator
+
     k = _column(cmc, "k")
     values = _column(cmc, "cmc")
     if not k or values is None:
@@ -228,6 +241,8 @@ def _plot_cmc(cmc: pa.Table) -> str | None:
     max_k = max(kk for kk in k if kk is not None)
     if max_k > 100:
         ax.set_xscale("log")
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(1, max(max_k, 2))
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("rank k")
@@ -237,26 +252,32 @@ def _plot_cmc(cmc: pa.Table) -> str | None:
     return _png_uri(fig)
 
 
-def _plot_histograms(series: list[tuple[str, list[float]]], title: str, threshold: float | None) -> str | None:
-    """Overlaid score histograms on shared bins; None when every series is empty."""
-    series = [(name, [float(v) for v in vals if not _is_missing(v)]) for name, vals in series]
-    if not any(vals for _, vals in series):
+def _plot_histograms(series: list[tuple[str, list, str]], title: str, threshold: float | None) -> str | None:
+    """Overlaid score histograms on shared bins; None when every series is empty.
+
+    ``series`` holds (label, values, colour) triples.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    series = [(name, [float(v) for v in vals if not _is_missing(v)], color) for name, vals, color in series]
+    if not any(vals for _, vals, _ in series):
         return None
-    every = np.concatenate([np.asarray(vals) for _, vals in series if vals])
+    every = np.concatenate([np.asarray(vals) for _, vals, _ in series if vals])
     lo, hi = float(every.min()), float(every.max())
     if hi <= lo:
         lo, hi = lo - 0.5, hi + 0.5
     bins = np.linspace(lo, hi, 31)
     fig, ax = _new_figure()
-    for (name, vals), color in zip(series, ("tab:green", "tab:red", "tab:blue", "tab:orange")):
+    for name, vals, color in series:
         if vals:
             ax.hist(vals, bins=bins, histtype="stepfilled", alpha=0.45, color=color, edgecolor=color, label=f"{name} (n={len(vals)})")
     if threshold is not None:
         ax.axvline(threshold, color="black", ls="--", lw=1, label=f"threshold {threshold:.4g}")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("rank-1 score")
     ax.set_ylabel("queries")
     ax.set_title(title)
-    _legend(ax, len(series) + (threshold is not None))
+    _legend(ax, len(series) + (threshold is not None), below=True)
     return _png_uri(fig)
 
 
@@ -268,26 +289,30 @@ def _plot_sweep(sweep: pa.Table, threshold: float | None) -> str | None:
     groups = ["all" if g is None else str(g) for g in (_column(sweep, "group") or ["all"] * len(thresholds))]
     order = _groups_in_order(groups)
     colors = _group_colors(order)
+    from matplotlib.lines import Line2D
+
     fig, ax = _new_figure()
-    lines = 0
+    handles, plotted = [], set()
     for rate, style in (("fpir", "-"), ("fnir", "--")):
         values = _column(sweep, rate)
         if values is None:
             continue
+        handles.append(Line2D([], [], color="grey", ls=style, label=rate.upper()))
         for name in order:
             points = sorted((t, v) for t, v, g in zip(thresholds, values, groups) if g == name and not _is_missing(t) and not _is_missing(v))
             if points:
                 xs, ys = zip(*points)
-                ax.plot(xs, ys, ls=style, color=colors[name], lw=2 if name == "all" else 1.2, label=f"{rate.upper()} {name}")
-                lines += 1
+                ax.plot(xs, ys, ls=style, color=colors[name], lw=2 if name == "all" else 1.2)
+                plotted.add(name)
+    handles += [Line2D([], [], color=colors[name], lw=2 if name == "all" else 1.2, label=name) for name in order if name in plotted]
     if threshold is not None:
-        ax.axvline(threshold, color="grey", ls=":", lw=1.2, label=f"threshold {threshold:.4g}")
-        lines += 1
+        ax.axvline(threshold, color="grey", ls=":", lw=1.2)
+        handles.append(Line2D([], [], color="grey", ls=":", label=f"threshold {threshold:.4g}"))
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("threshold on the rank-1 score")
     ax.set_ylabel("rate")
     ax.set_title("Open-set error rates (FPIR solid, FNIR dashed)")
-    _legend(ax, lines)
+    _legend(ax, len(handles), below=True, handles=handles)
     return _png_uri(fig)
 
 
@@ -443,7 +468,7 @@ def _score_figures(per_query: pa.Table, threshold: float | None) -> list[str]:
     correct = [s for s, k, f in zip(scores, known, first) if k and f == 1]
     wrong = [s for s, k, f in zip(scores, known, first) if k and f != 1]
     figures = [_figure(
-        _plot_histograms([("correct at rank 1", correct), ("incorrect at rank 1", wrong)], "Rank-1 score, known queries", threshold),
+        _plot_histograms([("correct at rank 1", correct, "tab:green"), ("incorrect at rank 1", wrong, "tab:red")], "Rank-1 score, known queries", threshold),
         "Rank-1 scores of known queries whose rank-1 item is relevant (correct) or not (incorrect).",
         "No rank-1 scores of known queries to plot.",
     )]
@@ -451,7 +476,7 @@ def _score_figures(per_query: pa.Table, threshold: float | None) -> list[str]:
         known_scores = [s for s, k in zip(scores, known) if k]
         unknown_scores = [s for s, u in zip(scores, unknown) if u]
         figures.append(_figure(
-            _plot_histograms([("known", known_scores), ("unknown", unknown_scores)], "Rank-1 score, known vs unknown queries", threshold),
+            _plot_histograms([("known", known_scores, "tab:blue"), ("unknown", unknown_scores, "tab:orange")], "Rank-1 score, known vs unknown queries", threshold),
             "Rank-1 scores of known queries and of unknown (open-set) queries, which have no relevant item.",
             "No rank-1 scores to plot.",
         ))
@@ -548,7 +573,7 @@ def _plot_trend(rows: list[dict], metric: str, evaluations: list[str]) -> str:
     """One metric over time, one line per evaluation."""
     import matplotlib.dates as mdates
 
-    fig, ax = _new_figure(7.0, 3.4)
+    fig, ax = _new_figure(6.0, 3.8)
     colors = _group_colors(evaluations)
     for name in evaluations:
         points = [(r["_date"], np.nan if _is_missing(r.get(metric)) else float(r[metric])) for r in rows if str(r["evaluation"]) == name]
@@ -560,7 +585,7 @@ def _plot_trend(rows: list[dict], metric: str, evaluations: list[str]) -> str:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     ax.set_ylabel(_label(metric))
     ax.set_title(f"{_label(metric)} over time")
-    _legend(ax, len(evaluations))
+    _legend(ax, len(evaluations), below=True)
     return _png_uri(fig)
 
 
@@ -629,40 +654,68 @@ def _text_table(headers: list[str], rows: list[list[str]], numeric: list[bool]) 
     return [line(headers), rule] + [line(r) for r in rows]
 
 
+def _chunk_width(widths: list[int]) -> int:
+    """Width of columns set side by side with 2-space gaps."""
+    return sum(widths) + 2 * max(len(widths) - 1, 0)
+
+
 def _split_columns(widths: list[int], budget: int) -> list[list[int]]:
-    """Greedy chunks of column indices whose widths (plus 2-space gaps) fit ``budget``."""
-    chunks, current, used = [], [], 0
+    """Column indices in the fewest chunks that fit ``budget``, balanced in size.
+
+    Greedy packing finds the number of chunks; columns are then spread evenly
+    over that many chunks when that still fits (no lonely last column).
+    """
+    greedy, current = [], []
     for i, w in enumerate(widths):
-        extra = w + (2 if current else 0)
-        if current and used + extra > budget:
-            chunks.append(current)
-            current, used = [], 0
-            extra = w
+        if current and _chunk_width([widths[j] for j in current] + [w]) > budget:
+            greedy.append(current)
+            current = []
         current.append(i)
-        used += extra
     if current:
-        chunks.append(current)
-    return chunks
+        greedy.append(current)
+    count = len(greedy)
+    if count > 1:
+        size, extra = divmod(len(widths), count)
+        bounds = np.cumsum([0] + [size + (i < extra) for i in range(count)])
+        even = [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        if all(_chunk_width([widths[j] for j in chunk]) <= budget for chunk in even):
+            return even
+    return greedy
 
 
 def _terminal_summary(summary: pa.Table, width: int) -> list[str]:
-    """The summary as stacked tables that fit ``width``, each led by the group column."""
+    """The summary as stacked tables that fit ``width``, each led by the group column.
+
+    Ranking metrics and open-set counts/rates start separate tables; a block
+    still too wide is split greedily.
+    """
     columns = summary.column_names
-    chosen = [c for c in _TERMINAL if c in columns] + _at_k(columns, "map") + _at_k(columns, "hit")
-    chosen += [c for c in _TERMINAL_OPEN_SET if c in columns]
+    blocks = [
+        [c for c in _TERMINAL if c in columns] + _at_k(columns, "map") + _at_k(columns, "hit"),
+        [c for c in _TERMINAL_OPEN_SET if c in columns],
+    ]
     groups = [_truncate("all" if g is None else str(g), max(width // 3, 8)) for g in (_column(summary, "group") or ["all"] * summary.num_rows)]
-    cells = {c: [_fmt(v, "-") for v in summary.column(c).to_pylist()] for c in chosen}
     group_width = max([len("group")] + [len(g) for g in groups])
-    widths = [max([len(_label(c))] + [len(v) for v in cells[c]]) for c in chosen]
     lines = []
-    for chunk in _split_columns(widths, max(width - group_width - 2, 1)) or [[]]:
-        cols = [chosen[i] for i in chunk]
-        headers = ["group"] + [_label(c) for c in cols]
-        rows = [[g] + [cells[c][r] for c in cols] for r, g in enumerate(groups)]
-        if lines:
-            lines.append("")
-        lines += _text_table(headers, rows, [False] + [True] * len(cols))
-    return lines
+    for block in blocks:
+        cells = {c: [_fmt(v, "-") for v in summary.column(c).to_pylist()] for c in block}
+        widths = [max([len(_label(c))] + [len(v) for v in cells[c]]) for c in block]
+        for chunk in _split_columns(widths, max(width - group_width - 2, 1)):
+            cols = [block[i] for i in chunk]
+            rows = [[g] + [cells[c][r] for c in cols] for r, g in enumerate(groups)]
+            lines += ([""] if lines else []) + _text_table(["group"] + [_label(c) for c in cols], rows, [False] + [True] * len(cols))
+    return lines or _text_table(["group"], [[g] for g in groups], [False])
+
+
+def _fit_widths(natural: list[int], available: int, minimum: int = 8) -> list[int]:
+    """Shrink the widest of ``natural`` widths until they sum to ``available`` (none below ``minimum``)."""
+    widths = list(natural)
+    while sum(widths) > available:
+        widest = max(range(len(widths)), key=widths.__getitem__)
+        if widths[widest] <= minimum:
+            break
+        widths[widest] -= 1
+    return widths
 
 
 def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
@@ -672,19 +725,19 @@ def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
     if worst.num_rows == 0:
         return ["No known queries to rank."]
     columns = worst.column_names
-    text_cols = [c for c in columns if c in ("key", "top1_key")]
+    labels = [_TERMINAL_LABELS.get(c, _label(c)) for c in columns]
     cells = {c: [_fmt(v, "-") for v in worst.column(c).to_pylist()] for c in columns}
-    widths = {c: max([len(_label(c))] + [len(v) for v in cells[c]]) for c in columns}
-    fixed = sum(widths[c] for c in columns if c not in text_cols) + 2 * (len(columns) - 1)
-    if text_cols:
-        share = max((width - fixed) // len(text_cols), 8)
-        for c in text_cols:
-            widths[c] = min(widths[c], share)
-            cells[c] = [_truncate(v, share, keep_end=True) for v in cells[c]]
-    headers = [_label(c) for c in columns]
+    natural = {c: max([len(lab)] + [len(v) for v in cells[c]]) for c, lab in zip(columns, labels)}
+    text_cols = [c for c in columns if c in ("key", "top1_key")]
+    fixed = sum(natural[c] for c in columns if c not in text_cols) + 2 * (len(columns) - 1)
+    for c, w in zip(text_cols, _fit_widths([natural[c] for c in text_cols], width - fixed)):
+        cells[c] = [_truncate(v, w, keep_end=True) for v in cells[c]]
     rows = [[cells[c][r] for c in columns] for r in range(worst.num_rows)]
-    title = f"Worst {worst.num_rows} of {n_known} known queries (lowest AP first)"
-    return [title, ""] + _text_table(headers, rows, [c not in text_cols for c in columns])
+    notes = [f"{_TERMINAL_LABELS[c]} = {_label(c)}" for c in columns if c in _TERMINAL_LABELS]
+    lines = [f"Worst {worst.num_rows} of {n_known} known queries (lowest AP first)"]
+    if notes:
+        lines.append(_truncate("(" + "; ".join(notes) + ")", width))
+    return lines + [""] + _text_table(labels, rows, [c not in text_cols for c in columns])
 
 
 def format_terminal(summary: pa.Table, per_query: pa.Table | None = None, n_worst: int = 10, width: int = 100) -> str:

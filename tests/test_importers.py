@@ -33,6 +33,14 @@ def _attrs(path) -> dict:
     return dict(zarr.open_group(str(path), mode="r").attrs["evalcore"])
 
 
+def _valid(path, protocol):
+    """The written dataset passes the project's own validation for its protocol."""
+    from evalcore.dataset import open_dataset, validate
+
+    assert validate(open_dataset(path), protocol).items == []
+    assert _attrs(path)["protocol"] == protocol
+
+
 def _keys(values) -> list[str]:
     return [str(v) for v in np.asarray(values).tolist()]
 
@@ -53,7 +61,7 @@ def _mat_inputs(q=4, g=6, d=5):
         "query_label": [3, 5, 3, 7][:q],
         "query_cam": [1, 2, 3, 1][:q],
         "gallery_f": RNG.standard_normal((g, d)).astype(np.float32),
-        "gallery_label": [3, -1, 0, 5, 7, -1][:g],
+        "gallery_label": [3, -1, 0, 5, -2, -1][:g],
         "gallery_cam": [2, 1, 4, 1, 2, 3][:g],
     }
 
@@ -68,12 +76,13 @@ def test_mat_round_trip_marks_minus_one_as_junk(tmp_path):
     np.testing.assert_array_equal(got["gallery/emb"], src["gallery_f"])
     assert got["query/emb"].dtype == np.float32
     assert got["query/label"].tolist() == [3, 5, 3, 7]
-    assert got["gallery/label"].tolist() == [3, -1, 0, 5, 7, -1]  # -1 stays negative, 0 stays 0
+    assert got["gallery/label"].tolist() == [3, -1, 0, 5, -2, -1]  # -1 stays negative, 0 stays 0
+    # only -1 is junk: 0 (distractor) and other negatives (no identity) are ordinary items
     assert got["gallery/label"].dtype == np.int64
     assert got["query/cam"].tolist() == [1, 2, 3, 1]
     assert got["gallery/cam"].tolist() == [2, 1, 4, 1, 2, 3]
     assert got["gallery/junk"].tolist() == [False, True, False, False, False, True]
-    assert _attrs(out)["protocol"] == "reid"
+    _valid(out, "reid")
     assert summary["queries"] == 4 and summary["gallery"] == 6 and summary["junk"] == 2
 
 
@@ -116,7 +125,7 @@ def test_npy_explicit_files_with_cams_is_reid(tmp_path):
     assert got["gallery/label"].tolist() == [1, 1, 2, 9, 3]
     assert got["query/cam"].tolist() == [0, 1, 2] and got["gallery/cam"].dtype == np.int64
     assert got["gallery/junk"].tolist() == [False, False, False, True, False]
-    assert _attrs(out)["protocol"] == "reid"
+    _valid(out, "reid")
 
 
 @pytest.mark.parametrize("style", ["long", "short"])
@@ -205,7 +214,7 @@ def test_parquet_single_file_with_side_column(tmp_path):
     assert got["gallery/cam"].tolist() == [0, 1, 2]
     assert _keys(got["query/key"]) == ["q0", "q1"] and _keys(got["gallery/key"]) == ["g0", "g1", "g2"]
     assert got["query/lat"].tolist() == [20.0, -40.0] and got["gallery/lon"].tolist() == [1.0, 3.0, 179.0]
-    assert _attrs(out)["protocol"] == "reid"
+    _valid(out, "reid")
 
 
 def test_parquet_two_files_custom_columns_fixed_size_list(tmp_path):
@@ -298,7 +307,7 @@ def test_faiss_json_round_trip(tmp_path):
     assert got["ranking/item"].tolist() == [[0, 2, 1], [1, 0, -1], [-1, -1, -1]]
     expected_score = np.array([[0.9, 0.5, 0.1], [-0.25, -1.5, np.nan], [np.nan] * 3], np.float32)
     np.testing.assert_array_equal(got["ranking/score"], expected_score)
-    assert _attrs(out)["protocol"] == "geo"
+    _valid(out, "geo")
     assert summary["ranking_k"] == 3
 
 
@@ -417,8 +426,8 @@ def test_trec_merged_into_existing_dataset(tmp_path):
     assert got["qrels/query"].tolist() == [1, 0]  # the base's qrels are replaced
     assert got["qrels/item"].tolist() == [2, 1]
     assert got["qrels/rel"].tolist() == [1, 0]
-    attrs = _attrs(out)
-    assert attrs["protocol"] == "qrels" and attrs["similarity"] == "dot"
+    assert _attrs(out)["similarity"] == "dot"
+    _valid(out, "qrels")
     (tmp_path / "qrels.txt").write_text("b 0 w 1\n")
     _fails(tmp_path / "out2.zarr", r"qrels\.txt: line 1, field docid: unknown document 'w' \(not in dataset .*gallery/key\)",
            "trec", [tmp_path / "qrels.txt"], dataset=base)

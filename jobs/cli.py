@@ -1,0 +1,354 @@
+"""The ``evalcore`` command line (CONTRACT.md section 9).
+
+Exit status: 0 done; 2 bad input or usage (one message naming the array or
+option, no traceback); 1 anything else; 3 a nightly regression gate failed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from evalcore.errors import InputError
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_GATE = 0, 1, 2, 3
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    def error(self, message):
+        raise InputError(f"{self.prog}: {message}")
+
+
+# --------------------------------------------------------------------------- option parsing
+
+
+def parse_ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(f"--ks: {text!r} is not a comma-separated list of integers") from None
+    if not ks or any(k < 1 for k in ks):
+        raise InputError(f"--ks: {text!r} must list positive integers")
+    return ks
+
+
+def parse_number(option: str, text: str, kind=float):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise InputError(f"{option}: {text!r} is not a{'n integer' if kind is int else ' number'}") from None
+    return value
+
+
+def parse_storage_options(pairs: list[str] | None) -> dict:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"--storage-option: {pair!r} is not KEY=VALUE")
+        if value.lower() in ("true", "false"):
+            value = value.lower() == "true"
+        if key in ("endpoint_url", "region_name"):
+            out.setdefault("client_kwargs", {})[key] = value
+        else:
+            out[key] = value
+    return out
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by evaluate and the jobs built on it."""
+    p.add_argument("--protocol", choices=["reid", "class", "qrels", "geo", "xy"],
+                   help="who is relevant (default: the dataset's evalcore attribute, else class)")
+    p.add_argument("--similarity", choices=["cosine", "dot"], help="default cosine")
+    p.add_argument("--ks", default="1,3,5,10", help="cut-offs for hit/recall/precision (default 1,3,5,10)")
+    p.add_argument("--max-rank", default="50", help="length of the CMC curve (default 50)")
+    p.add_argument("--ties", choices=["pessimistic", "optimistic"], default="pessimistic")
+    p.add_argument("--threshold", help="open-set acceptance threshold on the rank-1 score")
+    p.add_argument("--map-at", help="also report ap_at_K / map_at_K")
+    p.add_argument("--judged-only", action="store_true", help="qrels: rank each query among its judged items")
+    p.add_argument("--radius", help="geo/xy: every gallery item within this distance is relevant")
+    p.add_argument("--sweep", action="store_true", help="write threshold_sweep.parquet (open-set trade-off)")
+    p.add_argument("--target-fpir", help="report the lowest threshold whose FPIR is at most this")
+    add_cluster_options(p)
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                   help="fsspec storage option for s3:// and other URLs (repeatable)")
+    p.add_argument("--chunk-rows", help="queries per task (default: the Zarr chunks of query/emb)")
+
+
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--scheduler", metavar="ADDRESS", help="join an existing Dask cluster (tcp://HOST:PORT)")
+    group.add_argument("--workers", help="worker processes of the local cluster (default: the cores)")
+    p.add_argument("--memory-limit", default="auto", help="memory limit per local worker (default auto)")
+
+
+def options_from_args(args, attributes: dict):
+    """Options from the command line, with the dataset's ``evalcore`` attribute as defaults."""
+    from evalcore.evaluate import Options
+
+    map_at = parse_number("--map-at", args.map_at, int) if args.map_at is not None else None
+    return Options(
+        protocol=args.protocol or attributes.get("protocol") or "class",
+        similarity=args.similarity or attributes.get("similarity") or "cosine",
+        ks=parse_ks(args.ks),
+        max_rank=parse_number("--max-rank", args.max_rank, int),
+        ties=args.ties,
+        threshold=parse_number("--threshold", args.threshold) if args.threshold is not None else None,
+        map_at=map_at,
+        judged_only=bool(args.judged_only),
+        radius=parse_number("--radius", args.radius) if args.radius is not None else None,
+    ).checked()
+
+
+def sweep_options(args) -> tuple[bool, float | None]:
+    """(compute the sweep?, target FPIR): --target-fpir implies the sweep's computation."""
+    target = getattr(args, "target_fpir", None)
+    if target is not None:
+        target = parse_number("--target-fpir", target)
+        if not 0 <= target <= 1:
+            raise InputError(f"--target-fpir: {target} must lie in [0, 1]")
+    return bool(getattr(args, "sweep", False) or target is not None), target
+
+
+def workers_from_args(args) -> int | None:
+    if getattr(args, "workers", None) is None:
+        return None
+    n = parse_number("--workers", args.workers, int)
+    if n < 1:
+        raise InputError(f"--workers: {n} must be at least 1")
+    return n
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def progress_reporter(label: str = "chunks"):
+    """A progress bar on a terminal; one log line per finished chunk otherwise."""
+    state = {"bar": None}
+
+    def on_chunk(stats: dict, done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            if state["bar"] is None:
+                from tqdm import tqdm
+
+                state["bar"] = tqdm(total=total, unit="chunk", desc=label, file=sys.stderr, leave=False)
+            state["bar"].update(1)
+            if done == total:
+                state["bar"].close()
+        else:
+            print(f"evalcore: chunk {done}/{total} done (queries {stats['q0']}-{stats['q1'] - 1}, "
+                  f"{stats['seconds']:.2f} s)", file=sys.stderr, flush=True)
+
+    return on_chunk
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_run: dict | None = None):
+    """Evaluate ``dataset`` and write the report folder ``out``; returns the Result."""
+    from evalcore import dataset as ds
+    from evalcore import report
+    from evalcore.evaluate import evaluate
+    from jobs.cluster import dask_client
+
+    storage_options = parse_storage_options(getattr(args, "storage_option", None))
+    report.check_out(out, args.overwrite, storage_options)
+    group = ds.open_dataset(dataset, storage_options)
+    options = options_from_args(args, ds.dataset_attributes(group))
+    chunk_rows = parse_number("--chunk-rows", args.chunk_rows, int) if args.chunk_rows else None
+    sweep, target_fpir = sweep_options(args)
+    with dask_client(args.scheduler, workers_from_args(args), args.memory_limit) as client:
+        result = evaluate(dataset, options, client=client, storage_options=storage_options, chunk_rows=chunk_rows,
+                          on_chunk=None if quiet else progress_reporter())
+    tables = {"per_query": result.per_query, "summary": result.summary, "cmc": result.cmc}
+    if sweep:
+        from evalcore import openset
+
+        if result.info["ranked_by"] == "ranking/item" and result.per_query.column("top1_score").null_count \
+                == result.per_query.num_rows and result.per_query.num_rows:
+            raise InputError("--sweep: needs scores (ranking/score) for the precomputed lists")
+        sweep_table, result.summary = openset.sweep_tables(result.per_query, result.summary, target_fpir)
+        tables["summary"] = result.summary
+        if getattr(args, "sweep", False):
+            tables["threshold_sweep"] = sweep_table
+    run = dict(result.info)
+    run.update({"command": sys.argv[1:], "versions": report.versions(), "warnings": result.info.get("warnings", []),
+                "dataset": dataset, "scheduler": args.scheduler or "local"})
+    run.update(extra_run or {})
+    extra = {"report.html": render_html(tables, run)}
+    report.write_report(out, tables, run, extra=extra, overwrite=args.overwrite, storage_options=storage_options)
+    return result
+
+
+def render_html(tables: dict, run: dict) -> str:
+    from evalcore import pages
+
+    return pages.render_report_html(tables["per_query"], tables["summary"], tables["cmc"], run,
+                                    sweep=tables.get("threshold_sweep"))
+
+
+def cmd_evaluate(args) -> int:
+    result = run_evaluation(args.dataset, args.out, args, quiet=args.quiet)
+    if not args.quiet:
+        print_summary(result.summary, None)
+        print(f"report written to {args.out}")
+    return EXIT_OK
+
+
+def print_summary(summary, per_query, n_worst: int = 10) -> None:
+    from evalcore import pages
+
+    print(pages.format_terminal(summary, per_query, n_worst=n_worst))
+
+
+def cmd_validate(args) -> int:
+    from evalcore import dataset as ds
+
+    storage_options = parse_storage_options(args.storage_option)
+    group = ds.open_dataset(args.dataset, storage_options)
+    attributes = ds.dataset_attributes(group)
+    protocol = args.protocol or attributes.get("protocol") or "class"
+    similarity = args.similarity or attributes.get("similarity") or "cosine"
+    problems = ds.validate(group, protocol, similarity=similarity)
+    if problems:
+        for line in problems.items:
+            print(f"evalcore: {args.dataset}: {line}", file=sys.stderr)
+        print(f"{len(problems.items)} problem(s) found", file=sys.stderr)
+        return EXIT_INPUT
+    shapes = ", ".join(f"{side}/{name} {arr.shape}" for side in ("query", "gallery")
+                       if side in group for name, arr in sorted(group[side].arrays()) if name == "emb")
+    print(f"{args.dataset}: valid for protocol {protocol} ({shapes or 'precomputed rankings'})")
+    return EXIT_OK
+
+
+def cmd_demo(args) -> int:
+    from evalcore import synthetic
+
+    out = args.out or "evalcore-demo"
+    dataset = os.path.join(out, "dataset.zarr")
+    report_dir = os.path.join(out, "report")
+    from evalcore import report
+
+    report.check_out(out, args.overwrite)
+    if args.overwrite and os.path.isdir(out):
+        import shutil
+
+        shutil.rmtree(out)
+    print(f"writing a synthetic Market-1501-shaped dataset to {dataset} ...", flush=True)
+    synthetic.write_market_like(dataset, dims=parse_number("--dims", args.dims, int), seed=0)
+    ns = argparse.Namespace(protocol=None, similarity=None, ks="1,5,10", max_rank="50", ties="pessimistic",
+                            threshold=args.threshold, map_at=None, judged_only=False, radius=None, sweep=True,
+                            target_fpir="0.1", scheduler=None, workers=args.workers, memory_limit="auto",
+                            storage_option=None, chunk_rows=None, overwrite=False)
+    started = time.perf_counter()
+    result = run_evaluation(dataset, report_dir, ns)
+    print_summary(result.summary, result.per_query, n_worst=5)
+    print(f"evaluated {result.info['n_queries']} queries x {result.info['n_gallery']} gallery in "
+          f"{time.perf_counter() - started:.1f} s; report: {report_dir} (open report.html)")
+    return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    from evalcore import report
+
+    content = report.read_report(args.report, parse_storage_options(args.storage_option))
+    print_summary(content["summary"], content["per_query"], n_worst=args.worst)
+    return EXIT_OK
+
+
+def cmd_bench(args) -> int:
+    from jobs import bench
+
+    return bench.run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="evalcore", description="Exact, distributed evaluation of embedding retrieval.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    p = sub.add_parser("evaluate", help="evaluate a dataset and write a report folder")
+    p.add_argument("dataset", help="Zarr dataset: a folder or any fsspec URL (s3://...)")
+    p.add_argument("--out", required=True, help="report folder (local or URL)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing report folder")
+    p.add_argument("--quiet", action="store_true", help="no progress and no printed summary")
+    add_run_options(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("validate", help="check a dataset and list every problem found")
+    p.add_argument("dataset")
+    p.add_argument("--protocol", choices=["reid", "class", "qrels", "geo", "xy"])
+    p.add_argument("--similarity", choices=["cosine", "dot"])
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("demo", help="synthetic Market-1501-shaped data, full run, printed summary")
+    p.add_argument("--out", help="folder for the dataset and the report (default ./evalcore-demo)")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--dims", default="256", help="embedding dimensions (default 256)")
+    p.add_argument("--threshold", default="0.5", help="open-set threshold for the demo (default 0.5)")
+    p.add_argument("--workers", help="local worker processes (default: the cores)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("show", help="print a report's summary and worst queries")
+    p.add_argument("report")
+    p.add_argument("--worst", type=int, default=10, help="how many worst queries to list")
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
+    p.add_argument("--shape", choices=["market", "large", "xl", "small"], default="market")
+    p.add_argument("--workers", default="2")
+    p.add_argument("--memory-limit", default=None, help="per worker (xl uses 2GiB)")
+    p.add_argument("--data-dir", help="where to write the generated dataset (default: a temporary folder)")
+    p.add_argument("--skip-conventional", action="store_true")
+    p.set_defaults(func=cmd_bench)
+
+    try:
+        from jobs import import_cmd
+
+        import_cmd.register(sub)
+    except ImportError:  # pragma: no cover - importers are optional at build time
+        pass
+    for name in ("nightly", "score"):
+        try:
+            module = __import__(f"jobs.{name}", fromlist=["register"])
+            module.register(sub)
+        except ImportError:
+            pass
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from jobs.cluster import ClusterUnreachable
+
+    debug = bool(os.environ.get("EVALCORE_DEBUG"))
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except InputError as exc:
+        print(f"evalcore: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except ClusterUnreachable as exc:
+        print(f"evalcore: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except MemoryError as exc:
+        print(f"evalcore: error: out of memory ({exc}); raise --memory-limit or lower --chunk-rows",
+              file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("evalcore: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one message, exit 1
+        if debug:
+            raise
+        print(f"evalcore: error: {exc.__class__.__name__}: {exc} (set EVALCORE_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,755 @@
+"""Checks for the deployment targets under deploy/.
+
+Nothing here builds an image or talks to a cluster: the files are parsed and
+checked for the mistakes that only show up at 2 a.m. on the real target
+(removed executables, flags the installed `dask worker` no longer accepts,
+operator keys in the wrong place, a CronJob that can overlap itself, an image
+whose pins drift from what the tests ran). The Slurm script is also executed
+for real against a fake `srun` that starts a local scheduler and workers.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+COMPOSE = DEPLOY / "compose.yaml"
+DASKJOB = DEPLOY / "kubernetes" / "daskjob.yaml"
+DASKCLUSTER = DEPLOY / "kubernetes" / "daskcluster.yaml"
+CRONJOB = DEPLOY / "kubernetes" / "nightly-cronjob.yaml"
+SBATCH = DEPLOY / "slurm" / "evalcore.sbatch"
+DOCKERFILE = DEPLOY / "Dockerfile"
+REQUIREMENTS = DEPLOY / "requirements.txt"
+README = DEPLOY / "README.md"
+
+DASK_API = "kubernetes.dask.org/v1"
+# The pins the image must carry (and the test environment must run).
+EXPECTED_PINS = {
+    "dask", "distributed", "zarr", "numpy", "pyarrow", "fsspec", "s3fs",
+    "scipy", "matplotlib", "threadpoolctl", "tqdm",
+}
+SHELL_STOP = {"&", "&&", ";", "|", "||", ")", "`", "EOF"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def deploy_files() -> list[Path]:
+    skip = {"__pycache__", "data", "minio-data"}
+    return sorted(
+        p for p in DEPLOY.rglob("*")
+        if p.is_file() and not (skip & set(p.relative_to(DEPLOY).parts))
+    )
+
+
+def yaml_docs(path: Path) -> list:
+    with path.open() as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def one_doc(path: Path, kind: str) -> dict:
+    docs = [d for d in yaml_docs(path) if d.get("kind") == kind]
+    assert len(docs) == 1, f"{path.name}: expected exactly one {kind}, found {len(docs)}"
+    return docs[0]
+
+
+def compose() -> dict:
+    return yaml_docs(COMPOSE)[0]
+
+
+def tokens(cmd) -> list[str]:
+    """A compose/k8s command (list or string) as a list of argv tokens."""
+    if cmd is None:
+        return []
+    if isinstance(cmd, str):
+        return shlex.split(cmd)
+    return [str(c) for c in cmd]
+
+
+def container_argv(container: dict) -> list[str]:
+    return tokens(container.get("command")) + tokens(container.get("args"))
+
+
+def flag_value(argv: list[str], flag: str) -> str | None:
+    for i, tok in enumerate(argv):
+        if tok == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if tok.startswith(flag + "="):
+            return tok.split("=", 1)[1]
+    return None
+
+
+def has_flag(argv: list[str], flag: str) -> bool:
+    return any(t == flag or t.startswith(flag + "=") for t in argv)
+
+
+def _split_line(line: str) -> list[str]:
+    line = line.replace("`", " ` ")
+    try:
+        return shlex.split(line)
+    except ValueError:  # unbalanced quotes in prose
+        return line.split()
+
+
+def _after(toks: list[str], role: str) -> list[list[str]]:
+    out = []
+    for i in range(len(toks) - 1):
+        if toks[i] == "dask" and toks[i + 1] == role:
+            rest = []
+            for t in toks[i + 2:]:
+                if t in SHELL_STOP:
+                    break
+                rest.append(t)
+            out.append(rest)
+    return out
+
+
+def _walk_yaml(node, role: str, found: list):
+    if isinstance(node, dict):
+        for v in node.values():
+            _walk_yaml(v, role, found)
+    elif isinstance(node, list):
+        if all(isinstance(x, (str, int, float)) for x in node):
+            found.extend(_after([str(x) for x in node], role))
+            for x in node:  # e.g. ["sh", "-c", "dask worker ..."]
+                if isinstance(x, str) and f"dask {role}" in x:
+                    for line in x.splitlines():
+                        found.extend(_after(_split_line(line), role))
+        else:
+            for v in node:
+                _walk_yaml(v, role, found)
+    elif isinstance(node, str) and f"dask {role}" in node:
+        for line in node.splitlines():
+            found.extend(_after(_split_line(line), role))
+
+
+def dask_invocations(role: str) -> dict[Path, list[list[str]]]:
+    """Arguments after every `dask <role>` in deploy/, by file (YAML structurally,
+    shell/Markdown/Dockerfile text line by line with continuations joined)."""
+    result: dict[Path, list[list[str]]] = {}
+    for path in deploy_files():
+        found: list[list[str]] = []
+        if path.suffix in {".yaml", ".yml"}:
+            for doc in yaml_docs(path):
+                _walk_yaml(doc, role, found)
+        else:
+            text = path.read_text(errors="replace").replace("\\\n", " ")
+            for line in text.splitlines():
+                if f"dask {role}" in line:
+                    found.extend(_after(_split_line(line), role))
+        if found:
+            result[path] = found
+    return result
+
+
+def flags_of(argv: list[str]) -> set[str]:
+    return {t.split("=", 1)[0] for t in argv if t.startswith("--")}
+
+
+def dask_help(role: str) -> str:
+    exe = Path(sys.executable).with_name("dask")
+    assert exe.exists(), f"no `dask` executable next to {sys.executable}"
+    proc = subprocess.run(
+        [str(exe), role, "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, f"`dask {role} --help` failed:\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def help_text() -> dict[str, str]:
+    return {role: dask_help(role) for role in ("worker", "scheduler")}
+
+
+def requirement_pins() -> dict[str, str]:
+    pins = {}
+    for raw in REQUIREMENTS.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, sep, version = line.partition("==")
+        assert sep and version.strip(), f"requirements.txt line not pinned with ==: {raw!r}"
+        pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def k8s_containers(pod_spec: dict) -> list[dict]:
+    return list(pod_spec.get("containers") or [])
+
+
+def env_names(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env") or []}
+
+
+# --------------------------------------------------------------------------- all files
+
+
+def test_expected_files_exist():
+    for path in (COMPOSE, DASKJOB, DASKCLUSTER, CRONJOB, SBATCH, DOCKERFILE, REQUIREMENTS, README):
+        assert path.is_file(), f"missing {path.relative_to(ROOT)}"
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in deploy_files() if p.suffix in {".yaml", ".yml"}],
+    ids=lambda p: str(p.relative_to(DEPLOY)),
+)
+def test_yaml_loads(path):
+    docs = yaml_docs(path)
+    assert docs, f"{path} has no YAML documents"
+    for doc in docs:
+        assert isinstance(doc, dict), f"{path}: top-level YAML document is not a mapping"
+
+
+def test_no_removed_dashed_dask_executables():
+    offenders = []
+    for path in deploy_files():
+        text = path.read_text(errors="replace")
+        for n, line in enumerate(text.splitlines(), 1):
+            if "dask-worker" in line or "dask-scheduler" in line:
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not offenders, (
+        "`dask-worker`/`dask-scheduler` were removed from distributed; use "
+        "`dask worker`/`dask scheduler`:\n" + "\n".join(offenders)
+    )
+
+
+@pytest.mark.parametrize("role", ["worker", "scheduler"])
+def test_dask_cli_flags_exist_in_installed_distributed(role, help_text):
+    found = dask_invocations(role)
+    # Every target that starts Dask processes must be covered, or this test
+    # would pass vacuously after a rename.
+    for must in (COMPOSE, DASKJOB, DASKCLUSTER, SBATCH):
+        assert must in found, f"no `dask {role}` invocation found in {must.relative_to(ROOT)}"
+    bad = []
+    for path, invocations in found.items():
+        for argv in invocations:
+            for flag in sorted(flags_of(argv)):
+                if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text[role]):
+                    bad.append(f"{path.relative_to(ROOT)}: dask {role} {flag}")
+    assert not bad, f"flags unknown to the installed `dask {role} --help`:\n" + "\n".join(bad)
+
+
+def test_worker_invocations_are_single_threaded_with_memory_limit():
+    found = dask_invocations("worker")
+    for path in (COMPOSE, DASKJOB, DASKCLUSTER, SBATCH):
+        for argv in found.get(path, []):
+            where = f"{path.relative_to(ROOT)}: dask worker {' '.join(argv)}"
+            assert flag_value(argv, "--nthreads") == "1", f"--nthreads 1 missing: {where}"
+            if has_flag(argv, "--nworkers"):
+                assert flag_value(argv, "--nworkers") == "1", f"--nworkers must be 1: {where}"
+            assert flag_value(argv, "--memory-limit"), f"explicit --memory-limit missing: {where}"
+
+
+# --------------------------------------------------------------------------- compose
+
+
+def test_compose_services():
+    services = compose()["services"]
+    for name in ("scheduler", "worker", "job"):
+        assert name in services, f"compose service {name!r} missing"
+
+
+def test_compose_scheduler():
+    sched = compose()["services"]["scheduler"]
+    argv = tokens(sched["command"])
+    assert argv[:2] == ["dask", "scheduler"], argv
+    ports = " ".join(str(p) for p in sched.get("ports", []))
+    assert "8786" in ports and "8787" in ports, f"scheduler ports: {ports}"
+    hc = sched.get("healthcheck") or {}
+    assert hc.get("test"), "scheduler needs a healthcheck"
+    assert "8787" in " ".join(tokens(hc["test"])), "healthcheck should probe the HTTP port"
+
+
+def test_compose_worker_is_scalable():
+    worker = compose()["services"]["worker"]
+    argv = tokens(worker["command"])
+    assert argv[:3] == ["dask", "worker", "tcp://scheduler:8786"], argv
+    assert "container_name" not in worker, "container_name breaks --scale worker=N"
+    assert not worker.get("ports"), "fixed host ports break --scale worker=N"
+    assert "scale" not in worker and "replicas" not in (worker.get("deploy") or {}), (
+        "leave the replica count to `docker compose up --scale worker=N`"
+    )
+
+
+def _data_source(service: dict) -> str | None:
+    for vol in service.get("volumes") or []:
+        if isinstance(vol, str):
+            # SOURCE:/data[:MODE]; SOURCE may itself contain ":" (${VAR:-default})
+            m = re.fullmatch(r"(.+):(/data)(?::[a-zA-Z,]+)?", vol)
+            if m:
+                return m.group(1)
+        elif vol.get("target") == "/data":
+            return vol.get("source")
+    return None
+
+
+def test_compose_job():
+    services = compose()["services"]
+    job = services["job"]
+    argv = tokens(job["command"])
+    assert argv[:2] == ["evalcore", "evaluate"], argv
+    assert flag_value(argv, "--scheduler") == "tcp://scheduler:8786", argv
+    assert flag_value(argv, "--out"), argv
+    assert not has_flag(argv, "--workers"), "--workers and --scheduler are alternatives"
+    deps = job.get("depends_on") or {}
+    assert "scheduler" in deps, "job must depend on the scheduler"
+    if isinstance(deps, dict):
+        assert deps["scheduler"].get("condition") == "service_healthy"
+    src = _data_source(job)
+    assert src, "job needs a volume at /data"
+    # Tasks open the dataset on the workers, so they must see the same /data.
+    assert _data_source(services["worker"]) == src, "worker and job must mount the same /data"
+
+
+def test_compose_uses_one_image_for_all_roles():
+    services = compose()["services"]
+    images = {name: services[name].get("image") for name in ("scheduler", "worker", "job")}
+    assert len(set(images.values())) == 1 and None not in images.values(), images
+    for name in ("scheduler", "worker", "job"):
+        build = services[name].get("build") or {}
+        if build:
+            assert build.get("dockerfile") == "deploy/Dockerfile", build
+            assert (COMPOSE.parent / build.get("context", ".")).resolve() == ROOT, build
+
+
+def test_compose_scheduler_port_matches_clients():
+    services = compose()["services"]
+    port = flag_value(tokens(services["scheduler"]["command"]), "--port") or "8786"
+    assert tokens(services["worker"]["command"])[2] == f"tcp://scheduler:{port}"
+    assert flag_value(tokens(services["job"]["command"]), "--scheduler") == f"tcp://scheduler:{port}"
+
+
+# --------------------------------------------------------------------------- kubernetes
+
+
+def _check_cluster_spec(spec: dict, cluster_name: str, where: str):
+    """spec is a DaskCluster spec (DaskCluster.spec or DaskJob.spec.cluster.spec)."""
+    worker = spec["worker"]
+    assert isinstance(worker["replicas"], int) and worker["replicas"] >= 1, where
+    wcs = k8s_containers(worker["spec"])
+    assert wcs, f"{where}: worker.spec.containers is empty"
+    for c in wcs:
+        assert container_argv(c)[:2] == ["dask", "worker"], f"{where}: {container_argv(c)}"
+
+    scheduler = spec["scheduler"]
+    scs = k8s_containers(scheduler["spec"])
+    assert scs, f"{where}: scheduler.spec.containers is empty"
+    for c in scs:
+        assert container_argv(c)[:2] == ["dask", "scheduler"], f"{where}: {container_argv(c)}"
+        port_names = {p.get("name") for p in c.get("ports", [])}
+        # the operator finds the scheduler by these port names
+        assert {"tcp-comm", "http-dashboard"} <= port_names, f"{where}: {port_names}"
+
+    service = scheduler["service"]
+    assert service["selector"]["dask.org/cluster-name"] == cluster_name, (
+        f"{where}: service selector must match the cluster name {cluster_name!r}"
+    )
+    assert service["selector"]["dask.org/component"] == "scheduler", where
+    ports = {p["name"]: p for p in service["ports"]}
+    assert ports["tcp-comm"]["port"] == 8786, where
+    assert "http-dashboard" in ports, where
+
+    for c in wcs + scs:
+        res = c.get("resources") or {}
+        for kind in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(res.get(kind) or {}), (
+                f"{where}: container {c['name']} needs resources.{kind}.cpu/memory"
+            )
+    for c in wcs:
+        _check_s3_env(c, where)
+
+
+def _check_s3_env(container: dict, where: str):
+    env = env_names(container)
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert key in env, f"{where}: {container['name']} lacks {key}"
+        ref = (env[key].get("valueFrom") or {}).get("secretKeyRef")
+        assert ref and ref.get("name"), f"{where}: {key} must come from a Secret"
+
+
+def test_daskjob_structure():
+    dj = one_doc(DASKJOB, "DaskJob")
+    assert dj["apiVersion"] == DASK_API
+    name = dj["metadata"]["name"]
+    job_pod = dj["spec"]["job"]["spec"]
+    assert job_pod.get("restartPolicy") == "Never", (
+        "a failed evaluation should fail the DaskJob, not restart against a half-written report"
+    )
+    containers = k8s_containers(job_pod)
+    assert containers, "spec.job.spec.containers is empty"
+    _check_cluster_spec(dj["spec"]["cluster"]["spec"], name, "DaskJob")
+
+
+def test_daskjob_runner_command():
+    dj = one_doc(DASKJOB, "DaskJob")
+    (c,) = k8s_containers(dj["spec"]["job"]["spec"])
+    argv = container_argv(c)
+    assert "evalcore" in " ".join(argv)
+    assert argv[:2] == ["sh", "-c"], "use sh -c so $DASK_SCHEDULER_ADDRESS is expanded"
+    script = shlex.split(argv[2])
+    i = script.index("evalcore")
+    assert script[i + 1] == "evaluate", script
+    assert flag_value(script, "--scheduler") == "$DASK_SCHEDULER_ADDRESS", script
+    assert flag_value(script, "--out"), script
+    _check_s3_env(c, "DaskJob runner")
+    for var in re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", argv[2]):
+        if var != "DASK_SCHEDULER_ADDRESS":  # injected by the operator
+            assert var in env_names(c), f"runner command uses ${var} but the pod does not set it"
+    res = c.get("resources") or {}
+    assert res.get("requests") and res.get("limits"), "runner needs requests and limits"
+
+
+def test_daskcluster_structure():
+    dc = one_doc(DASKCLUSTER, "DaskCluster")
+    assert dc["apiVersion"] == DASK_API
+    _check_cluster_spec(dc["spec"], dc["metadata"]["name"], "DaskCluster")
+
+
+def test_cronjob_policies():
+    cj = one_doc(CRONJOB, "CronJob")
+    assert cj["apiVersion"] == "batch/v1"
+    spec = cj["spec"]
+    assert spec["concurrencyPolicy"] == "Forbid"
+    assert isinstance(spec["startingDeadlineSeconds"], int) and spec["startingDeadlineSeconds"] > 0
+    for key in ("successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
+        assert isinstance(spec[key], int) and spec[key] >= 1, key
+    job = spec["jobTemplate"]["spec"]
+    assert isinstance(job["activeDeadlineSeconds"], int) and job["activeDeadlineSeconds"] > 0
+    assert isinstance(job["backoffLimit"], int) and job["backoffLimit"] >= 0
+    assert len(spec["schedule"].split()) == 5, spec["schedule"]
+
+
+def test_cronjob_gate_failure_is_not_retried():
+    cj = one_doc(CRONJOB, "CronJob")
+    job = cj["spec"]["jobTemplate"]["spec"]
+    rules = (job.get("podFailurePolicy") or {}).get("rules") or []
+    fail_on = [
+        r for r in rules
+        if r.get("action") == "FailJob"
+        and 3 in ((r.get("onExitCodes") or {}).get("values") or [])
+        and (r.get("onExitCodes") or {}).get("operator") == "In"
+    ]
+    assert fail_on, "exit 3 (gate failed) must fail the Job at once via podFailurePolicy"
+    # podFailurePolicy is only valid with restartPolicy Never
+    assert job["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_cronjob_runs_nightly_against_long_lived_cluster():
+    cj = one_doc(CRONJOB, "CronJob")
+    pod = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (c,) = k8s_containers(pod)
+    argv = container_argv(c)
+    i = argv.index("evalcore")
+    assert argv[i + 1] == "nightly", argv
+    toml_path = Path(argv[i + 2])
+
+    # The job file comes from a ConfigMap mounted where the command looks.
+    mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    cm_name = None
+    for vname, mpath in mounts.items():
+        if toml_path.parent == Path(mpath) and "configMap" in volumes.get(vname, {}):
+            cm_name = volumes[vname]["configMap"]["name"]
+    assert cm_name, f"{toml_path} is not provided by a mounted ConfigMap"
+    cms = [
+        d for p in (CRONJOB, DASKCLUSTER, DASKJOB) for d in yaml_docs(p)
+        if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == cm_name
+    ]
+    assert len(cms) == 1, f"ConfigMap {cm_name} not defined in deploy/kubernetes"
+    data = cms[0]["data"]
+    assert toml_path.name in data, f"ConfigMap {cm_name} lacks key {toml_path.name}"
+    tomllib.loads(data[toml_path.name])  # must be valid TOML
+
+    # Scheduler Service of the long-lived cluster: "<cluster>-scheduler".
+    cluster = one_doc(DASKCLUSTER, "DaskCluster")["metadata"]["name"]
+    addr = (env_names(c).get("DASK_SCHEDULER_ADDRESS") or {}).get("value", "")
+    assert re.fullmatch(rf"tcp://{re.escape(cluster)}-scheduler(\.[\w.-]+)?:8786", addr), addr
+    _check_s3_env(c, "nightly CronJob")
+
+
+def test_kubernetes_images_are_identical():
+    images = set()
+    for path in (DASKJOB, DASKCLUSTER, CRONJOB):
+        def walk(node):
+            if isinstance(node, dict):
+                if "image" in node and "name" in node:
+                    images.add(node["image"])
+                for v in node.values():
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+        for doc in yaml_docs(path):
+            walk(doc)
+    assert len(images) == 1, (
+        f"driver, scheduler and workers must run one image (same dask/distributed): {images}"
+    )
+    (image,) = images
+    assert not image.endswith(":latest") and ":" in image.rsplit("/", 1)[-1], (
+        f"pin an image tag, not {image!r}"
+    )
+
+
+# --------------------------------------------------------------------------- image
+
+
+def test_requirements_are_all_pinned_and_complete():
+    pins = requirement_pins()
+    missing = EXPECTED_PINS - set(pins)
+    assert not missing, f"requirements.txt lacks pins for {sorted(missing)}"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PINS))
+def test_test_environment_runs_the_image_versions(name):
+    pins = requirement_pins()
+    try:
+        installed = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.fail(f"{name} is pinned for the image but not installed in the test environment")
+    assert installed == pins[name], (
+        f"{name}: deploy/requirements.txt pins {pins[name]} but the tests run {installed}. "
+        "The image and the tests must run the same versions: update the pin or the environment."
+    )
+
+
+def test_dask_and_distributed_imported_match_pins():
+    import dask
+    import distributed
+
+    pins = requirement_pins()
+    got = {"dask": dask.__version__, "distributed": distributed.__version__}
+    for name, version in got.items():
+        assert version == pins[name] == importlib.metadata.version(name), (
+            f"{name}: imported {version}, installed {importlib.metadata.version(name)}, "
+            f"pinned {pins[name]} -- image and tests must run the same versions"
+        )
+
+
+def test_requirements_cover_pyproject_dependencies():
+    """The image installs evalcore with --no-deps: every runtime dependency must
+    be pinned in requirements.txt, at a version pyproject.toml accepts."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = [Requirement(r) for r in project.get("dependencies", [])]
+    reqs += [Requirement(r) for r in project.get("optional-dependencies", {}).get("s3", [])]
+    pins = requirement_pins()
+    for req in reqs:
+        name = req.name.lower()
+        assert name in pins, f"pyproject dependency {req} is not pinned in deploy/requirements.txt"
+        assert req.specifier.contains(pins[name], prereleases=True), (
+            f"pin {name}=={pins[name]} does not satisfy pyproject's {req}"
+        )
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        word, _, rest = line.partition(" ")
+        out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfile():
+    instr = _dockerfile_instructions()
+    froms = [rest for word, rest in instr if word == "FROM"]
+    assert froms and froms[0].split()[0] == "python:3.11-slim", froms
+    assert not [w for w, _ in instr if w == "ENTRYPOINT"], "no ENTRYPOINT: the command picks the role"
+
+    runs = [rest for word, rest in instr if word == "RUN"]
+    pip_cmds = [
+        seg.strip() for r in runs for seg in re.split(r"&&|;", r) if re.search(r"\bpip install\b", seg)
+    ]
+    req = [i for i, c in enumerate(pip_cmds) if "-r deploy/requirements.txt" in c]
+    own = [i for i, c in enumerate(pip_cmds) if "--no-deps" in c and re.search(r"""["']?\.\[s3\]["']?""", c)]
+    assert req and own and req[0] < own[0], f"expected pinned install, then --no-deps .[s3]: {pip_cmds}"
+    for c in pip_cmds:
+        assert "--no-cache-dir" in c, c
+        assert "-r deploy/requirements.txt" in c or "--no-deps" in c, (
+            f"every pip install must be pinned (requirements) or --no-deps: {c}"
+        )
+    copies = [rest for word, rest in instr if word == "COPY"]
+    assert any("deploy/requirements.txt" in c for c in copies), copies
+
+    users = [rest for word, rest in instr if word == "USER"]
+    assert users, "the image must switch to a non-root user"
+    final = users[-1].split(":")[0]
+    assert final not in {"root", "0"}, f"final USER is {final}"
+    # USER must come after the installs
+    last_user = max(i for i, (w, _) in enumerate(instr) if w == "USER")
+    last_pip = max(i for i, (w, r) in enumerate(instr) if w == "RUN" and "pip install" in r)
+    assert last_user > last_pip
+
+
+# --------------------------------------------------------------------------- slurm
+
+
+def test_sbatch_syntax():
+    proc = subprocess.run(["bash", "-n", str(SBATCH)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_sbatch_directives_and_commands():
+    text = SBATCH.read_text()
+    assert text.startswith("#!/bin/bash"), "sbatch needs a bash shebang"
+    assert re.search(r"^set -euo pipefail$", text, re.M)
+    directives = dict(
+        re.findall(r"^#SBATCH\s+--([\w-]+)(?:=(\S+))?", text, re.M)
+    )
+    for key in ("nodes", "ntasks", "cpus-per-task", "mem", "time"):
+        assert directives.get(key), f"#SBATCH --{key} missing"
+    # Directives are only read before the first command.
+    first_cmd = next(
+        i for i, l in enumerate(text.splitlines()[1:], 1) if l.strip() and not l.startswith("#")
+    )
+    last_directive = max(
+        i for i, l in enumerate(text.splitlines()) if l.startswith("#SBATCH")
+    )
+    assert last_directive < first_cmd, "#SBATCH lines after the first command are ignored"
+    assert "srun" in text
+    assert re.search(r"dask scheduler --scheduler-file", text)
+    assert re.search(r"dask worker --scheduler-file", text)
+    assert re.search(r'evalcore evaluate .*--scheduler "\$', text)
+
+
+def _write_exe(path: Path, body: str):
+    path.write_text(body)
+    path.chmod(0o755)
+
+
+FAKE_SRUN = r'''#!{python}
+# Minimal stand-in for `srun --multi-prog FILE`: starts every task locally.
+import json, os, shlex, signal, subprocess, sys
+
+args = sys.argv[1:]
+with open(os.environ["FAKE_SRUN_LOG"], "a") as f:
+    f.write(json.dumps(args) + "\n")
+if "--multi-prog" not in args:
+    sys.exit("fake srun supports only --multi-prog")
+conf = args[args.index("--multi-prog") + 1]
+ntasks = int(next(a.split("=", 1)[1] for a in args if a.startswith("--ntasks=")))
+table = {{}}
+for line in open(conf):
+    line = line.strip()
+    if not line or line.startswith("#"):
+        continue
+    ranks, cmd = line.split(None, 1)
+    for part in ranks.split(","):
+        lo, _, hi = part.partition("-")
+        for rank in range(int(lo), int(hi or lo) + 1):
+            if rank in table:
+                sys.exit(f"task {{rank}} specified twice")
+            table[rank] = shlex.split(cmd.replace("%t", str(rank)))
+if sorted(table) != list(range(ntasks)):
+    sys.exit(f"multi-prog ranks {{sorted(table)}} do not cover 0..{{ntasks - 1}} exactly")
+procs = [
+    subprocess.Popen(table[r], env={{**os.environ, "SLURM_PROCID": str(r)}})
+    for r in range(ntasks)
+]
+def stop(*_):
+    for p in procs:
+        p.terminate()
+signal.signal(signal.SIGTERM, stop)
+sys.exit(max(p.wait() for p in procs))
+'''
+
+FAKE_EVALCORE = r'''#!{python}
+# Stand-in driver: records its argv and what the cluster looks like.
+import json, os, sys
+from distributed import Client
+
+argv = sys.argv[1:]
+addr = argv[argv.index("--scheduler") + 1]
+with Client(addr, timeout="20s") as c:
+    workers = c.scheduler_info(n_workers=-1)["workers"].values()
+    info = {{
+        "argv": argv,
+        "nthreads": sorted(w["nthreads"] for w in workers),
+        "memory_limit": sorted(w["memory_limit"] for w in workers),
+    }}
+with open(os.environ["FAKE_EVALCORE_LOG"], "w") as f:
+    json.dump(info, f)
+sys.exit(int(os.environ.get("FAKE_EVALCORE_RC", "0")))
+'''
+
+
+def _port_open(addr: str) -> bool:
+    host, port = addr.removeprefix("tcp://").rsplit(":", 1)
+    assert host == "127.0.0.1", host  # only ever probe loopback
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex((host, int(port))) == 0
+
+
+@pytest.mark.cluster
+def test_sbatch_runs_cluster_and_driver_with_fake_srun(tmp_path):
+    """Run the real sbatch script with a fake srun: scheduler + 2 workers start
+    on loopback, the driver gets the scheduler address, its exit status (3 here)
+    becomes the job's, and the cluster and its files are cleaned up."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    _write_exe(bindir / "srun", FAKE_SRUN.format(python=sys.executable))
+    _write_exe(bindir / "evalcore", FAKE_EVALCORE.format(python=sys.executable))
+    venv_bin = Path(sys.executable).parent
+    env = {
+        "PATH": f"{bindir}:{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_NTASKS": "3",
+        "SLURM_CPUS_PER_TASK": "1",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "PYTHON": sys.executable,
+        "DASK_INTERFACE": "lo",  # keep all Dask traffic on loopback
+        "WORKER_MEMORY_LIMIT": "1GiB",
+        "EVALCORE_LOCAL_DIR": str(tmp_path / "local"),
+        "CLUSTER_START_TIMEOUT": "90",
+        "FAKE_SRUN_LOG": str(tmp_path / "srun.log"),
+        "FAKE_EVALCORE_LOG": str(tmp_path / "evalcore.json"),
+        "FAKE_EVALCORE_RC": "3",
+    }
+    (tmp_path / "local").mkdir()
+    proc = subprocess.Popen(
+        ["bash", str(SBATCH), "ds.zarr", "s3://bucket/report", "--protocol", "reid"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    tail = textwrap.indent(out[-4000:], "  ")
+    assert proc.returncode == 3, f"exit {proc.returncode}, expected the driver's 3:\n{tail}"
+
+    info = json.loads((tmp_path / "evalcore.json").read_text())
+    argv = info["argv"]
+    addr = flag_value(argv, "--scheduler")
+    assert argv[:4] == ["evaluate", "ds.zarr", "--out", "s3://bucket/report"], argv
+    assert argv[-2:] == ["--protocol", "reid"], argv
+    assert addr and addr.startswith("tcp://127.0.0.1:"), addr
+    assert info["nthreads"] == [1, 1], info
+    assert info["memory_limit"] == [2**30, 2**30], info
+
+    srun_calls = [json.loads(l) for l in (tmp_path / "srun.log").read_text().splitlines()]
+    assert len(srun_calls) == 1 and "--multi-prog" in srun_calls[0], srun_calls
+    shared = tmp_path / ".evalcore"
+    assert not list(shared.glob("*4242*")), f"left behind: {list(shared.iterdir())}"
+    assert not _port_open(addr), f"scheduler still listening at {addr} after the job ended"
