@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
@@ -20,7 +21,7 @@ from evalcore import dataset as ds
 from evalcore import metrics as m
 from evalcore import protocols as p
 from evalcore.errors import InputError
-from evalcore.ranking import TILE_COLS, TILE_ROWS, Ranked, rank_by_embeddings, rank_by_lists
+from evalcore.ranking import TILE_COLS, TILE_ROWS, Ranked, normalize_rows, rank_by_embeddings, rank_by_lists
 
 PROTOCOLS = ("reid", "class", "qrels", "geo", "xy")
 
@@ -174,13 +175,74 @@ def rank_chunk(group, options: Options, info: dict, truth: p.Truth, q0: int, q1:
         from evalcore import ground_truth
 
         return ground_truth.rank_among_allowed(group, options, truth, q0, q1)
-    gallery = group["gallery/emb"]
-    return rank_by_embeddings(
-        np.asarray(group["query/emb"][q0:q1]), q0, truth,
-        read_gallery=lambda a, b: np.asarray(gallery[a:b]),
-        read_gallery_rows=lambda idx: np.asarray(gallery.oindex[idx]),
-        n_gallery=info["n_gallery"], similarity=options.similarity, ties=options.ties,
-        gallery_junk=gallery_junk)
+    query = np.asarray(group["query/emb"][q0:q1])
+    problems = ds.check_embeddings("query/emb", q0, query, options.similarity == "cosine")
+    if problems:
+        raise InputError(problems[0])
+    gallery = GalleryBlocks(group, options.similarity, info.get("run_id"), info.get("cache_bytes", 0))
+    return rank_by_embeddings(query, q0, truth, gallery, n_query=info["n_queries"], similarity=options.similarity,
+                              ties=options.ties, gallery_junk=gallery_junk)
+
+
+#: normalised gallery blocks kept by a worker process between the tasks of one run
+_BLOCK_CACHE: dict = {}
+
+
+class GalleryBlocks:
+    """Normalised float32 gallery rows, read from Zarr a block at a time.
+
+    A block is a whole number of score tiles and, where chunks are not huge,
+    of Zarr chunks, so every byte is decompressed once per read. Within one
+    run (``run_id``) a worker keeps the blocks it has read while they fit
+    ``cache_bytes``, so its next task does not read them again; a new run
+    starts afresh, so a rewritten dataset is never served stale. Rows are
+    checked (NaN/Inf, zero vectors under cosine) as they are first read.
+    """
+
+    def __init__(self, group, similarity: str, run_id: str | None = None, cache_bytes: int = 0,
+                 block_bytes: int = 64 << 20):
+        self.array = group["gallery/emb"]
+        self.similarity = similarity
+        self.n_rows, dims = self.array.shape
+        tiles = max(1, block_bytes // (TILE_COLS * dims * 4))
+        chunk = self.array.chunks[0]
+        if chunk * dims * 4 <= 4 * block_bytes:
+            tiles = max(tiles, -(-chunk // TILE_COLS))
+        self.block_rows = tiles * TILE_COLS
+        fits = cache_bytes and self.n_rows * dims * 4 <= cache_bytes
+        self.cache = None
+        if fits and run_id:
+            for key in [k for k in _BLOCK_CACHE if k != run_id]:
+                del _BLOCK_CACHE[key]
+            self.cache = _BLOCK_CACHE.setdefault(run_id, {})
+
+    def _read(self, g0: int) -> np.ndarray:
+        if self.cache is not None and g0 in self.cache:
+            return self.cache[g0]
+        raw = np.asarray(self.array[g0:g0 + self.block_rows])
+        problems = ds.check_embeddings("gallery/emb", g0, raw, self.similarity == "cosine")
+        if problems:
+            raise InputError(problems[0])
+        block = normalize_rows(raw, self.similarity)
+        if self.cache is not None:
+            self.cache[g0] = block
+        return block
+
+    def blocks(self):
+        for g0 in range(0, self.n_rows, self.block_rows):
+            yield g0, self._read(g0)
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        """Rows at sorted indices ``idx``: taken from cached blocks, else read directly."""
+        if self.cache is None:
+            return normalize_rows(np.asarray(self.array.oindex[idx]), self.similarity)
+        out = np.empty((len(idx), self.array.shape[1]), dtype=np.float32)
+        bounds = np.searchsorted(idx, np.arange(0, self.n_rows + self.block_rows, self.block_rows))
+        for b, (a, z) in enumerate(zip(bounds[:-1], bounds[1:])):
+            if z > a:
+                g0 = b * self.block_rows
+                np.take(self._read(g0), idx[a:z] - g0, axis=0, out=out[a:z])
+        return out
 
 
 def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_options: dict | None = None,
@@ -189,8 +251,11 @@ def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_option
     started = time.perf_counter()
     group = ds.open_dataset(path, storage_options)
     info = info or describe(group, options)
-    truth = load_truth(group, options, q0, q1, info["n_gallery"])
-    ranked = rank_chunk(group, options, info, truth, q0, q1)
+    try:
+        truth = load_truth(group, options, q0, q1, info["n_gallery"])
+        ranked = rank_chunk(group, options, info, truth, q0, q1)
+    except InputError as exc:  # returned, not raised: a retry would not make the data any better
+        return None, {"q0": q0, "q1": q1, "input_error": str(exc)}
     table = per_query_table(group, options, truth, ranked, q0, q1)
     stats = {"q0": q0, "q1": q1, "near_ties": ranked.near_ties, "seconds": time.perf_counter() - started}
     return table, stats
@@ -293,8 +358,12 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
     started = time.perf_counter()
     group = ds.open_dataset(path, storage_options)
     info = describe(group, options)
-    problems = ds.validate(group, options.protocol, similarity=options.similarity, judged_only=options.judged_only)
+    # structure here, once; embedding values are checked by the tasks as they read them
+    problems = ds.validate(group, options.protocol, similarity=options.similarity, judged_only=options.judged_only,
+                           scan_values=False)
     problems.raise_if_any()
+    info["run_id"] = uuid.uuid4().hex
+    info["cache_bytes"] = cache_budget(client)
     zarr_rows = (group["ranking/item"] if info["ranked_by"] == "ranking/item" else group["query/emb"]).chunks[0]
     n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
     chunks = plan_chunks(info["n_queries"], chunk_rows or zarr_rows, n_workers)
@@ -318,6 +387,9 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
                 on_chunk(results[index[future.key]][1], done, len(chunks))
             future.release()
     ranked = time.perf_counter()
+    failed = [s for _, s in results if "input_error" in s]
+    if failed:
+        raise InputError(failed[0]["input_error"])
     per_query = pa.concat_tables([t for t, _ in results]) if results else _empty_per_query(options)
     summary, cmc = summarize(per_query, options)
     finished = time.perf_counter()
@@ -338,6 +410,22 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
         "workers": n_workers,
     })
     return Result(per_query, summary, cmc, info)
+
+
+def cache_budget(client) -> int:
+    """Bytes of normalised gallery a worker may keep between tasks: a third of its memory limit."""
+    limit = 0
+    if client is not None:
+        limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
+        limit = min(limits) if limits else 0
+    if not limit:
+        try:
+            import psutil
+
+            limit = psutil.virtual_memory().total // 4
+        except ImportError:  # pragma: no cover
+            limit = 1 << 30
+    return int(limit // 3)
 
 
 def score_note(info: dict, options: Options) -> str:

@@ -22,7 +22,6 @@ thresholds at the end.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,15 +56,16 @@ class Ranked:
 
 
 def normalize_rows(x: np.ndarray, similarity: str) -> np.ndarray:
-    """float32 rows, L2-normalised under ``cosine``: x / ||x||, norms in float64.
+    """float32 rows, L2-normalised under ``cosine``: x * (1 / ||x||), the norm summed in float64.
 
     Row-wise and elementwise only, so a row's result does not depend on which
     other rows share the block.
     """
-    x64 = np.asarray(x, dtype=np.float64)
+    x = np.array(x, dtype=np.float32, order="C", copy=True)
     if similarity == "cosine":
-        x64 = x64 / np.sqrt((x64 * x64).sum(axis=1, keepdims=True))
-    return np.ascontiguousarray(x64, dtype=np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x, dtype=np.float64))
+        x *= (1.0 / norms).astype(np.float32)[:, None]
+    return x
 
 
 def float32_order_keys(values: np.ndarray) -> np.ndarray:
@@ -90,20 +90,28 @@ def round_up32(x: np.ndarray) -> np.ndarray:
     return np.where(y.astype(np.float64) < x, np.nextafter(y, np.float32(np.inf)), y)
 
 
-def score_bounds(q: np.ndarray, g: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
-    """Float32 bounds [lo, hi] that surely hold the float32 tile score of each row pair.
+def score_bounds(q: np.ndarray, g: np.ndarray, pair_q: np.ndarray, pair_g: np.ndarray,
+                 dims: int, batch: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
+    """Float32 bounds [lo, hi] that surely hold the float32 tile score of each pair.
 
-    ``q`` and ``g`` are the already normalised float32 rows of each pair.
-    The bound gamma_D * sum|q_k g_k| covers any summation order a BLAS kernel
-    may use; the extra terms cover this float64 estimate and a last-bit
-    difference in normalisation.
+    ``q[pair_q[i]]`` and ``g[pair_g[i]]`` are pair i's normalised float32 rows.
+    Any float32 summation order lies within gamma_D * sum|q_k g_k| <=
+    gamma_D * ||q|| ||g|| of the exact dot product (Cauchy-Schwarz), so the
+    tile's score and this float32 estimate are within twice that of each
+    other; a few units of roundoff cover the norms and a last-bit difference
+    in normalisation. Pairs go in batches of ``batch`` values.
     """
-    q64, g64 = q.astype(np.float64), g.astype(np.float64)
-    prod = q64 * g64
-    approx = prod.sum(axis=1)
-    magnitude = np.abs(prod).sum(axis=1)
+    n = len(pair_q)
+    approx = np.empty(n, dtype=np.float32)
+    step = max(1, batch // max(dims, 1))
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        approx[a:b] = np.einsum("ij,ij->i", q[pair_q[a:b]], g[pair_g[a:b]])
+    qn = np.sqrt(np.einsum("ij,ij->i", q, q, dtype=np.float64))
+    gn = np.sqrt(np.einsum("ij,ij->i", g, g, dtype=np.float64))
     gamma = dims * U32 / (1 - dims * U32)
-    delta = (gamma + 8 * U32) * magnitude + 1e-30
+    delta = (2 * gamma + 16 * U32) * qn[pair_q] * gn[pair_g] * (1 + 1e-6) + 1e-30
+    approx = approx.astype(np.float64)
     return round_down32(approx - delta), round_up32(approx + delta)
 
 
@@ -232,15 +240,17 @@ class _TileState:
         return ranks, top1, top1_score, rel_score, n_near
 
 
-def rank_by_embeddings(query: np.ndarray, q0: int, truth: Truth, read_gallery: Callable[[int, int], np.ndarray],
-                       read_gallery_rows: Callable[[np.ndarray], np.ndarray], n_gallery: int, *,
+def rank_by_embeddings(query: np.ndarray, q0: int, truth: Truth, gallery, *, n_query: int | None = None,
                        similarity: str = "cosine", ties: str = "pessimistic",
-                       gallery_junk: np.ndarray | None = None, block_bytes: int = 64 << 20) -> Ranked:
+                       gallery_junk: np.ndarray | None = None) -> Ranked:
     """Ranks of every relevant item for queries ``q0 .. q0+len(query)`` (global indices).
 
-    ``read_gallery(a, b)`` returns gallery rows a..b as they are stored;
-    ``read_gallery_rows(idx)`` returns the rows at sorted indices ``idx``.
-    Memory: one gallery block (``block_bytes``) plus one score tile.
+    ``gallery`` gives normalised float32 rows: ``gallery.blocks()`` yields
+    ``(g0, rows g0..g1)`` in order with g0 a multiple of TILE_COLS, and
+    ``gallery.rows(idx)`` the rows at sorted indices; ``gallery.n_rows`` is G.
+    ``n_query`` (Q of the whole dataset) lets the last query tile be as short
+    as it always is instead of padded; the last gallery tile likewise.
+    Memory: the query chunk, one gallery block and one score tile.
     """
     from threadpoolctl import threadpool_limits
 
@@ -249,39 +259,37 @@ def rank_by_embeddings(query: np.ndarray, q0: int, truth: Truth, read_gallery: C
     # approximate thresholds and their error bands, from float64 dot products
     pair_row = segment_ids(truth.rel_indptr)
     union, inverse = np.unique(truth.rel_items, return_inverse=True)
-    grows = normalize_rows(read_gallery_rows(union), similarity) if union.size else np.empty((0, dims), np.float32)
-    lo, hi = score_bounds(qn[pair_row], grows[inverse], dims)
+    grows = gallery.rows(union) if union.size else np.empty((0, dims), np.float32)
+    lo, hi = score_bounds(qn, grows, pair_row, inverse, dims)
+    del grows
 
+    n_query = max(n_query or 0, q0 + n)
     tiles = []
     for t in range(q0 // TILE_ROWS, (q0 + n - 1) // TILE_ROWS + 1):
         a, b = max(q0, t * TILE_ROWS), min(q0 + n, (t + 1) * TILE_ROWS)
-        qtile = np.zeros((TILE_ROWS, dims), dtype=np.float32)
+        # a tile's shape depends only on its place in the whole dataset, never on the chunk
+        qtile = np.zeros((min(TILE_ROWS, n_query - t * TILE_ROWS), dims), dtype=np.float32)
         qtile[a - t * TILE_ROWS:b - t * TILE_ROWS] = qn[a - q0:b - q0]
         tiles.append((qtile, _TileState(truth, a - q0, b - q0, a - t * TILE_ROWS, lo, hi)))
 
-    tiles_per_block = max(1, block_bytes // (TILE_COLS * dims * 4))
-    block_rows = tiles_per_block * TILE_COLS
+    n_gallery = gallery.n_rows
     with threadpool_limits(limits=1, user_api="blas"):
-        for g0 in range(0, n_gallery, block_rows):
-            g1 = min(n_gallery, g0 + block_rows)
-            width = -(-(g1 - g0) // TILE_COLS) * TILE_COLS
-            block = np.zeros((width, dims), dtype=np.float32)
-            block[:g1 - g0] = normalize_rows(read_gallery(g0, g1), similarity)
-            for c0 in range(0, width, TILE_COLS):
-                gtile = block[c0:c0 + TILE_COLS]
+        for g0, block in gallery.blocks():
+            for c0 in range(0, len(block), TILE_COLS):
                 col0 = g0 + c0
-                colmask = None
-                pad = col0 + TILE_COLS - n_gallery
-                junk = gallery_junk[col0:col0 + TILE_COLS] if gallery_junk is not None else None
-                if pad > 0 or (junk is not None and junk.any()):
-                    colmask = np.zeros(TILE_COLS, dtype=bool)
-                    if junk is not None:
-                        colmask[:len(junk)] = junk
-                    if pad > 0:
-                        colmask[TILE_COLS - pad:] = True
+                gtile = block[c0:c0 + TILE_COLS]  # the last tile is short, the same in every run
+                colmask = tile_mask(col0, len(gtile), gallery_junk)
                 for qtile, state in tiles:
                     state.update(qtile @ gtile.T, col0, colmask)
     return _assemble(tiles, truth, ties)
+
+
+def tile_mask(col0: int, width: int, gallery_junk: np.ndarray | None) -> np.ndarray | None:
+    """Columns of the tile at ``col0`` that take no part: the gallery/junk items."""
+    if gallery_junk is None:
+        return None
+    junk = gallery_junk[col0:col0 + width]
+    return junk if junk.any() else None
 
 
 def _assemble(tiles, truth: Truth, ties: str) -> Ranked:
