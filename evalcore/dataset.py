@@ -112,6 +112,10 @@ def _as_written(name: str, values) -> np.ndarray:
         return np.asarray([str(v) for v in data.reshape(-1)], dtype=object).reshape(data.shape)
     if _leaf(name) == "emb" and data.dtype in (np.float16, np.float32):
         return data  # keep float16 embeddings as given
+    if dtype is not None and np.dtype(dtype).kind == "i" and data.dtype.kind == "f":
+        bad = np.nonzero(~np.isfinite(data) | (data != np.round(data)))[0]
+        if bad.size:
+            raise InputError(f"{name}: rows {_rows_list(bad)} are not integers ({data.reshape(-1)[bad[0]]!r})")
     return data.astype(dtype) if dtype is not None else data
 
 
@@ -327,6 +331,12 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
             out = np.nonzero(np.abs(values) > limit)[0]
             if out.size:
                 problems.add(f"{name}: rows {_rows_list(out)} lie outside [-{limit}, {limit}] degrees")
+    if protocol == "qrels" and "gallery" in n:
+        from evalcore import ground_truth
+
+        n_query = group["ranking/item"].shape[0] if has(group, "ranking/item") else n["query"][1]
+        for message in ground_truth.validate_qrels(group, n_query, n["gallery"][1]):
+            problems.add(message)
     if has(group, "ranking/item") and "gallery" in n:
         items = read(group, "ranking/item")
         bad = np.nonzero(((items < -1) | (items >= n["gallery"][1])).any(axis=1))[0]

@@ -255,7 +255,8 @@ def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_option
         truth = load_truth(group, options, q0, q1, info["n_gallery"])
         ranked = rank_chunk(group, options, info, truth, q0, q1)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
-        return None, {"q0": q0, "q1": q1, "input_error": str(exc)}
+        return None, {"q0": q0, "q1": q1, "input_error": str(exc), "near_ties": 0,
+                      "seconds": time.perf_counter() - started}
     table = per_query_table(group, options, truth, ranked, q0, q1)
     stats = {"q0": q0, "q1": q1, "near_ties": ranked.near_ties, "seconds": time.perf_counter() - started}
     return table, stats
@@ -372,6 +373,7 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
     if client is None:
         for i, (q0, q1) in enumerate(chunks):
             results[i] = evaluate_chunk(str(path), options, q0, q1, storage_options, info)
+            _raise_input_error(results[i][1])
             if on_chunk:
                 on_chunk(results[i][1], i + 1, len(chunks))
     else:
@@ -383,13 +385,13 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
         index = {f.key: i for i, f in enumerate(futures)}
         for done, future in enumerate(as_completed(futures), start=1):
             results[index[future.key]] = future.result()
+            if "input_error" in results[index[future.key]][1]:
+                client.cancel(futures)
+                _raise_input_error(results[index[future.key]][1])
             if on_chunk:
                 on_chunk(results[index[future.key]][1], done, len(chunks))
             future.release()
     ranked = time.perf_counter()
-    failed = [s for _, s in results if "input_error" in s]
-    if failed:
-        raise InputError(failed[0]["input_error"])
     per_query = pa.concat_tables([t for t, _ in results]) if results else _empty_per_query(options)
     summary, cmc = summarize(per_query, options)
     finished = time.perf_counter()
@@ -412,6 +414,11 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
     return Result(per_query, summary, cmc, info)
 
 
+def _raise_input_error(stats: dict) -> None:
+    if "input_error" in stats:
+        raise InputError(stats["input_error"])
+
+
 def cache_budget(client) -> int:
     """Bytes of normalised gallery a worker may keep between tasks: a third of its memory limit."""
     limit = 0
@@ -432,6 +439,9 @@ def score_note(info: dict, options: Options) -> str:
     """How scores were computed, for run.json (DESIGN.md: record it)."""
     if info["ranked_by"] == "ranking/item":
         return "given: ranking/item order (ranking/score where present)"
+    if options.judged_only:
+        return ("judged-only: per (query, judged item) pair, float64 dot product of the normalised float32 rows "
+                "summed in dimension order, rounded to float32")
     how = "cosine: rows L2-normalised in float64, stored as float32" if options.similarity == "cosine" \
         else "dot: raw inner product of float32 rows"
     return (f"{how}; scores are float32 BLAS products on a fixed {TILE_ROWS}x{TILE_COLS} tile grid with one "

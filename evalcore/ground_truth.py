@@ -154,6 +154,9 @@ def read_qrels_chunk(group, q0: int, q1: int, n_query: int, n_gallery: int):
     indices that belong to no chunk) and only the chunk's rows of item and rel
     when qrels/query is sorted. Raises InputError naming the array and rows.
     """
+    shapes = {name: group[name].shape for name in ("qrels/query", "qrels/item", "qrels/rel")}
+    if len(set(shapes.values())) > 1:
+        raise InputError(f"qrels: arrays differ in length ({', '.join(f'{k} {v}' for k, v in shapes.items())})")
     query = ds.read(group, "qrels/query").astype(np.int64)
     _raise_first(_out_of_range("qrels/query", "query", query, np.arange(query.size), n_query))
     sel = _chunk_rows(query, q0, q1)
@@ -489,20 +492,42 @@ def _is_member(indptr: np.ndarray, items: np.ndarray, of_indptr: np.ndarray, of_
     return keys[pos] == pairs
 
 
+def embedding_problems(name: str, index: np.ndarray, block: np.ndarray, cosine: bool) -> list[str]:
+    """Rows (``index[i]`` for block row i) with NaN/Inf, or all zero under cosine."""
+    found = []
+    bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
+    if bad.size:
+        found.append(f"{name}: rows {_rows_text(index[bad])} contain NaN or Inf")
+    if cosine:
+        zero = np.flatnonzero(~np.any(block != 0, axis=1))
+        if zero.size:
+            found.append(f"{name}: rows {_rows_text(index[zero])} are all-zero vectors "
+                         "(cosine similarity is undefined for them)")
+    return found
+
+
+def _read_embeddings(group, name: str, rows, index: np.ndarray, similarity: str) -> np.ndarray:
+    """Normalised float32 rows of ``name``; InputError on NaN/Inf (and zero rows under cosine)."""
+    raw = np.asarray(group[name][rows] if isinstance(rows, slice) else group[name].oindex[rows])
+    _raise_first(embedding_problems(name, index, raw, similarity == "cosine"))
+    return normalize_rows(raw, similarity)
+
+
 def rank_among_allowed(group, options, truth: Truth, q0: int, q1: int) -> Ranked:
     """Judged-only ranking: each query ranked among its allowed items alone.
 
     Scores only for the (query, allowed item) pairs (``pair_scores`` on rows
-    normalised by ``normalize_rows``), then ``rank_pairs``.
+    normalised by ``normalize_rows``), then ``rank_pairs``. The rows read are
+    checked as they are read (the judged gallery rows only).
     """
     indptr = np.asarray(truth.allowed_indptr, dtype=np.int64)
     indptr = indptr - indptr[0]
     items = np.asarray(truth.allowed_items, dtype=np.int64)
     rows = segment_ids(indptr)
-    query = normalize_rows(np.asarray(group["query/emb"][q0:q1]), options.similarity)
+    query = _read_embeddings(group, "query/emb", slice(q0, q1), np.arange(q0, q1), options.similarity)
     uniq, inverse = np.unique(items, return_inverse=True)
     if uniq.size:
-        gallery = normalize_rows(np.asarray(group["gallery/emb"].oindex[uniq]), options.similarity)
+        gallery = _read_embeddings(group, "gallery/emb", uniq, uniq, options.similarity)
     else:
         gallery = np.empty((0, query.shape[1]), dtype=np.float32)
     scores = pair_scores(query, gallery, rows, inverse.reshape(-1))

@@ -106,10 +106,10 @@ def _split_line(line: str) -> list[str]:
         return line.split()
 
 
-def _after(toks: list[str], role: str) -> list[list[str]]:
+def _after(toks: list[str], prog: str, role: str) -> list[list[str]]:
     out = []
     for i in range(len(toks) - 1):
-        if toks[i] == "dask" and toks[i + 1] == role:
+        if toks[i] == prog and toks[i + 1] == role:
             rest = []
             for t in toks[i + 2:]:
                 if t in SHELL_STOP:
@@ -119,39 +119,40 @@ def _after(toks: list[str], role: str) -> list[list[str]]:
     return out
 
 
-def _walk_yaml(node, role: str, found: list):
+def _walk_yaml(node, prog: str, role: str, found: list):
     if isinstance(node, dict):
         for v in node.values():
-            _walk_yaml(v, role, found)
+            _walk_yaml(v, prog, role, found)
     elif isinstance(node, list):
         if all(isinstance(x, (str, int, float)) for x in node):
-            found.extend(_after([str(x) for x in node], role))
-            for x in node:  # e.g. ["sh", "-c", "dask worker ..."]
-                if isinstance(x, str) and f"dask {role}" in x:
-                    for line in x.splitlines():
-                        found.extend(_after(_split_line(line), role))
+            found.extend(_after([str(x) for x in node], prog, role))
+            for x in node:  # e.g. ["sh", "-c", "evalcore evaluate ..."]
+                if isinstance(x, str) and f"{prog} {role}" in x:
+                    found.extend(_after(_split_line(x.replace("\n", " ")), prog, role))
         else:
             for v in node:
-                _walk_yaml(v, role, found)
-    elif isinstance(node, str) and f"dask {role}" in node:
+                _walk_yaml(v, prog, role, found)
+    elif isinstance(node, str) and f"{prog} {role}" in node:
         for line in node.splitlines():
-            found.extend(_after(_split_line(line), role))
+            found.extend(_after(_split_line(line), prog, role))
 
 
-def dask_invocations(role: str) -> dict[Path, list[list[str]]]:
-    """Arguments after every `dask <role>` in deploy/, by file (YAML structurally,
+def invocations(prog: str, role: str) -> dict[Path, list[list[str]]]:
+    """Arguments after every `<prog> <role>` in deploy/, by file (YAML structurally,
     shell/Markdown/Dockerfile text line by line with continuations joined)."""
     result: dict[Path, list[list[str]]] = {}
     for path in deploy_files():
         found: list[list[str]] = []
         if path.suffix in {".yaml", ".yml"}:
             for doc in yaml_docs(path):
-                _walk_yaml(doc, role, found)
+                _walk_yaml(doc, prog, role, found)
         else:
             text = path.read_text(errors="replace").replace("\\\n", " ")
+            if path.suffix == ".md":  # inline `code` may wrap across lines
+                text = re.sub(r"(?<!`)`[^`]+`(?!`)", lambda m: m.group(0).replace("\n", " "), text)
             for line in text.splitlines():
-                if f"dask {role}" in line:
-                    found.extend(_after(_split_line(line), role))
+                if f"{prog} {role}" in line:
+                    found.extend(_after(_split_line(line), prog, role))
         if found:
             result[path] = found
     return result
@@ -161,19 +162,29 @@ def flags_of(argv: list[str]) -> set[str]:
     return {t.split("=", 1)[0] for t in argv if t.startswith("--")}
 
 
-def dask_help(role: str) -> str:
-    exe = Path(sys.executable).with_name("dask")
-    assert exe.exists(), f"no `dask` executable next to {sys.executable}"
+def cli_help(prog: str, *sub: str) -> str:
+    exe = Path(sys.executable).with_name(prog)
+    assert exe.exists(), f"no `{prog}` executable next to {sys.executable}"
     proc = subprocess.run(
-        [str(exe), role, "--help"], capture_output=True, text=True, timeout=120
+        [str(exe), *sub, "--help"], capture_output=True, text=True, timeout=120
     )
-    assert proc.returncode == 0, f"`dask {role} --help` failed:\n{proc.stderr}"
+    assert proc.returncode == 0, f"`{prog} {' '.join(sub)} --help` failed:\n{proc.stderr}"
     return proc.stdout
 
 
 @pytest.fixture(scope="module")
 def help_text() -> dict[str, str]:
-    return {role: dask_help(role) for role in ("worker", "scheduler")}
+    return {role: cli_help("dask", role) for role in ("worker", "scheduler")}
+
+
+def unknown_flags(found: dict[Path, list[list[str]]], help_: str, what: str) -> list[str]:
+    bad = []
+    for path, argvs in found.items():
+        for argv in argvs:
+            for flag in sorted(flags_of(argv)):
+                if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_):
+                    bad.append(f"{path.relative_to(ROOT)}: {what} {flag}")
+    return bad
 
 
 def requirement_pins() -> dict[str, str]:
@@ -230,22 +241,17 @@ def test_no_removed_dashed_dask_executables():
 
 @pytest.mark.parametrize("role", ["worker", "scheduler"])
 def test_dask_cli_flags_exist_in_installed_distributed(role, help_text):
-    found = dask_invocations(role)
+    found = invocations("dask", role)
     # Every target that starts Dask processes must be covered, or this test
     # would pass vacuously after a rename.
     for must in (COMPOSE, DASKJOB, DASKCLUSTER, SBATCH):
         assert must in found, f"no `dask {role}` invocation found in {must.relative_to(ROOT)}"
-    bad = []
-    for path, invocations in found.items():
-        for argv in invocations:
-            for flag in sorted(flags_of(argv)):
-                if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text[role]):
-                    bad.append(f"{path.relative_to(ROOT)}: dask {role} {flag}")
+    bad = unknown_flags(found, help_text[role], f"dask {role}")
     assert not bad, f"flags unknown to the installed `dask {role} --help`:\n" + "\n".join(bad)
 
 
 def test_worker_invocations_are_single_threaded_with_memory_limit():
-    found = dask_invocations("worker")
+    found = invocations("dask", "worker")
     for path in (COMPOSE, DASKJOB, DASKCLUSTER, SBATCH):
         for argv in found.get(path, []):
             where = f"{path.relative_to(ROOT)}: dask worker {' '.join(argv)}"
@@ -253,6 +259,25 @@ def test_worker_invocations_are_single_threaded_with_memory_limit():
             if has_flag(argv, "--nworkers"):
                 assert flag_value(argv, "--nworkers") == "1", f"--nworkers must be 1: {where}"
             assert flag_value(argv, "--memory-limit"), f"explicit --memory-limit missing: {where}"
+
+
+def test_evalcore_evaluate_flags_exist_in_the_cli():
+    found = invocations("evalcore", "evaluate")
+    for must in (COMPOSE, DASKJOB, SBATCH, README):
+        assert must in found, f"no `evalcore evaluate` invocation found in {must.relative_to(ROOT)}"
+    bad = unknown_flags(found, cli_help("evalcore", "evaluate"), "evalcore evaluate")
+    assert not bad, "flags unknown to `evalcore evaluate --help`:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("sub", ["nightly", "score"])
+def test_other_evalcore_subcommand_flags_exist_in_the_cli(sub):
+    found = invocations("evalcore", sub)
+    assert found, f"deploy/ never shows how to run `evalcore {sub}`"
+    top = cli_help("evalcore")
+    if not re.search(rf"\b{sub}\b", top):
+        pytest.skip(f"`evalcore {sub}` is not in the CLI yet")
+    bad = unknown_flags(found, cli_help("evalcore", sub), f"evalcore {sub}")
+    assert not bad, f"flags unknown to `evalcore {sub} --help`:\n" + "\n".join(bad)
 
 
 # --------------------------------------------------------------------------- compose
@@ -596,6 +621,24 @@ def test_dockerfile():
     last_user = max(i for i, (w, _) in enumerate(instr) if w == "USER")
     last_pip = max(i for i, (w, r) in enumerate(instr) if w == "RUN" and "pip install" in r)
     assert last_user > last_pip
+
+
+def test_build_context_excludes_venv_and_git_but_keeps_the_package():
+    import fnmatch
+
+    ignore = DEPLOY / "Dockerfile.dockerignore"  # BuildKit: <Dockerfile>.dockerignore
+    patterns = [
+        l.strip() for l in ignore.read_text().splitlines() if l.strip() and not l.startswith("#")
+    ]
+
+    def ignored(path: str) -> bool:
+        return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(path, p.removeprefix("**/"))
+                   for p in patterns)
+
+    for path in (".git", ".venv"):
+        assert ignored(path), f"{path} must not be sent to the build"
+    for path in ("pyproject.toml", "evalcore", "jobs", "deploy", "deploy/requirements.txt", "README.md"):
+        assert not ignored(path), f"{path} is needed by the image build"
 
 
 # --------------------------------------------------------------------------- slurm
