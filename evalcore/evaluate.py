@@ -228,9 +228,14 @@ class GalleryBlocks:
             self.cache[g0] = block
         return block
 
-    def blocks(self):
-        for g0 in range(0, self.n_rows, self.block_rows):
-            yield g0, self._read(g0)
+    def blocks(self, start: int = 0, stop: int | None = None):
+        """(g0, normalised rows g0..) covering rows start..stop; ``start`` is tile-aligned."""
+        stop = self.n_rows if stop is None else min(stop, self.n_rows)
+        first = (start // self.block_rows) * self.block_rows
+        for b0 in range(first, stop, self.block_rows):
+            block = self._read(b0)
+            a, z = max(start, b0) - b0, min(stop, b0 + self.block_rows) - b0
+            yield b0 + a, block[a:z]
 
     def rows(self, idx: np.ndarray) -> np.ndarray:
         """Rows at sorted indices ``idx``: taken from cached blocks, else read directly."""
@@ -243,6 +248,120 @@ class GalleryBlocks:
                 g0 = b * self.block_rows
                 np.take(self._read(g0), idx[a:z] - g0, axis=0, out=out[a:z])
         return out
+
+
+# --------------------------------------------------------------------------- sharded gallery
+#
+# When the gallery is larger than what a worker should hold, a chunk becomes
+# one small task (relevant sets and threshold bands), one task per gallery
+# shard (a scan of that shard's tiles), and one task that adds the shards'
+# counts and writes the rows. Shards are whole blocks of whole tiles, so
+# every score is the same number as in an unsharded run.
+
+
+def shard_bounds(n_gallery: int, block_rows: int, shards: int) -> list[tuple[int, int]]:
+    """Gallery ranges of whole blocks (whole tiles if there are fewer blocks than shards)."""
+    unit = block_rows if -(-n_gallery // block_rows) >= shards else TILE_COLS
+    n_units = -(-n_gallery // unit)
+    shards = max(1, min(shards, n_units))
+    edges = [round(i * n_units / shards) * unit for i in range(shards + 1)]
+    return [(a, min(b, n_gallery)) for a, b in zip(edges[:-1], edges[1:]) if a < b]
+
+
+def _open_chunk(path, options, q0, q1, storage_options, info):
+    group = ds.open_dataset(path, storage_options)
+    query = np.asarray(group["query/emb"][q0:q1])
+    problems = ds.check_embeddings("query/emb", q0, query, options.similarity == "cosine")
+    if problems:
+        raise InputError(problems[0])
+    gallery = GalleryBlocks(group, options.similarity, info.get("run_id"), info.get("cache_bytes", 0))
+    return group, normalize_rows(query, options.similarity), gallery
+
+
+def chunk_truth(path: str, options: Options, q0: int, q1: int, storage_options, info: dict):
+    """Task: the chunk's relevant sets and threshold bands, or an input error as a value."""
+    from evalcore.ranking import threshold_bounds
+
+    try:
+        group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, info)
+        truth = load_truth(group, options, q0, q1, info["n_gallery"])
+        return truth, threshold_bounds(qn, truth, gallery)
+    except InputError as exc:
+        return InputError(str(exc)), None
+
+
+def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, storage_options, info: dict,
+               prepared):
+    """Task: the chunk's tile states over gallery rows s0..s1."""
+    from evalcore.ranking import new_states, query_tiles, scan_gallery
+
+    truth, bounds = prepared
+    if isinstance(truth, InputError):
+        return truth
+    try:
+        group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, info)
+        gallery_junk = ds.read(group, "gallery/junk").astype(bool) if ds.has(group, "gallery/junk") else None
+        tiles = query_tiles(qn, q0, info["n_queries"])
+        states = new_states(tiles, q0, truth, *bounds)
+        scan_gallery(tiles, states, gallery.blocks(s0, s1), gallery_junk)
+        return states
+    except InputError as exc:
+        return InputError(str(exc))
+
+
+def combine_shards(path: str, options: Options, q0: int, q1: int, storage_options, info: dict, prepared,
+                   *parts):
+    """Task: add the shards' states and write the chunk's per-query rows."""
+    from evalcore.ranking import finish_states, merge_states
+
+    started = time.perf_counter()
+    errors = [x for x in (prepared[0], *parts) if isinstance(x, InputError)]
+    if errors:
+        return None, {"q0": q0, "q1": q1, "input_error": str(errors[0]), "near_ties": 0, "seconds": 0.0}
+    truth = prepared[0]
+    ranked = finish_states(merge_states(list(parts)), truth, options.ties)
+    group = ds.open_dataset(path, storage_options)
+    table = per_query_table(group, options, truth, ranked, q0, q1)
+    return table, {"q0": q0, "q1": q1, "near_ties": ranked.near_ties, "shards": len(parts),
+                   "seconds": time.perf_counter() - started}
+
+
+def submit_chunk(client, path, options, q0, q1, storage_options, info, shards):
+    """The future of one chunk's (table, stats): one task, or a small graph over gallery shards."""
+    tag = f"{q0}-{q1}-{info['run_id'][:8]}"
+    if shards is None:
+        return client.submit(evaluate_chunk, path, options, q0, q1, storage_options, info,
+                             key=f"evalcore-chunk-{tag}", retries=3, pure=False)
+    prepared = client.submit(chunk_truth, path, options, q0, q1, storage_options, info,
+                             key=f"evalcore-truth-{tag}", retries=3, pure=False)
+    parts = [client.submit(scan_shard, path, options, q0, q1, s0, s1, storage_options, info, prepared,
+                           key=f"evalcore-shard-{tag}-{s0}", retries=3, pure=False) for s0, s1 in shards]
+    return client.submit(combine_shards, path, options, q0, q1, storage_options, info, prepared, *parts,
+                         key=f"evalcore-chunk-{tag}", retries=3, pure=False)
+
+
+def run_chunk_here(path, options, q0, q1, storage_options, info, shards):
+    """The same work without a cluster, one piece after another."""
+    if shards is None:
+        return evaluate_chunk(path, options, q0, q1, storage_options, info)
+    prepared = chunk_truth(path, options, q0, q1, storage_options, info)
+    parts = [scan_shard(path, options, q0, q1, s0, s1, storage_options, info, prepared) for s0, s1 in shards]
+    return combine_shards(path, options, q0, q1, storage_options, info, prepared, *parts)
+
+
+def plan_shards(group, info: dict, gallery_shards: int | None) -> list[tuple[int, int]] | None:
+    """Gallery shards: as asked, or as many as keep each under a worker's gallery budget."""
+    if info["ranked_by"] != "embeddings":
+        return None
+    gallery = group["gallery/emb"]
+    bytes_needed = info["n_gallery"] * gallery.shape[1] * 4
+    if gallery_shards is None:
+        budget = info.get("cache_bytes") or 0
+        gallery_shards = -(-bytes_needed // budget) if budget and bytes_needed > budget else 1
+    if gallery_shards <= 1:
+        return None
+    block_rows = GalleryBlocks(group, "dot").block_rows
+    return shard_bounds(info["n_gallery"], block_rows, gallery_shards)
 
 
 def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_options: dict | None = None,
@@ -348,12 +467,15 @@ def _summary_schema(rows: list[dict]) -> pa.Schema:
 
 
 def evaluate(path, options: Options = Options(), *, client=None, storage_options: dict | None = None,
-             chunk_rows: int | None = None, on_chunk: Callable[[dict, int, int], None] | None = None) -> Result:
+             chunk_rows: int | None = None, gallery_shards: int | None = None,
+             on_chunk: Callable[[dict, int, int], None] | None = None) -> Result:
     """Evaluate a dataset: the three report tables as pyarrow Tables, plus run information.
 
     Without ``client`` the chunks run here, one after another; with a
-    ``distributed.Client`` each chunk is one task (retried if a worker dies).
-    ``on_chunk(stats, done, total)`` is called as chunks finish.
+    ``distributed.Client`` each chunk is one task (retried if a worker dies),
+    or, when the gallery is larger than a worker's share of memory (or
+    ``gallery_shards`` says so), a task per (chunk, gallery shard) whose
+    counts are added. ``on_chunk(stats, done, total)`` is called as chunks finish.
     """
     options = options.checked()
     started = time.perf_counter()
@@ -368,19 +490,20 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
     zarr_rows = (group["ranking/item"] if info["ranked_by"] == "ranking/item" else group["query/emb"]).chunks[0]
     n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
     chunks = plan_chunks(info["n_queries"], chunk_rows or zarr_rows, n_workers)
+    shards = plan_shards(group, info, gallery_shards)
+    info["gallery_shards"] = [list(x) for x in shards] if shards else None
     validated = time.perf_counter()
     results: list = [None] * len(chunks)
     if client is None:
         for i, (q0, q1) in enumerate(chunks):
-            results[i] = evaluate_chunk(str(path), options, q0, q1, storage_options, info)
+            results[i] = run_chunk_here(str(path), options, q0, q1, storage_options, info, shards)
             _raise_input_error(results[i][1])
             if on_chunk:
                 on_chunk(results[i][1], i + 1, len(chunks))
     else:
         from distributed import as_completed
 
-        futures = [client.submit(evaluate_chunk, str(path), options, q0, q1, storage_options, info,
-                                 key=f"evalcore-chunk-{q0}-{q1}-{time.time_ns()}", retries=3, pure=False)
+        futures = [submit_chunk(client, str(path), options, q0, q1, storage_options, info, shards)
                    for q0, q1 in chunks]
         index = {f.key: i for i, f in enumerate(futures)}
         for done, future in enumerate(as_completed(futures), start=1):

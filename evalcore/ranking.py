@@ -195,6 +195,17 @@ class _TileState:
         if sure.any():
             self.hist += np.bincount(start[sure] + n_hi[sure] - 1, minlength=len(self.hist))
 
+    def merge(self, other: "_TileState") -> None:
+        """Add the state of the same queries over another, disjoint part of the gallery."""
+        seen = ~np.isnan(other.exact)
+        self.exact[seen] = other.exact[seen]
+        self.hist += other.hist
+        self.near.extend(other.near)
+        better = (other.best > self.best) | ((other.best == self.best) & (other.best_idx >= 0)
+                                             & ((self.best_idx < 0) | (other.best_idx < self.best_idx)))
+        self.best[better] = other.best[better]
+        self.best_idx[better] = other.best_idx[better]
+
     def finish(self, ties: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
         """Exact ranks (CSR by row, ascending), rank-1 item and score, best relevant score."""
         n = self.n
@@ -240,6 +251,61 @@ class _TileState:
         return ranks, top1, top1_score, rel_score, n_near
 
 
+def threshold_bounds(query_normalized: np.ndarray, truth: Truth, gallery) -> tuple[np.ndarray, np.ndarray]:
+    """Float32 bands [lo, hi] around every relevant pair's score (CSR order of ``truth``)."""
+    dims = query_normalized.shape[1]
+    pair_row = segment_ids(truth.rel_indptr)
+    union, inverse = np.unique(truth.rel_items, return_inverse=True)
+    rows = gallery.rows(union) if union.size else np.empty((0, dims), np.float32)
+    return score_bounds(query_normalized, rows, pair_row, inverse, dims)
+
+
+def query_tiles(query_normalized: np.ndarray, q0: int, n_query: int) -> list[tuple[int, int, np.ndarray]]:
+    """(a, b, tile) for each 256-row tile the chunk touches: queries a..b inside a tile whose
+    shape depends only on its place in the whole dataset, never on the chunk."""
+    n, dims = query_normalized.shape
+    n_query = max(n_query, q0 + n)
+    out = []
+    for t in range(q0 // TILE_ROWS, (q0 + n - 1) // TILE_ROWS + 1):
+        a, b = max(q0, t * TILE_ROWS), min(q0 + n, (t + 1) * TILE_ROWS)
+        tile = np.zeros((min(TILE_ROWS, n_query - t * TILE_ROWS), dims), dtype=np.float32)
+        tile[a - t * TILE_ROWS:b - t * TILE_ROWS] = query_normalized[a - q0:b - q0]
+        out.append((a, b, tile))
+    return out
+
+
+def new_states(tiles, q0: int, truth: Truth, lo: np.ndarray, hi: np.ndarray) -> list[_TileState]:
+    return [_TileState(truth, a - q0, b - q0, a - (a // TILE_ROWS) * TILE_ROWS, lo, hi) for a, b, _ in tiles]
+
+
+def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarray | None) -> None:
+    """Fold every tile of the given gallery blocks into the states (one BLAS thread)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        for g0, block in blocks:
+            for c0 in range(0, len(block), TILE_COLS):
+                col0 = g0 + c0
+                gtile = block[c0:c0 + TILE_COLS]  # the last tile is short, the same in every run
+                colmask = tile_mask(col0, len(gtile), gallery_junk)
+                for (_, _, qtile), state in zip(tiles, states):
+                    state.update(qtile @ gtile.T, col0, colmask)
+
+
+def merge_states(parts: list[list[_TileState]]) -> list[_TileState]:
+    """States of the same query tiles over disjoint gallery shards, added up.
+
+    Counts add, each relevant score was seen in exactly one shard, near
+    negatives are pooled, and the best negative is the highest score, lowest
+    index on ties.
+    """
+    merged = parts[0]
+    for other in parts[1:]:
+        for mine, theirs in zip(merged, other):
+            mine.merge(theirs)
+    return merged
+
+
 def rank_by_embeddings(query: np.ndarray, q0: int, truth: Truth, gallery, *, n_query: int | None = None,
                        similarity: str = "cosine", ties: str = "pessimistic",
                        gallery_junk: np.ndarray | None = None) -> Ranked:
@@ -252,36 +318,12 @@ def rank_by_embeddings(query: np.ndarray, q0: int, truth: Truth, gallery, *, n_q
     as it always is instead of padded; the last gallery tile likewise.
     Memory: the query chunk, one gallery block and one score tile.
     """
-    from threadpoolctl import threadpool_limits
-
-    n, dims = query.shape
     qn = normalize_rows(query, similarity)
-    # approximate thresholds and their error bands, from float64 dot products
-    pair_row = segment_ids(truth.rel_indptr)
-    union, inverse = np.unique(truth.rel_items, return_inverse=True)
-    grows = gallery.rows(union) if union.size else np.empty((0, dims), np.float32)
-    lo, hi = score_bounds(qn, grows, pair_row, inverse, dims)
-    del grows
-
-    n_query = max(n_query or 0, q0 + n)
-    tiles = []
-    for t in range(q0 // TILE_ROWS, (q0 + n - 1) // TILE_ROWS + 1):
-        a, b = max(q0, t * TILE_ROWS), min(q0 + n, (t + 1) * TILE_ROWS)
-        # a tile's shape depends only on its place in the whole dataset, never on the chunk
-        qtile = np.zeros((min(TILE_ROWS, n_query - t * TILE_ROWS), dims), dtype=np.float32)
-        qtile[a - t * TILE_ROWS:b - t * TILE_ROWS] = qn[a - q0:b - q0]
-        tiles.append((qtile, _TileState(truth, a - q0, b - q0, a - t * TILE_ROWS, lo, hi)))
-
-    n_gallery = gallery.n_rows
-    with threadpool_limits(limits=1, user_api="blas"):
-        for g0, block in gallery.blocks():
-            for c0 in range(0, len(block), TILE_COLS):
-                col0 = g0 + c0
-                gtile = block[c0:c0 + TILE_COLS]  # the last tile is short, the same in every run
-                colmask = tile_mask(col0, len(gtile), gallery_junk)
-                for qtile, state in tiles:
-                    state.update(qtile @ gtile.T, col0, colmask)
-    return _assemble(tiles, truth, ties)
+    lo, hi = threshold_bounds(qn, truth, gallery)
+    tiles = query_tiles(qn, q0, n_query or 0)
+    states = new_states(tiles, q0, truth, lo, hi)
+    scan_gallery(tiles, states, gallery.blocks(), gallery_junk)
+    return finish_states(states, truth, ties)
 
 
 def tile_mask(col0: int, width: int, gallery_junk: np.ndarray | None) -> np.ndarray | None:
@@ -292,9 +334,9 @@ def tile_mask(col0: int, width: int, gallery_junk: np.ndarray | None) -> np.ndar
     return junk if junk.any() else None
 
 
-def _assemble(tiles, truth: Truth, ties: str) -> Ranked:
-    """Concatenate the tiles' results in query order."""
-    parts = [state.finish(ties) for _, state in tiles]
+def finish_states(states: list[_TileState], truth: Truth, ties: str) -> Ranked:
+    """Exact ranks from the scanned states, concatenated in query order."""
+    parts = [state.finish(ties) for state in states]
     ranks = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
     return Ranked(indptr=truth.rel_indptr - truth.rel_indptr[0], ranks=ranks.astype(np.int64),
                   n_relevant=truth.n_relevant.astype(np.int64),

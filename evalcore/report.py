@@ -4,7 +4,11 @@ Locally a report is written into a hidden sibling folder and renamed into
 place; an earlier report is moved aside first and removed only once the new
 one stands. On object storage (no rename) the files are written first and
 ``manifest.json`` last: a report folder without a manifest is incomplete and
-readers refuse it.
+readers refuse it. An overwrite there deletes the old manifest before
+anything else and removes the old report's other objects before the new
+manifest appears, so a complete report never contains files of an older one.
+The manifest lists every file with its size; readers read only those files
+and check the sizes.
 """
 from __future__ import annotations
 
@@ -54,9 +58,11 @@ def check_out(out, overwrite: bool, storage_options: Mapping | None = None) -> N
     """Refuse an existing non-empty ``--out`` unless ``overwrite`` (checked before any work)."""
     if is_url(out):
         fs, root = _fs(out, storage_options)
-        exists = fs.exists(root) and bool(fs.ls(root))
+        root = root.rstrip("/")
+        fs.invalidate_cache(root)
+        exists = bool(_listing(fs, root))
     else:
-        p = Path(out)
+        p = _local(out)
         if p.exists() and not p.is_dir():
             raise InputError(f"--out {out}: exists and is not a folder")
         exists = p.is_dir() and any(p.iterdir())
@@ -83,20 +89,20 @@ def write_report(out, tables: Mapping[str, pa.Table], run: Mapping, *, extra: Ma
     check_out(out, overwrite, storage_options)
     if is_url(out):
         return _write_remote(out, tables, run, extra, storage_options)
-    out = Path(out)
+    out = _local(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
-        names = []
+        sizes = {}
         for name, content in _files(tables, run, extra):
             target = tmp / name
             if isinstance(content, pa.Table):
                 pq.write_table(content, target)
             else:
                 target.write_bytes(content)
-            names.append(name)
-        (tmp / MANIFEST).write_bytes(_json_bytes({"files": names, "complete": True}))
+            sizes[name] = target.stat().st_size
+        (tmp / MANIFEST).write_bytes(_manifest_bytes(sizes))
         old = None
         if out.exists():
             old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
@@ -115,49 +121,120 @@ def write_report(out, tables: Mapping[str, pa.Table], run: Mapping, *, extra: Ma
     return str(out)
 
 
+def _table_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def _listing(fs, root: str) -> list[str]:
+    """Every object under the folder ``root`` (not ``root`` itself, not siblings like ``root``-2)."""
+    try:
+        found = fs.find(root)
+    except FileNotFoundError:
+        return []
+    return [p for p in found if p.startswith(root + "/")]
+
+
 def _write_remote(out, tables, run, extra, storage_options) -> str:
+    """Manifest-last writing for object storage, where nothing can be renamed into place.
+
+    1. the old manifest goes first: from then on the old report is incomplete,
+       so a crash anywhere below leaves a report that readers refuse;
+    2. objects of the old report that the new one does not write (an old
+       ``threshold_sweep.parquet``, anything else under the prefix) are removed;
+    3. every file is written as one whole object (one PUT, or one multipart
+       upload that only appears when complete);
+    4. ``manifest.json`` last, listing the files and their sizes.
+    """
     fs, root = _fs(out, storage_options)
     root = root.rstrip("/")
-    if fs.exists(f"{root}/{MANIFEST}"):
-        fs.rm(f"{root}/{MANIFEST}")  # the old report stops counting before any file changes
-    names = []
-    for name, content in _files(tables, run, extra):
-        with fs.open(f"{root}/{name}", "wb") as fh:
-            if isinstance(content, pa.Table):
-                pq.write_table(content, fh)
-            else:
-                fh.write(content)
-        names.append(name)
-    with fs.open(f"{root}/{MANIFEST}", "wb") as fh:
-        fh.write(_json_bytes({"files": names, "complete": True}))
+    manifest = f"{root}/{MANIFEST}"
+    fs.invalidate_cache(root)
+    if fs.exists(manifest):
+        fs.rm_file(manifest)  # the old report stops counting before any file changes
+        fs.invalidate_cache(root)
+    files = [(name, _table_bytes(content) if isinstance(content, pa.Table) else bytes(content))
+             for name, content in _files(tables, run, extra)]
+    keep = {f"{root}/{name}" for name, _ in files}
+    stale = [p for p in _listing(fs, root) if p not in keep]
+    if stale:
+        fs.rm(stale)
+    sizes = {}
+    for name, data in files:
+        fs.pipe_file(f"{root}/{name}", data)
+        sizes[name] = len(data)
+    fs.pipe_file(manifest, _manifest_bytes(sizes))
+    fs.invalidate_cache(root)
     return str(out)
+
+
+def _manifest_bytes(sizes: Mapping[str, int]) -> bytes:
+    return _json_bytes({"files": list(sizes), "sizes": dict(sizes), "complete": True})
+
+
+def _local(path) -> Path:
+    text = str(path)
+    return Path(text[len("file://"):] if text.startswith("file://") else text)
+
+
+def _read_manifest(path, storage_options: Mapping | None):
+    """(manifest dict or None, reader of a file's bytes) for a report folder."""
+    if is_url(path):
+        fs, root = _fs(path, storage_options)
+        root = root.rstrip("/")
+        fs.invalidate_cache(root)  # a listing cached before the manifest appeared must not hide it
+
+        def read(name: str) -> bytes:
+            return fs.cat_file(f"{root}/{name}")
+    else:
+        folder = _local(path)
+
+        def read(name: str) -> bytes:
+            return (folder / name).read_bytes()
+    try:
+        manifest = json.loads(read(MANIFEST))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None, read
+    except ValueError:
+        return {}, read
+    return manifest, read
 
 
 def is_complete(path, storage_options: Mapping | None = None) -> bool:
     """True when the report folder has its manifest (written last)."""
-    if is_url(path):
-        fs, root = _fs(path, storage_options)
-        return fs.exists(f"{root.rstrip('/')}/{MANIFEST}")
-    return (Path(path) / MANIFEST).is_file()
+    manifest, _ = _read_manifest(path, storage_options)
+    return manifest is not None
 
 
 def read_report(path, storage_options: Mapping | None = None) -> dict:
-    """The tables and run.json of a complete report; InputError for an incomplete one."""
-    if not is_complete(path, storage_options):
+    """The tables and run.json of a complete report; InputError for an incomplete one.
+
+    Only the files the manifest lists are read, and each must have the size the
+    manifest recorded: a report being overwritten (manifest gone, or files no
+    longer those the manifest describes) is refused, never mixed.
+    """
+    manifest, read = _read_manifest(path, storage_options)
+    if manifest is None:
         raise InputError(f"report {path}: incomplete or missing (no {MANIFEST}; it was not finished)")
-    if is_url(path):
-        fs, root = _fs(path, storage_options)
-        root = root.rstrip("/")
-        opener = lambda name: fs.open(f"{root}/{name}", "rb")  # noqa: E731
-        exists = lambda name: fs.exists(f"{root}/{name}")  # noqa: E731
-    else:
-        opener = lambda name: open(Path(path) / name, "rb")  # noqa: E731
-        exists = lambda name: (Path(path) / name).exists()  # noqa: E731
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list) or "run.json" not in files or not manifest.get("complete"):
+        raise InputError(f"report {path}: {MANIFEST} is not a valid manifest")
+    sizes = manifest.get("sizes") or {}
     out = {}
-    for name in (*TABLES, "threshold_sweep"):
-        if exists(f"{name}.parquet"):
-            with opener(f"{name}.parquet") as fh:
-                out[name] = pq.read_table(fh)
-    with opener("run.json") as fh:
-        out["run"] = json.load(fh)
+    for name in files:
+        if not (name == "run.json" or name.endswith(".parquet")):
+            continue
+        try:
+            data = read(name)
+        except FileNotFoundError:
+            raise InputError(f"report {path}: {name} is listed in {MANIFEST} but missing "
+                             "(being overwritten, or damaged)") from None
+        if name in sizes and len(data) != sizes[name]:
+            raise InputError(f"report {path}: {name} has {len(data)} bytes, {MANIFEST} says {sizes[name]} "
+                             "(being overwritten, or damaged)")
+        if name == "run.json":
+            out["run"] = json.loads(data)
+        else:
+            out[name[:-len(".parquet")]] = pq.read_table(pa.BufferReader(data))
     return out

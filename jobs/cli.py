@@ -300,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
-    p.add_argument("--shape", choices=["market", "large", "xl", "small"], default="market")
+    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl"], default="market")
     p.add_argument("--workers", default="2")
     p.add_argument("--memory-limit", default=None, help="per worker (xl uses 2GiB)")
     p.add_argument("--data-dir", help="where to write the generated dataset (default: a temporary folder)")

@@ -70,3 +70,34 @@ def test_worker_count_does_not_change_results(write, arrays):
         with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
                 Client(c) as client:
             tables_equal(local, evaluate(path, OPTS, client=client))
+
+
+@pytest.mark.parametrize("shards", [2, 3])
+def test_sharded_gallery_equals_the_unsharded_run(write, arrays, shards):
+    """(chunk x gallery shard) tasks whose counts are added give the very same tables."""
+    big = dict(arrays)
+    rng = np.random.default_rng(5)
+    extra = rng.standard_normal((20000, big["gallery/emb"].shape[1])).astype(np.float32)
+    for name, fill in (("gallery/emb", extra), ("gallery/label", rng.integers(-1, 400, 20000)),
+                       ("gallery/cam", rng.integers(0, 4, 20000)), ("gallery/junk", rng.random(20000) < 0.01)):
+        big[name] = np.concatenate([big[name], fill.astype(big[name].dtype)])
+    path = write(big, name="s.zarr", chunk_rows=4096)
+    whole = evaluate(path, OPTS)
+    sharded = evaluate(path, OPTS, gallery_shards=shards)
+    assert len(sharded.info["gallery_shards"]) == shards
+    tables_equal(whole, sharded)
+
+
+@pytest.mark.cluster
+def test_sharded_gallery_on_worker_processes(write, arrays):
+    from distributed import Client, LocalCluster
+
+    path = write(arrays, name="sw.zarr", chunk_rows=4096)
+    whole = evaluate(path, OPTS)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+            Client(c) as client:
+        sharded = evaluate(path, OPTS, client=client, gallery_shards=2)
+    bounds = sharded.info["gallery_shards"]
+    assert len(bounds) == 2 and bounds[0][0] == 0 and bounds[-1][1] == 9000
+    assert bounds[0][1] == bounds[1][0] and bounds[0][1] % 4096 == 0
+    tables_equal(whole, sharded)

@@ -1,0 +1,478 @@
+"""Challenge scoring: checking untrusted submissions, the participant result, the leaderboard.
+
+A submission holds a feature vector for every query and every gallery image
+of the truth bundle: either a Zarr group with ``query/emb`` and
+``gallery/emb``, or a folder with ``query.npy`` and ``gallery.npy``. It is
+untrusted, so everything is checked before a byte of it is used, and before
+anything is written:
+
+- ``.npy``: the header alone is parsed first (``check_npy_header``: magic,
+  version 1.0/2.0 header, dtype, shape, and that the file holds exactly the
+  bytes the header promises); only then is the file memory-mapped, with
+  ``allow_pickle=False``. Object (pickled) arrays never get that far.
+- Zarr: dtype and codecs come from the metadata (``check_zarr_array``); only
+  plain numeric codecs are allowed (no pickle / msgpack / JSON / vlen filters).
+- dtype float16, float32 or float64 (``check_dtype``); shape (rows, dims)
+  with rows = the truth's query / gallery count and dims = the truth's
+  ``dims`` attribute, default 128 (``check_rows``).
+- values, block by block (``check_norms``): no NaN / Inf, and every vector
+  L2-normalised: | ||v|| - 1 | <= 1e-3.
+
+Each problem is one InputError naming the array (``gallery.npy``,
+``query/emb``), how many rows and the first one.
+
+The participant sees ``result_record``: team, submission, fingerprint, score,
+n_queries, n_evaluated, timestamp, and nothing of the annotations. The
+leaderboard is one Parquet file updated under a lock with a temporary file
+and ``os.replace`` (``update_leaderboard``); ``best_per_team`` is its view
+of each team's best submission.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evalcore.errors import InputError
+
+DEFAULT_DIMS = 128
+NORM_TOLERANCE = 1e-3
+#: rows per block when scanning or copying a submission (64 MiB of float64 at D = 128)
+BLOCK_ROWS = 65536
+FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+SIDES = ("query", "gallery")
+#: codecs a submitted Zarr array may use: byte layout, checksums and plain compressors only
+SAFE_CODECS = frozenset({
+    "bytes", "transpose", "sharding_indexed", "crc32c", "blosc", "zstd", "gzip", "zlib", "lz4", "bz2", "lzma",
+    "shuffle", "delta", "bitround", "fletcher32", "adler32", "crc32", "numcodecs.zstd", "numcodecs.gzip",
+    "numcodecs.zlib", "numcodecs.lz4", "numcodecs.blosc", "numcodecs.bz2", "numcodecs.lzma", "numcodecs.shuffle",
+    "numcodecs.delta", "numcodecs.crc32", "numcodecs.adler32", "numcodecs.fletcher32",
+})
+LEADERBOARD_COLUMNS = ("team", "submission", "fingerprint", "score", "n_queries", "n_evaluated", "scored_at")
+RESULT_KEYS = ("team", "submission", "fingerprint", "score", "n_queries", "n_evaluated", "timestamp")
+TEAM = re.compile(r"^[^\x00-\x1f\x7f]{1,100}$")
+
+
+# =========================================================================== pure checks
+
+
+def _rows_text(rows, limit: int = 5) -> str:
+    rows = np.asarray(rows)
+    shown = ", ".join(str(int(r)) for r in rows[:limit])
+    return shown + (", ..." if len(rows) > limit else "")
+
+
+def check_dtype(name: str, dtype) -> np.dtype:
+    """float16, float32 or float64 (either byte order); object, structured, int, complex... are refused."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise InputError(f"{name}: dtype {dtype!r} is not float16, float32 or float64") from None
+    if dtype.hasobject:
+        raise InputError(f"{name}: holds Python objects (a pickled array); only float16, float32 or float64 "
+                         "numbers are accepted")
+    if dtype.names is not None or dtype.subdtype is not None or dtype.newbyteorder("=") not in FLOAT_DTYPES:
+        raise InputError(f"{name}: dtype {dtype} is not float16, float32 or float64")
+    return dtype
+
+
+def check_shape(name: str, shape, n_rows: int, dims: int, what: str) -> None:
+    """(n_rows, dims) exactly; ``what`` names the rows ("queries", "gallery images")."""
+    shape = tuple(shape)
+    if len(shape) != 2:
+        raise InputError(f"{name}: shape {shape} is not (rows, {dims})")
+    check_rows(name, shape[0], n_rows, what)
+    if shape[1] != dims:
+        raise InputError(f"{name}: {shape[1]} dimensions, the challenge asks for {dims}")
+
+
+def check_rows(name: str, rows: int, expected: int, what: str) -> None:
+    """One vector per row of the truth: missing or extra rows are refused."""
+    if rows < expected:
+        raise InputError(f"{name}: {rows} rows, but the truth has {expected} {what} "
+                         f"({expected - rows} missing)")
+    if rows > expected:
+        raise InputError(f"{name}: {rows} rows, but the truth has {expected} {what} ({rows - expected} extra)")
+
+
+def check_header_size(name: str, shape: tuple, dtype: np.dtype, data_offset: int, file_size: int) -> None:
+    """The file holds exactly the bytes the header promises (a lying header or a truncated file is refused)."""
+    want = data_offset + math.prod(shape) * dtype.itemsize
+    if file_size < want:
+        raise InputError(f"{name}: truncated or the header lies: shape {tuple(shape)} of {dtype} needs "
+                         f"{want} bytes, the file has {file_size}")
+    if file_size > want:
+        raise InputError(f"{name}: the header lies: shape {tuple(shape)} of {dtype} needs {want} bytes, "
+                         f"the file has {file_size} ({file_size - want} bytes too many)")
+
+
+@dataclass
+class NormCheck:
+    """Rows found so far with NaN/Inf and with a norm off 1 (counts and the first of each)."""
+
+    nonfinite: int = 0
+    first_nonfinite: int | None = None
+    off: int = 0
+    first_off: int | None = None
+    first_off_norm: float | None = None
+
+    def add(self, other: "NormCheck") -> None:
+        if other.nonfinite and self.first_nonfinite is None:
+            self.first_nonfinite = other.first_nonfinite
+        if other.off and self.first_off is None:
+            self.first_off, self.first_off_norm = other.first_off, other.first_off_norm
+        self.nonfinite += other.nonfinite
+        self.off += other.off
+
+    def raise_if_any(self, name: str, tolerance: float = NORM_TOLERANCE) -> None:
+        if self.nonfinite:
+            raise InputError(f"{name}: {self.nonfinite} row(s) contain NaN or Inf (first: row {self.first_nonfinite})")
+        if self.off:
+            raise InputError(f"{name}: {self.off} row(s) are not L2-normalised: norm off 1 by more than "
+                             f"{tolerance:g} (first: row {self.first_off}, norm {self.first_off_norm:.6g})")
+
+
+def check_norms(block: np.ndarray, start: int, tolerance: float = NORM_TOLERANCE) -> NormCheck:
+    """NaN/Inf rows and rows with | ||v|| - 1 | > tolerance in ``block`` (rows numbered from ``start``).
+
+    The norm is summed in float64 whatever the dtype.
+    """
+    block = np.asarray(block)
+    finite = np.isfinite(block).all(axis=1)
+    norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+    off = finite & ~(np.abs(norms - 1.0) <= tolerance)
+    bad, far = np.flatnonzero(~finite), np.flatnonzero(off)
+    out = NormCheck(nonfinite=int(bad.size), off=int(far.size))
+    if bad.size:
+        out.first_nonfinite = start + int(bad[0])
+    if far.size:
+        out.first_off, out.first_off_norm = start + int(far[0]), float(norms[far[0]])
+    return out
+
+
+def codec_names(metadata) -> list[str]:
+    """Every codec / filter / compressor id named anywhere in a Zarr array's metadata dict."""
+    names = []
+
+    def walk(value, key=None):
+        if isinstance(value, Mapping):
+            if key in ("codecs", "filters", "compressor", "compressors", "index_codecs") or "id" in value \
+                    or ("name" in value and "configuration" in value):
+                label = value.get("id", value.get("name"))
+                if isinstance(label, str):
+                    names.append(label)
+            for k, v in value.items():
+                if k in ("attributes", "chunk_grid", "chunk_key_encoding"):
+                    continue
+                walk(v, k)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                if isinstance(v, str) and key in ("codecs", "filters", "compressors"):
+                    names.append(v)
+                else:
+                    walk(v, key)
+
+    walk(metadata)
+    return names
+
+
+def check_codecs(name: str, metadata) -> None:
+    """Only plain numeric codecs (no pickle, msgpack, JSON, vlen...): decoding must not run foreign code."""
+    unsafe = [c for c in codec_names(metadata) if c.lower() not in SAFE_CODECS]
+    if unsafe:
+        raise InputError(f"{name}: uses codec {unsafe[0]!r}; only plain numeric Zarr codecs are accepted "
+                         f"({', '.join(sorted(c for c in SAFE_CODECS if '.' not in c))})")
+
+
+def check_team(team: str) -> str:
+    if not isinstance(team, str) or not TEAM.match(team) or not team.strip():
+        raise InputError(f"--team: {team!r} must be 1 to 100 printable characters")
+    return team.strip()
+
+
+# =========================================================================== reading a submission
+
+
+def check_npy_header(name: str, path) -> tuple[tuple, np.dtype, bool, int]:
+    """(shape, dtype, fortran_order, data offset) of a .npy file, from its header alone.
+
+    Refuses: not a regular file, bad magic, header versions other than 1.0 / 2.0,
+    a dtype other than float16/32/64 (objects: pickle), a shape other than 2-D,
+    and a file whose size differs from what the header promises.
+    """
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise InputError(f"{name}: missing ({path})") from None
+    import stat
+
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{name}: not a regular file ({path})")
+    fmt = np.lib.format
+    with open(path, "rb") as fh:
+        try:
+            version = fmt.read_magic(fh)
+        except ValueError as exc:
+            raise InputError(f"{name}: not a .npy file ({exc})") from None
+        try:
+            if version == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, fortran, dtype = fmt.read_array_header_2_0(fh)
+            else:
+                raise InputError(f"{name}: .npy format version {version[0]}.{version[1]} is not accepted "
+                                 "(write it with numpy.save: version 1.0 or 2.0)")
+        except (ValueError, SyntaxError, TypeError) as exc:
+            raise InputError(f"{name}: the .npy header cannot be read ({exc})") from None
+        offset = fh.tell()
+    dtype = check_dtype(name, dtype)
+    if not isinstance(shape, tuple) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise InputError(f"{name}: the header's shape {shape!r} is not a tuple of sizes")
+    if len(shape) != 2:
+        raise InputError(f"{name}: shape {shape} is not (rows, dims)")
+    check_header_size(name, shape, dtype, offset, st.st_size)
+    return shape, dtype, bool(fortran), offset
+
+
+def check_zarr_array(name: str, array) -> np.dtype:
+    """dtype and codecs of a submitted Zarr array, from its metadata (no chunk is read)."""
+    try:
+        meta = array.metadata.to_dict()
+    except Exception as exc:  # noqa: BLE001 - anything odd in untrusted metadata is a refusal
+        raise InputError(f"{name}: unreadable Zarr metadata ({exc.__class__.__name__})") from None
+    raw = meta.get("data_type", meta.get("dtype"))
+    if not isinstance(raw, str):
+        raise InputError(f"{name}: dtype {raw!r} is not float16, float32 or float64")
+    if raw in ("|O", "object") or raw.startswith("|O"):
+        check_dtype(name, np.dtype(object))
+    try:
+        dtype = np.dtype(raw)
+    except TypeError:
+        raise InputError(f"{name}: dtype {raw!r} is not float16, float32 or float64") from None
+    check_dtype(name, dtype)
+    check_codecs(name, meta)
+    return dtype
+
+
+@dataclass
+class Submission:
+    """A submission opened for reading: one array-like per side, with the names used in messages."""
+
+    path: str
+    kind: str                       # "npy" or "zarr"
+    arrays: dict = field(default_factory=dict)
+    names: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return Path(str(self.path).rstrip("/")).name or str(self.path)
+
+
+def open_submission(path) -> Submission:
+    """Open a submission after checking its headers / metadata (dtype, 2-D shape, codecs, file sizes)."""
+    root = Path(str(path))
+    if (root / "query.npy").exists() or (root / "gallery.npy").exists():
+        sub = Submission(str(path), "npy")
+        for side in SIDES:
+            name = f"{side}.npy"
+            shape, dtype, fortran, offset = check_npy_header(name, root / name)
+            del shape, dtype, fortran, offset
+            try:
+                sub.arrays[side] = np.load(root / name, mmap_mode="r", allow_pickle=False)
+            except (ValueError, OSError) as exc:
+                raise InputError(f"{name}: cannot be read ({exc})") from None
+            sub.names[side] = name
+        return sub
+    import zarr
+
+    from evalcore import dataset as ds
+
+    if not root.exists() and "://" not in str(path):
+        raise InputError(f"submission {path}: no such file or folder")
+    try:
+        group = ds.open_dataset(str(path))
+    except InputError:
+        raise InputError(f"submission {path}: neither a folder with query.npy and gallery.npy "
+                         "nor a Zarr group with query/emb and gallery/emb") from None
+    sub = Submission(str(path), "zarr")
+    for side in SIDES:
+        name = f"{side}/emb"
+        try:
+            arr = group[name]
+        except (KeyError, ValueError, TypeError, OSError):
+            arr = None
+        if not isinstance(arr, zarr.Array):
+            raise InputError(f"{name}: missing from the submission {path}")
+        check_zarr_array(name, arr)
+        if len(arr.shape) != 2:
+            raise InputError(f"{name}: shape {arr.shape} is not (rows, dims)")
+        sub.arrays[side] = arr
+        sub.names[side] = name
+    return sub
+
+
+def blocks(array, block_rows: int = BLOCK_ROWS):
+    """(start, numpy rows) of an array-like, ``block_rows`` at a time."""
+    for start in range(0, array.shape[0], block_rows):
+        yield start, np.asarray(array[start:start + block_rows])
+
+
+def check_submission(sub: Submission, n_query: int, n_gallery: int, dims: int = DEFAULT_DIMS,
+                     tolerance: float = NORM_TOLERANCE) -> str:
+    """Check every array (shape first, then every value); returns the fingerprint (sha256 hex).
+
+    fingerprint = sha256 over, per side (query, gallery): ``"<side>:<dtype.str>:<rows>x<dims>\\n"``
+    then the rows' bytes in C order; the same numbers give the same fingerprint
+    whether submitted as .npy or Zarr.
+    """
+    expected = {"query": (n_query, "queries"), "gallery": (n_gallery, "gallery images")}
+    for side in SIDES:
+        arr = sub.arrays[side]
+        check_dtype(sub.names[side], arr.dtype)
+        check_shape(sub.names[side], arr.shape, expected[side][0], dims, expected[side][1])
+    digest = hashlib.sha256()
+    for side in SIDES:
+        arr, name = sub.arrays[side], sub.names[side]
+        dtype = np.dtype(arr.dtype)
+        digest.update(f"{side}:{dtype.str}:{arr.shape[0]}x{arr.shape[1]}\n".encode())
+        found = NormCheck()
+        try:
+            for start, block in blocks(arr):
+                digest.update(np.ascontiguousarray(block).tobytes())
+                found.add(check_norms(block, start, tolerance))
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a corrupt chunk of an untrusted Zarr group
+            raise InputError(f"{name}: cannot be read ({exc.__class__.__name__}: {exc})") from None
+        found.raise_if_any(name, tolerance)
+    return digest.hexdigest()
+
+
+# =========================================================================== the truth bundle
+
+
+TRUTH_ARRAYS = ("query/key", "gallery/key", "qrels/query", "qrels/item", "qrels/rel")
+
+
+def truth_shape(group) -> tuple[int, int, int]:
+    """(queries, gallery images, dims) of a truth bundle; InputError naming what is missing."""
+    from evalcore import dataset as ds
+
+    attrs = ds.dataset_attributes(group)
+    if attrs.get("protocol", "qrels") != "qrels":
+        raise InputError(f"truth: attribute evalcore.protocol is {attrs.get('protocol')!r}, not 'qrels'")
+    for name in TRUTH_ARRAYS:
+        if not ds.has(group, name):
+            raise InputError(f"truth: {name} is missing")
+    dims = attrs.get("dims", DEFAULT_DIMS)
+    if not isinstance(dims, int) or isinstance(dims, bool) or dims < 1:
+        raise InputError(f"truth: attribute evalcore.dims {dims!r} is not a positive integer")
+    return int(group["query/key"].shape[0]), int(group["gallery/key"].shape[0]), int(dims)
+
+
+# =========================================================================== result and leaderboard
+
+
+def utc_now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+
+
+def result_record(team: str, submission: str, fingerprint: str, summary_all: Mapping,
+                  when: _dt.datetime) -> dict:
+    """What the participant sees: exactly ``RESULT_KEYS``, nothing of the annotations."""
+    score = summary_all.get("map")
+    return {"team": team, "submission": submission, "fingerprint": fingerprint,
+            "score": None if score is None else float(score),
+            "n_queries": int(summary_all["n_queries"]), "n_evaluated": int(summary_all["n_evaluated"]),
+            "timestamp": when.isoformat().replace("+00:00", "Z")}
+
+
+LEADERBOARD_SCHEMA = pa.schema([
+    ("team", pa.string()), ("submission", pa.string()), ("fingerprint", pa.string()), ("score", pa.float64()),
+    ("n_queries", pa.int64()), ("n_evaluated", pa.int64()), ("scored_at", pa.timestamp("s", tz="UTC")),
+])
+
+
+def best_path(leaderboard) -> Path:
+    """``leaderboard_best.parquet`` next to ``leaderboard.parquet``."""
+    p = Path(leaderboard)
+    return p.with_name(f"{p.stem}_best{p.suffix or '.parquet'}")
+
+
+def read_leaderboard(path) -> pa.Table:
+    """The leaderboard (empty when the file does not exist yet); InputError when it is not one."""
+    p = Path(path)
+    if not p.exists():
+        return LEADERBOARD_SCHEMA.empty_table()
+    try:
+        table = pq.read_table(p)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"--leaderboard {path}: not a readable Parquet file ({exc.__class__.__name__})") from None
+    missing = [c for c in LEADERBOARD_COLUMNS if c not in table.column_names]
+    if missing:
+        raise InputError(f"--leaderboard {path}: not a leaderboard (no column(s) {', '.join(missing)})")
+    try:
+        return table.select(list(LEADERBOARD_COLUMNS)).cast(LEADERBOARD_SCHEMA)
+    except (pa.ArrowException, ValueError) as exc:
+        raise InputError(f"--leaderboard {path}: columns of unexpected types ({exc})") from None
+
+
+def _rank_key(row: Mapping):
+    score = row["score"]
+    valid = score is not None and not math.isnan(score)
+    when = row["scored_at"] or _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
+    return (not valid, -score if valid else 0.0, when, row["team"])
+
+
+def best_per_team(table: pa.Table) -> pa.Table:
+    """Each team's best row: highest score (null scores last), earliest scored_at among equals; best first."""
+    best: dict[str, dict] = {}
+    for row in table.to_pylist():
+        if row["team"] not in best or _rank_key(row) < _rank_key(best[row["team"]]):
+            best[row["team"]] = row
+    return pa.Table.from_pylist(sorted(best.values(), key=_rank_key), schema=LEADERBOARD_SCHEMA)
+
+
+def update_leaderboard(path, record: Mapping) -> pa.Table:
+    """Add a scored submission (replacing an earlier row of the same team and fingerprint).
+
+    Holds an exclusive lock (``.<name>.lock`` next to the file) while it reads,
+    and writes the leaderboard and ``<stem>_best.parquet`` each through a
+    temporary file and ``os.replace``. Returns the new leaderboard.
+    """
+    from evalcore.history import atomic_write, locked
+
+    p = Path(path)
+    row = {k: record[k] for k in LEADERBOARD_COLUMNS}
+    with locked(p.parent / f".{p.name}.lock"):
+        table = read_leaderboard(p)
+        keep = [r for r in table.to_pylist()
+                if not (r["team"] == row["team"] and r["fingerprint"] == row["fingerprint"])]
+        table = pa.Table.from_pylist(keep + [row], schema=LEADERBOARD_SCHEMA)
+        atomic_write(p, table)
+        atomic_write(best_path(p), best_per_team(table))
+    return table
+
+
+def leaderboard_row(record: Mapping, when: _dt.datetime) -> dict:
+    return {"team": record["team"], "submission": record["submission"], "fingerprint": record["fingerprint"],
+            "score": record["score"], "n_queries": record["n_queries"], "n_evaluated": record["n_evaluated"],
+            "scored_at": when}
+
+
+def is_local(path) -> bool:
+    return "://" not in str(path) or str(path).startswith("file://")
+
+
+def local_path(path) -> str:
+    return os.fspath(str(path).removeprefix("file://"))

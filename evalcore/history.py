@@ -1,0 +1,276 @@
+"""The nightly history store and its regression gates.
+
+The history is a folder of Parquet files, one per (evaluation, run date)::
+
+    HISTORY/<evaluation>/<YYYY-MM-DD>.parquet     that run's summary rows + run_date, evaluation
+    HISTORY/.lock                                 fcntl lock of writers and readers
+
+Every file is written to a hidden temporary file in its own folder and then
+``os.replace``d into place, so a reader sees the old file or the new one,
+never half of one; rerunning a date replaces that date's file and nothing
+else. Writers that read and write take ``locked(HISTORY)`` (an exclusive
+``fcntl.flock`` on ``HISTORY/.lock``), so two nightly runs at once never lose
+each other's rows.
+
+Gates compare a run's ``group == "all"`` summary row with the previous run
+(the latest earlier date of the same evaluation in the history) and with a
+pinned baseline (metric values, or a history date). ``gate_checks`` returns
+one dict per check; ``check_gates`` only the failed ones.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import math
+import os
+import re
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evalcore.errors import InputError
+
+LOCK = ".lock"
+#: evaluation names become folder names: letters, digits, ``._-``, not starting with a dot
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+#: metrics where a rise, not a fall, is the regression (unless the gate says otherwise)
+LOWER_IS_BETTER = frozenset({"fpir", "fnir", "fnir_at_target_fpir"})
+#: slack for comparing a drop with its limit (values are correctly rounded means)
+EPS = 1e-12
+
+
+# --------------------------------------------------------------------------- names, dates, files
+
+
+def check_name(name) -> str:
+    if not isinstance(name, str) or not NAME.match(name):
+        raise InputError(f"evaluation name {name!r}: use letters, digits, '.', '_' and '-' "
+                         "(at most 128, not starting with '.')")
+    return name
+
+
+def check_date(text, what: str = "--date") -> str:
+    """``YYYY-MM-DD`` (a real date), else an InputError naming ``what``."""
+    if isinstance(text, _dt.date):
+        return text.isoformat()
+    try:
+        if not DATE.match(str(text)):
+            raise ValueError
+        return _dt.date.fromisoformat(str(text)).isoformat()
+    except ValueError:
+        raise InputError(f"{what}: {text!r} is not a date YYYY-MM-DD") from None
+
+
+def atomic_write(path, data: bytes | pa.Table) -> None:
+    """Write bytes or a Parquet table to ``path`` via a temporary file in the same folder + os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        if isinstance(data, pa.Table):
+            pq.write_table(data, tmp)
+        else:
+            tmp.write_bytes(data)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+@contextlib.contextmanager
+def locked(lock_path):
+    """Hold an exclusive ``fcntl.flock`` on the file ``lock_path`` (created, with its folder, if needed).
+
+    The lock belongs to the open file: it is released when the block ends or
+    the process dies, so a killed run never leaves the history locked.
+    """
+    import fcntl
+
+    lock_path = Path(lock_path)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def history_lock(history_dir):
+    """``locked(HISTORY/.lock)``: hold it around reading and writing the history."""
+    return locked(Path(history_dir) / LOCK)
+
+
+def run_path(history_dir, run_date: str, evaluation: str) -> Path:
+    return Path(history_dir) / check_name(evaluation) / f"{check_date(run_date, 'run_date')}.parquet"
+
+
+# --------------------------------------------------------------------------- read and write
+
+
+def _empty() -> pa.Table:
+    return pa.table({"run_date": pa.array([], pa.string()), "evaluation": pa.array([], pa.string())})
+
+
+def read_history(history_dir) -> pa.Table:
+    """Every run of the history as one table (columns of all runs; missing ones null), by date then name.
+
+    Hidden files (temporaries of writers) are skipped; a file that is not
+    readable Parquet is an InputError naming it.
+    """
+    root = Path(history_dir)
+    if not root.is_dir():
+        return _empty()
+    tables = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for path in sorted(folder.glob("*.parquet")):
+            if path.name.startswith("."):
+                continue
+            try:
+                tables.append(pq.read_table(path))
+            except (OSError, pa.ArrowException) as exc:
+                raise InputError(f"history {path}: not a readable Parquet file ({exc})") from None
+    if not tables:
+        return _empty()
+    table = pa.concat_tables(tables, promote_options="permissive")
+    order = sorted(range(table.num_rows), key=lambda i: (str(table["run_date"][i]), str(table["evaluation"][i])))
+    return table.take(pa.array(order, pa.int64())) if order else table
+
+
+def run_table(run_date: str, evaluation: str, summary: pa.Table) -> pa.Table:
+    """The summary rows with run_date and evaluation as the first columns."""
+    run_date, evaluation = check_date(run_date, "run_date"), check_name(evaluation)
+    rest = summary.drop_columns([c for c in ("run_date", "evaluation") if c in summary.column_names])
+    n = summary.num_rows
+    cols = {"run_date": pa.array([run_date] * n, pa.string()), "evaluation": pa.array([evaluation] * n, pa.string())}
+    cols.update({name: rest.column(name) for name in rest.column_names})
+    return pa.table(cols)
+
+
+def write_run(history_dir, run_date: str, evaluation: str, summary: pa.Table) -> Path:
+    """Write (or replace) ``history/<evaluation>/<run_date>.parquet`` atomically; nothing else changes."""
+    path = run_path(history_dir, run_date, evaluation)
+    atomic_write(path, run_table(run_date, evaluation, summary))
+    return path
+
+
+# --------------------------------------------------------------------------- queries
+
+
+def _all_row(history: pa.Table, evaluation: str, run_date: str) -> dict | None:
+    """The ``group == "all"`` row (or the first row without groups) of one run."""
+    for row in history.to_pylist():
+        if row.get("evaluation") == evaluation and str(row.get("run_date")) == run_date \
+                and row.get("group", "all") in ("all", None):
+            return row
+    return None
+
+
+def run_dates(history: pa.Table, evaluation: str) -> list[str]:
+    if not history.num_rows:
+        return []
+    names = history.column("evaluation").to_pylist()
+    dates = history.column("run_date").to_pylist()
+    return sorted({str(d) for n, d in zip(names, dates) if n == evaluation})
+
+
+def previous_run(history: pa.Table, evaluation: str, run_date: str) -> tuple[str, dict] | None:
+    """(date, summary row "all") of the latest run of ``evaluation`` before ``run_date``, or None."""
+    earlier = [d for d in run_dates(history, evaluation) if d < run_date]
+    if not earlier:
+        return None
+    return earlier[-1], _all_row(history, evaluation, earlier[-1])
+
+
+def _number(value) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+# --------------------------------------------------------------------------- gates
+
+
+def gate_checks(history: pa.Table, evaluation: str, run_date: str, gates: Mapping[str, Mapping],
+                baseline: Mapping | str | None = None) -> list[dict]:
+    """Every gate check of one run, each a dict with ``passed`` True / False / None (not checkable).
+
+    ``gates``: ``{metric: {"max_drop_previous": x, "max_drop_baseline": y, "higher_is_better": bool}}``
+    (either limit may be missing). ``baseline``: metric values ``{metric: value}``, a history
+    date ``"YYYY-MM-DD"``, or None. drop = old - new (new - old where lower is better);
+    a check fails when drop > max_drop, or when the run has no value for the metric.
+    """
+    current = _all_row(history, evaluation, run_date)
+    previous = previous_run(history, evaluation, run_date)
+    if isinstance(baseline, str):
+        base_date = check_date(baseline, f"baseline.{evaluation}")
+        base_row = _all_row(history, evaluation, base_date)
+        base_label = f"baseline run {base_date}"
+    elif baseline is not None:
+        base_date, base_row, base_label = None, dict(baseline), "pinned baseline"
+    else:
+        base_date, base_row, base_label = None, None, None
+    checks = []
+    for metric, gate in gates.items():
+        higher = gate.get("higher_is_better", metric not in LOWER_IS_BETTER)
+        new = _number(current.get(metric)) if current else None
+        refs = []
+        if gate.get("max_drop_previous") is not None:
+            if previous is None:
+                refs.append(("previous", None, None, "no previous run", gate["max_drop_previous"]))
+            else:
+                refs.append(("previous", previous[0], (previous[1] or {}).get(metric),
+                             f"previous run {previous[0]}", gate["max_drop_previous"]))
+        if gate.get("max_drop_baseline") is not None and baseline is not None:
+            if base_row is None:
+                refs.append(("baseline", base_date, "missing", base_label, gate["max_drop_baseline"]))
+            else:
+                refs.append(("baseline", base_date, base_row.get(metric), base_label, gate["max_drop_baseline"]))
+        for reference, ref_date, old_raw, label, limit in refs:
+            check = {"evaluation": evaluation, "run_date": run_date, "metric": metric, "reference": reference,
+                     "reference_date": ref_date, "old": None, "new": new, "drop": None,
+                     "max_drop": float(limit), "higher_is_better": bool(higher), "passed": None, "message": ""}
+            old = None if old_raw == "missing" else _number(old_raw)
+            check["old"] = old
+            if reference == "previous" and ref_date is None:
+                check["message"] = f"{evaluation}: {metric}: no previous run before {run_date} (not checked)"
+            elif old_raw == "missing":
+                check["passed"] = False
+                check["message"] = (f"{evaluation}: {metric}: {label} is not in the history, so the baseline "
+                                    f"gate cannot be checked (new value {_fmt(new)})")
+            elif new is None:
+                check["passed"] = False
+                check["message"] = (f"{evaluation}: {metric}: the run of {run_date} has no value "
+                                    f"(old value {_fmt(old)}, {label})")
+            elif old is None:
+                check["message"] = f"{evaluation}: {metric}: {label} has no value (not checked)"
+            else:
+                drop = (old - new) if higher else (new - old)
+                check["drop"] = drop
+                check["passed"] = not drop > limit + EPS
+                how = (("fell" if higher else "rose") + f" by {_fmt(abs(drop))}") if drop > 0 else "did not get worse"
+                check["message"] = (f"{evaluation}: {metric} {how}: old {_fmt(old)} ({label}), new {_fmt(new)} "
+                                    f"({run_date}); allowed drop {_fmt(limit)} (max_drop_{reference})")
+            checks.append(check)
+    return checks
+
+
+def check_gates(history: pa.Table, evaluation: str, run_date: str, gates: Mapping[str, Mapping],
+                baseline: Mapping | str | None = None) -> list[dict]:
+    """The failed checks of ``gate_checks`` (an empty list when every gate holds)."""
+    return [c for c in gate_checks(history, evaluation, run_date, gates, baseline) if c["passed"] is False]
+
+
+def _fmt(value) -> str:
+    return "none" if value is None else f"{value:.6g}"
