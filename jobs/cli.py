@@ -76,6 +76,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                    help="fsspec storage option for s3:// and other URLs (repeatable)")
     p.add_argument("--chunk-rows", help="queries per task (default: the Zarr chunks of query/emb)")
+    p.add_argument("--gallery-shards", help="split the gallery into N shards per chunk (default: only when "
+                                            "the gallery exceeds a third of a worker's memory limit)")
 
 
 def add_cluster_options(p: argparse.ArgumentParser) -> None:
@@ -160,10 +162,16 @@ def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_r
     group = ds.open_dataset(dataset, storage_options)
     options = options_from_args(args, ds.dataset_attributes(group))
     chunk_rows = parse_number("--chunk-rows", args.chunk_rows, int) if args.chunk_rows else None
+    if chunk_rows is not None and chunk_rows < 1:
+        raise InputError(f"--chunk-rows: {chunk_rows} must be at least 1")
+    shards = getattr(args, "gallery_shards", None)
+    shards = parse_number("--gallery-shards", shards, int) if shards else None
+    if shards is not None and shards < 1:
+        raise InputError(f"--gallery-shards: {shards} must be at least 1")
     sweep, target_fpir = sweep_options(args)
     with dask_client(args.scheduler, workers_from_args(args), args.memory_limit) as client:
         result = evaluate(dataset, options, client=client, storage_options=storage_options, chunk_rows=chunk_rows,
-                          on_chunk=None if quiet else progress_reporter())
+                          gallery_shards=shards, on_chunk=None if quiet else progress_reporter())
     tables = {"per_query": result.per_query, "summary": result.summary, "cmc": result.cmc}
     if sweep:
         from evalcore import openset
@@ -243,7 +251,7 @@ def cmd_demo(args) -> int:
     ns = argparse.Namespace(protocol=None, similarity=None, ks="1,5,10", max_rank="50", ties="pessimistic",
                             threshold=args.threshold, map_at=None, judged_only=False, radius=None, sweep=True,
                             target_fpir="0.1", scheduler=None, workers=args.workers, memory_limit="auto",
-                            storage_option=None, chunk_rows=None, overwrite=False)
+                            storage_option=None, chunk_rows=None, gallery_shards=None, overwrite=False)
     started = time.perf_counter()
     result = run_evaluation(dataset, report_dir, ns)
     print_summary(result.summary, result.per_query, n_worst=5)
@@ -289,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for the dataset and the report (default ./evalcore-demo)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--dims", default="256", help="embedding dimensions (default 256)")
-    p.add_argument("--threshold", default="0.5", help="open-set threshold for the demo (default 0.5)")
+    p.add_argument("--threshold", default="0.2", help="open-set threshold for the demo (default 0.2)")
     p.add_argument("--workers", help="local worker processes (default: the cores)")
     p.set_defaults(func=cmd_demo)
 
