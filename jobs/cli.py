@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = bool(os.environ.get("EVALCORE_DEBUG"))
     try:
         args = build_parser().parse_args(argv)
-        return args.func(args)
+        return (getattr(args, "func", None) or args.run)(args)
     except InputError as exc:
         print(f"evalcore: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
