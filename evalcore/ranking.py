@@ -75,6 +75,13 @@ def float32_order_keys(values: np.ndarray) -> np.ndarray:
     return np.where(negative, ~bits, bits | np.uint32(0x80000000)).astype(np.uint32)
 
 
+def _key_values(keys: np.ndarray) -> np.ndarray:
+    """The float32 values back from ``row_keys`` keys (inverse of float32_order_keys)."""
+    bits = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    positive = (bits >> 31).astype(bool)
+    return np.where(positive, bits & np.uint32(0x7FFFFFFF), ~bits).astype(np.uint32).view(np.float32)
+
+
 def row_keys(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
     """uint64 keys ordered by (row, float value): one searchsorted serves many rows."""
     return (np.asarray(rows, dtype=np.uint64) << np.uint64(32)) | float32_order_keys(values).astype(np.uint64)
@@ -143,9 +150,19 @@ class _TileState:
         # band bounds sorted within each row, as (row, value) keys
         self.lo_keys = np.sort(row_keys(self.pair_row, lo[p0:p1]))
         self.hi_keys = np.sort(row_keys(self.pair_row, hi[p0:p1]))
+        # per row: the lowest band [lo1, hi1] and the second-lowest lower bound lo2
         self.lo_min = np.full(n, np.inf, dtype=np.float32)
+        self.hi1 = np.full(n, np.inf, dtype=np.float32)
+        self.lo2 = np.full(n, np.inf, dtype=np.float32)
+        has = self.counts > 0
         if p1 > p0:
-            np.minimum.at(self.lo_min, self.pair_row, lo[p0:p1])
+            lo_vals = _key_values(self.lo_keys)
+            hi_vals = _key_values(self.hi_keys)
+            first = self.row_start[:-1][has]
+            self.lo_min[has] = lo_vals[first]
+            self.hi1[has] = hi_vals[first]
+            two = self.counts > 1
+            self.lo2[two] = lo_vals[self.row_start[:-1][two] + 1]
         self.exact = np.full(p1 - p0, np.nan, dtype=np.float32)
         self.hist = np.zeros(p1 - p0, dtype=np.int64)
         self.near: list[tuple[np.ndarray, np.ndarray]] = []
@@ -177,12 +194,29 @@ class _TileState:
             self.best_idx[better] = arg[better] + col0
         if not self.lo_keys.size:
             return
-        flat = np.flatnonzero(sub >= self.lo_min[:, None])
-        if not flat.size:
+        # only rows whose best negative reaches their lowest band can hold candidates
+        rows = np.flatnonzero(top >= self.lo_min)
+        if not rows.size:
             return
+        part = sub[rows] if rows.size < n else sub
+        flat = np.flatnonzero(part >= self.lo_min[rows, None])
         width = sub.shape[1]
-        cand_row = flat // width
-        values = sub.ravel()[flat]
+        cand_row = rows[flat // width]
+        values = part.ravel()[flat]
+        # Below the second band's lower bound a negative can only beat the lowest threshold:
+        # surely (above hi1) or perhaps (inside [lo1, hi1], kept for the exact pass).
+        low = values < self.lo2[cand_row]
+        if low.any():
+            low_row, low_val = cand_row[low], values[low]
+            unsure = low_val <= self.hi1[low_row]
+            if unsure.any():
+                uniq, mult = np.unique(row_keys(low_row[unsure], low_val[unsure]), return_counts=True)
+                self.near.append((uniq, mult))
+            beaten = np.bincount(low_row[~unsure], minlength=n)
+            self.hist[self.row_start[:-1][beaten > 0]] += beaten[beaten > 0]
+            cand_row, values = cand_row[~low], values[~low]
+            if not cand_row.size:
+                return
         keys = row_keys(cand_row, values)
         start = self.row_start[cand_row]
         n_lo = np.searchsorted(self.lo_keys, keys, side="right") - start   # t~ - delta <= s
