@@ -200,7 +200,7 @@ class GalleryBlocks:
     """
 
     def __init__(self, group, similarity: str, run_id: str | None = None, cache_bytes: int = 0,
-                 block_bytes: int = 64 << 20):
+                 block_bytes: int = 64 << 20, span: tuple[int, int] | None = None):
         self.array = group["gallery/emb"]
         self.similarity = similarity
         self.n_rows, dims = self.array.shape
@@ -209,12 +209,15 @@ class GalleryBlocks:
         if chunk * dims * 4 <= 4 * block_bytes:
             tiles = max(tiles, -(-chunk // TILE_COLS))
         self.block_rows = tiles * TILE_COLS
-        fits = cache_bytes and self.n_rows * dims * 4 <= cache_bytes
+        # what a task reads: the whole gallery, or its shard; cached while that fits the budget
+        span = span or (0, self.n_rows)
+        fits = cache_bytes and (span[1] - span[0]) * dims * 4 <= cache_bytes
         self.cache = None
         if fits and run_id:
-            for key in [k for k in _BLOCK_CACHE if k != run_id]:
-                del _BLOCK_CACHE[key]
-            self.cache = _BLOCK_CACHE.setdefault(run_id, {})
+            key = (run_id, span)
+            for other in [k for k in _BLOCK_CACHE if k != key]:
+                del _BLOCK_CACHE[other]  # one run, one shard at a time: memory stays within the budget
+            self.cache = _BLOCK_CACHE.setdefault(key, {})
 
     def _read(self, g0: int) -> np.ndarray:
         if self.cache is not None and g0 in self.cache:
@@ -268,13 +271,14 @@ def shard_bounds(n_gallery: int, block_rows: int, shards: int) -> list[tuple[int
     return [(a, min(b, n_gallery)) for a, b in zip(edges[:-1], edges[1:]) if a < b]
 
 
-def _open_chunk(path, options, q0, q1, storage_options, info):
+def _open_chunk(path, options, q0, q1, storage_options, info, span=None):
     group = ds.open_dataset(path, storage_options)
     query = np.asarray(group["query/emb"][q0:q1])
     problems = ds.check_embeddings("query/emb", q0, query, options.similarity == "cosine")
     if problems:
         raise InputError(problems[0])
-    gallery = GalleryBlocks(group, options.similarity, info.get("run_id"), info.get("cache_bytes", 0))
+    gallery = GalleryBlocks(group, options.similarity, info.get("run_id"), info.get("cache_bytes", 0) if span else 0,
+                            span=span)
     return group, normalize_rows(query, options.similarity), gallery
 
 
@@ -299,7 +303,7 @@ def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, 
     if isinstance(truth, InputError):
         return truth
     try:
-        group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, info)
+        group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, info, span=(s0, s1))
         gallery_junk = ds.read(group, "gallery/junk").astype(bool) if ds.has(group, "gallery/junk") else None
         tiles = query_tiles(qn, q0, info["n_queries"])
         states = new_states(tiles, q0, truth, *bounds)
@@ -326,18 +330,26 @@ def combine_shards(path: str, options: Options, q0: int, q1: int, storage_option
                    "seconds": time.perf_counter() - started}
 
 
-def submit_chunk(client, path, options, q0, q1, storage_options, info, shards):
-    """The future of one chunk's (table, stats): one task, or a small graph over gallery shards."""
-    tag = f"{q0}-{q1}-{info['run_id'][:8]}"
+def submit_chunks(client, path, options, chunks, storage_options, info, shards) -> list:
+    """Futures of every chunk's (table, stats): one task each, or a small graph over gallery shards.
+
+    Sharded scans are submitted shard by shard (earlier submissions run
+    first), so a worker goes through one shard for many chunks while that
+    shard sits in its cache.
+    """
+    run = info["run_id"][:8]
     if shards is None:
-        return client.submit(evaluate_chunk, path, options, q0, q1, storage_options, info,
-                             key=f"evalcore-chunk-{tag}", retries=3, pure=False)
-    prepared = client.submit(chunk_truth, path, options, q0, q1, storage_options, info,
-                             key=f"evalcore-truth-{tag}", retries=3, pure=False)
-    parts = [client.submit(scan_shard, path, options, q0, q1, s0, s1, storage_options, info, prepared,
-                           key=f"evalcore-shard-{tag}-{s0}", retries=3, pure=False) for s0, s1 in shards]
-    return client.submit(combine_shards, path, options, q0, q1, storage_options, info, prepared, *parts,
-                         key=f"evalcore-chunk-{tag}", retries=3, pure=False)
+        return [client.submit(evaluate_chunk, path, options, q0, q1, storage_options, info,
+                              key=f"evalcore-chunk-{q0}-{q1}-{run}", retries=3, pure=False) for q0, q1 in chunks]
+    prepared = [client.submit(chunk_truth, path, options, q0, q1, storage_options, info,
+                              key=f"evalcore-truth-{q0}-{run}", retries=3, pure=False) for q0, q1 in chunks]
+    parts = [[client.submit(scan_shard, path, options, q0, q1, s0, s1, storage_options, info, prep,
+                            key=f"evalcore-shard-{q0}-{s0}-{run}", retries=3, pure=False)
+              for (q0, q1), prep in zip(chunks, prepared)] for s0, s1 in shards]
+    return [client.submit(combine_shards, path, options, q0, q1, storage_options, info, prep,
+                          *[parts[k][i] for k in range(len(shards))], key=f"evalcore-chunk-{q0}-{run}",
+                          retries=3, pure=False)
+            for i, ((q0, q1), prep) in enumerate(zip(chunks, prepared))]
 
 
 def run_chunk_here(path, options, q0, q1, storage_options, info, shards):
@@ -503,8 +515,7 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
     else:
         from distributed import as_completed
 
-        futures = [submit_chunk(client, str(path), options, q0, q1, storage_options, info, shards)
-                   for q0, q1 in chunks]
+        futures = submit_chunks(client, str(path), options, chunks, storage_options, info, shards)
         index = {f.key: i for i, f in enumerate(futures)}
         for done, future in enumerate(as_completed(futures), start=1):
             results[index[future.key]] = future.result()
