@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
 DASKJOB = DEPLOY / "kubernetes" / "daskjob.yaml"
+SCORE_DASKJOB = DEPLOY / "kubernetes" / "score-daskjob.yaml"
 DASKCLUSTER = DEPLOY / "kubernetes" / "daskcluster.yaml"
 CRONJOB = DEPLOY / "kubernetes" / "nightly-cronjob.yaml"
 SBATCH = DEPLOY / "slurm" / "evalcore.sbatch"
@@ -211,7 +212,8 @@ def env_names(container: dict) -> dict[str, dict]:
 
 
 def test_expected_files_exist():
-    for path in (COMPOSE, DASKJOB, DASKCLUSTER, CRONJOB, SBATCH, DOCKERFILE, REQUIREMENTS, README):
+    for path in (COMPOSE, DASKJOB, SCORE_DASKJOB, DASKCLUSTER, CRONJOB, SBATCH, DOCKERFILE, REQUIREMENTS,
+                 README):
         assert path.is_file(), f"missing {path.relative_to(ROOT)}"
 
 
@@ -407,8 +409,12 @@ def _check_s3_env(container: dict, where: str):
         assert ref and ref.get("name"), f"{where}: {key} must come from a Secret"
 
 
-def test_daskjob_structure():
-    dj = one_doc(DASKJOB, "DaskJob")
+DASKJOBS = {DASKJOB: "evaluate", SCORE_DASKJOB: "score"}
+
+
+@pytest.mark.parametrize("path", DASKJOBS, ids=lambda p: p.name)
+def test_daskjob_structure(path):
+    dj = one_doc(path, "DaskJob")
     assert dj["apiVersion"] == DASK_API
     name = dj["metadata"]["name"]
     job_pod = dj["spec"]["job"]["spec"]
@@ -417,26 +423,55 @@ def test_daskjob_structure():
     )
     containers = k8s_containers(job_pod)
     assert containers, "spec.job.spec.containers is empty"
-    _check_cluster_spec(dj["spec"]["cluster"]["spec"], name, "DaskJob")
+    _check_cluster_spec(dj["spec"]["cluster"]["spec"], name, path.name)
 
 
-def test_daskjob_runner_command():
-    dj = one_doc(DASKJOB, "DaskJob")
+@pytest.mark.parametrize("path", DASKJOBS, ids=lambda p: p.name)
+def test_daskjob_runner_command(path):
+    dj = one_doc(path, "DaskJob")
     (c,) = k8s_containers(dj["spec"]["job"]["spec"])
     argv = container_argv(c)
     assert "evalcore" in " ".join(argv)
     assert argv[:2] == ["sh", "-c"], "use sh -c so $DASK_SCHEDULER_ADDRESS is expanded"
     script = shlex.split(argv[2])
     i = script.index("evalcore")
-    assert script[i + 1] == "evaluate", script
+    assert script[i + 1] == DASKJOBS[path], script
     assert flag_value(script, "--scheduler") == "$DASK_SCHEDULER_ADDRESS", script
     assert flag_value(script, "--out"), script
-    _check_s3_env(c, "DaskJob runner")
+    _check_s3_env(c, f"{path.name} runner")
     for var in re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", argv[2]):
         if var != "DASK_SCHEDULER_ADDRESS":  # injected by the operator
             assert var in env_names(c), f"runner command uses ${var} but the pod does not set it"
     res = c.get("resources") or {}
     assert res.get("requests") and res.get("limits"), "runner needs requests and limits"
+
+
+def test_score_daskjob_shares_out_and_leaderboard_with_the_workers():
+    """`evalcore score` writes the combined dataset next to --out and the
+    workers evaluate it; --out/--leaderboard must be local paths (it locks and
+    renames). So both must be on a ReadWriteMany claim mounted at the same
+    path in the runner and in every worker."""
+    dj = one_doc(SCORE_DASKJOB, "DaskJob")
+    job_pod = dj["spec"]["job"]["spec"]
+    (runner,) = k8s_containers(job_pod)
+    script = shlex.split(container_argv(runner)[2])
+    worker_pod = dj["spec"]["cluster"]["spec"]["worker"]["spec"]
+    pvcs = {
+        d["metadata"]["name"]: d for p in (SCORE_DASKJOB, CRONJOB) for d in yaml_docs(p)
+        if d.get("kind") == "PersistentVolumeClaim"
+    }
+    for flag in ("--out", "--leaderboard"):
+        value = flag_value(script, flag)
+        assert value and "://" not in value, f"{flag} must be a local path: {value}"
+        path = Path(value.split("$", 1)[0])  # the fixed prefix before any $VAR
+        claims = []
+        for pod, container in [(job_pod, runner)] + [(worker_pod, w) for w in k8s_containers(worker_pod)]:
+            vol = _mounted_volume(pod, container, path)
+            claims.append((vol.get("persistentVolumeClaim") or {}).get("claimName"))
+        assert len(set(claims)) == 1 and claims[0], f"{flag} {value}: not one shared claim: {claims}"
+        pvc = pvcs.get(claims[0])
+        assert pvc, f"PersistentVolumeClaim {claims[0]} not defined"
+        assert "ReadWriteMany" in pvc["spec"]["accessModes"], "runner and workers on many nodes need RWX"
 
 
 def test_daskcluster_structure():
@@ -474,23 +509,34 @@ def test_cronjob_gate_failure_is_not_retried():
     assert job["template"]["spec"]["restartPolicy"] == "Never"
 
 
-def test_cronjob_runs_nightly_against_long_lived_cluster():
+def _nightly_pod() -> tuple[dict, dict]:
     cj = one_doc(CRONJOB, "CronJob")
     pod = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (c,) = k8s_containers(pod)
+    return pod, c
+
+
+def _mounted_volume(pod: dict, container: dict, path: Path) -> dict:
+    """The pod volume whose mount contains path (the deepest mount wins)."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    best = None
+    for m in container.get("volumeMounts", []):
+        mp = Path(m["mountPath"])
+        if path == mp or mp in path.parents:
+            if best is None or len(mp.parts) > len(Path(best["mountPath"]).parts):
+                best = m
+    assert best, f"{path} is not on any mounted volume"
+    return volumes[best["name"]]
+
+
+def _nightly_toml() -> tuple[Path, str]:
+    pod, c = _nightly_pod()
     argv = container_argv(c)
     i = argv.index("evalcore")
-    assert argv[i + 1] == "nightly", argv
     toml_path = Path(argv[i + 2])
-
-    # The job file comes from a ConfigMap mounted where the command looks.
-    mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
-    volumes = {v["name"]: v for v in pod.get("volumes", [])}
-    cm_name = None
-    for vname, mpath in mounts.items():
-        if toml_path.parent == Path(mpath) and "configMap" in volumes.get(vname, {}):
-            cm_name = volumes[vname]["configMap"]["name"]
-    assert cm_name, f"{toml_path} is not provided by a mounted ConfigMap"
+    vol = _mounted_volume(pod, c, toml_path)
+    assert "configMap" in vol, f"{toml_path} must come from a ConfigMap volume"
+    cm_name = vol["configMap"]["name"]
     cms = [
         d for p in (CRONJOB, DASKCLUSTER, DASKJOB) for d in yaml_docs(p)
         if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == cm_name
@@ -498,18 +544,48 @@ def test_cronjob_runs_nightly_against_long_lived_cluster():
     assert len(cms) == 1, f"ConfigMap {cm_name} not defined in deploy/kubernetes"
     data = cms[0]["data"]
     assert toml_path.name in data, f"ConfigMap {cm_name} lacks key {toml_path.name}"
-    tomllib.loads(data[toml_path.name])  # must be valid TOML
+    return toml_path, data[toml_path.name]
 
-    # Scheduler Service of the long-lived cluster: "<cluster>-scheduler".
+
+def test_cronjob_runs_nightly_against_long_lived_cluster():
+    _, c = _nightly_pod()
+    argv = container_argv(c)
+    i = argv.index("evalcore")
+    assert argv[i + 1] == "nightly", argv
+    # Without --scheduler evalcore starts a local cluster inside the pod.
     cluster = one_doc(DASKCLUSTER, "DaskCluster")["metadata"]["name"]
-    addr = (env_names(c).get("DASK_SCHEDULER_ADDRESS") or {}).get("value", "")
-    assert re.fullmatch(rf"tcp://{re.escape(cluster)}-scheduler(\.[\w.-]+)?:8786", addr), addr
+    addr = flag_value(argv, "--scheduler") or ""
+    assert re.fullmatch(rf"tcp://{re.escape(cluster)}-scheduler(\.[\w.-]+)?:8786", addr), (
+        f"nightly must join the DaskCluster's scheduler Service {cluster}-scheduler: {argv}"
+    )
     _check_s3_env(c, "nightly CronJob")
+
+
+def test_nightly_job_file_is_accepted_by_evalcore(tmp_path):
+    toml_path, text = _nightly_toml()
+    job_file = tmp_path / toml_path.name
+    job_file.write_text(text)
+    from jobs.nightly import load_job  # the real validator of `evalcore nightly`
+
+    job = load_job(job_file)
+    # The history must outlive the pod, or there is never a "previous run"
+    # to gate against: a PersistentVolumeClaim, not the container filesystem.
+    pod, c = _nightly_pod()
+    history = Path(job["history"])
+    assert history.is_absolute(), f"history {history} must be an absolute path in the pod"
+    vol = _mounted_volume(pod, c, history)
+    claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+    assert claim, f"history {history} must be on a PersistentVolumeClaim, not {vol}"
+    pvcs = [
+        d["metadata"]["name"] for p in (CRONJOB, DASKCLUSTER) for d in yaml_docs(p)
+        if d.get("kind") == "PersistentVolumeClaim"
+    ]
+    assert claim in pvcs, f"PersistentVolumeClaim {claim} is not defined in deploy/kubernetes"
 
 
 def test_kubernetes_images_are_identical():
     images = set()
-    for path in (DASKJOB, DASKCLUSTER, CRONJOB):
+    for path in (DASKJOB, SCORE_DASKJOB, DASKCLUSTER, CRONJOB):
         def walk(node):
             if isinstance(node, dict):
                 if "image" in node and "name" in node:
@@ -539,8 +615,10 @@ def test_requirements_are_all_pinned_and_complete():
     assert not missing, f"requirements.txt lacks pins for {sorted(missing)}"
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED_PINS))
+@pytest.mark.parametrize("name", ["dask", "distributed"])
 def test_test_environment_runs_the_image_versions(name):
+    """Client, scheduler and workers must agree on dask/distributed; the other pins only
+    need to satisfy pyproject (checked below), so a new numpy release does not fail CI."""
     pins = requirement_pins()
     try:
         installed = importlib.metadata.version(name)
