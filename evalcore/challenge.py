@@ -193,10 +193,15 @@ def check_codecs(name: str, metadata) -> None:
                          f"({', '.join(sorted(c for c in SAFE_CODECS if '.' not in c))})")
 
 
+def check_label(option: str, text: str) -> str:
+    """A team or submission name: 1 to 100 printable characters (no newlines or control characters)."""
+    if not isinstance(text, str) or not TEAM.match(text) or not text.strip():
+        raise InputError(f"{option}: {text!r} must be 1 to 100 printable characters")
+    return text.strip()
+
+
 def check_team(team: str) -> str:
-    if not isinstance(team, str) or not TEAM.match(team) or not team.strip():
-        raise InputError(f"--team: {team!r} must be 1 to 100 printable characters")
-    return team.strip()
+    return check_label("--team", team)
 
 
 # =========================================================================== reading a submission
@@ -309,8 +314,11 @@ def open_submission(path) -> Submission:
         name = f"{side}/emb"
         try:
             arr = group[name]
-        except (KeyError, ValueError, TypeError, OSError):
+        except KeyError:
             arr = None
+        except Exception as exc:  # noqa: BLE001 - untrusted metadata zarr itself refuses
+            detail = " ".join(str(exc).split())[:200]
+            raise InputError(f"{name}: unreadable Zarr metadata ({exc.__class__.__name__}: {detail})") from None
         if not isinstance(arr, zarr.Array):
             raise InputError(f"{name}: missing from the submission {path}")
         check_zarr_array(name, arr)

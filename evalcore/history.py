@@ -140,8 +140,7 @@ def read_history(history_dir) -> pa.Table:
     if not tables:
         return _empty()
     table = pa.concat_tables(tables, promote_options="permissive")
-    order = sorted(range(table.num_rows), key=lambda i: (str(table["run_date"][i]), str(table["evaluation"][i])))
-    return table.take(pa.array(order, pa.int64())) if order else table
+    return table.sort_by([("run_date", "ascending"), ("evaluation", "ascending")])  # stable: groups keep order
 
 
 def run_table(run_date: str, evaluation: str, summary: pa.Table) -> pa.Table:
@@ -164,29 +163,24 @@ def write_run(history_dir, run_date: str, evaluation: str, summary: pa.Table) ->
 # --------------------------------------------------------------------------- queries
 
 
-def _all_row(history: pa.Table, evaluation: str, run_date: str) -> dict | None:
-    """The ``group == "all"`` row (or the first row without groups) of one run."""
+def all_rows(history: pa.Table, evaluation: str) -> dict[str, dict]:
+    """``{run_date: the run's group "all" row}`` of one evaluation (every row when there are no groups)."""
+    out = {}
     for row in history.to_pylist():
-        if row.get("evaluation") == evaluation and str(row.get("run_date")) == run_date \
-                and row.get("group", "all") in ("all", None):
-            return row
-    return None
+        if row.get("evaluation") == evaluation and row.get("group", "all") in ("all", None):
+            out.setdefault(str(row["run_date"]), row)
+    return out
 
 
 def run_dates(history: pa.Table, evaluation: str) -> list[str]:
-    if not history.num_rows:
-        return []
-    names = history.column("evaluation").to_pylist()
-    dates = history.column("run_date").to_pylist()
-    return sorted({str(d) for n, d in zip(names, dates) if n == evaluation})
+    return sorted(all_rows(history, evaluation))
 
 
-def previous_run(history: pa.Table, evaluation: str, run_date: str) -> tuple[str, dict] | None:
+def previous_run(history: pa.Table, evaluation: str, run_date: str, rows: dict | None = None):
     """(date, summary row "all") of the latest run of ``evaluation`` before ``run_date``, or None."""
-    earlier = [d for d in run_dates(history, evaluation) if d < run_date]
-    if not earlier:
-        return None
-    return earlier[-1], _all_row(history, evaluation, earlier[-1])
+    rows = all_rows(history, evaluation) if rows is None else rows
+    earlier = sorted(d for d in rows if d < run_date)
+    return (earlier[-1], rows[earlier[-1]]) if earlier else None
 
 
 def _number(value) -> float | None:
@@ -211,11 +205,12 @@ def gate_checks(history: pa.Table, evaluation: str, run_date: str, gates: Mappin
     date ``"YYYY-MM-DD"``, or None. drop = old - new (new - old where lower is better);
     a check fails when drop > max_drop, or when the run has no value for the metric.
     """
-    current = _all_row(history, evaluation, run_date)
-    previous = previous_run(history, evaluation, run_date)
+    rows = all_rows(history, evaluation)
+    current = rows.get(run_date)
+    previous = previous_run(history, evaluation, run_date, rows)
     if isinstance(baseline, str):
         base_date = check_date(baseline, f"baseline.{evaluation}")
-        base_row = _all_row(history, evaluation, base_date)
+        base_row = rows.get(base_date)
         base_label = f"baseline run {base_date}"
     elif baseline is not None:
         base_date, base_row, base_label = None, dict(baseline), "pinned baseline"

@@ -1,0 +1,301 @@
+"""``evalcore nightly JOB.toml [--date YYYY-MM-DD]``: scheduled evaluations, history, regression gates.
+
+For each ``[[evaluation]]`` of the job file: evaluate into
+``REPORTS/<date>/<name>/`` (an atomic report folder, replaced on a rerun of
+the same date), then, holding ``HISTORY/.lock``, write the run's summary rows
+to ``HISTORY/<name>/<date>.parquet`` (temporary file + os.replace) and read
+the whole history back. The gates are checked against that snapshot and
+``REPORTS/<date>/trend.html`` and ``REPORTS/<date>/gates.json`` are written.
+
+Exit status: 0 every gate holds; 3 a gate failed (one line per failure on
+stderr naming evaluation, metric, old and new value and the reference);
+2 a bad job file or an evaluation with bad input; 1 anything else. An
+evaluation that fails does not stop the others; its history is not written.
+
+The job file format is documented in ``jobs/nightly.example.toml``. Relative
+paths in it are relative to the current directory.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+from evalcore import history as h
+from evalcore.errors import InputError
+
+TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "trend_metrics", "evaluation", "gates",
+            "baseline"}
+EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at",
+                   "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates"}
+GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better"}
+PROTOCOLS = ("reid", "class", "qrels", "geo", "xy")
+
+
+# --------------------------------------------------------------------------- the job file
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _unknown(where: str, table: dict, allowed: set) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise InputError(f"{where}: unknown key(s) {', '.join(map(repr, extra))} "
+                         f"(allowed: {', '.join(sorted(allowed))})")
+
+
+def _gates(where: str, table) -> dict:
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: must be a table of [gates.METRIC] tables")
+    out = {}
+    for metric, gate in table.items():
+        if not isinstance(gate, dict):
+            raise InputError(f"{where}.{metric}: must be a table like {{ max_drop_previous = 0.01 }}")
+        _unknown(f"{where}.{metric}", gate, GATE_KEYS)
+        for key in ("max_drop_previous", "max_drop_baseline"):
+            if key in gate and not (_is_number(gate[key]) and gate[key] >= 0):
+                raise InputError(f"{where}.{metric}.{key}: {gate[key]!r} must be a number >= 0")
+        if "higher_is_better" in gate and not isinstance(gate["higher_is_better"], bool):
+            raise InputError(f"{where}.{metric}.higher_is_better: must be true or false")
+        if not ({"max_drop_previous", "max_drop_baseline"} & set(gate)):
+            raise InputError(f"{where}.{metric}: give max_drop_previous and/or max_drop_baseline")
+        out[metric] = dict(gate)
+    return out
+
+
+def _evaluation(i: int, ev, where: str) -> dict:
+    if not isinstance(ev, dict):
+        raise InputError(f"{where}: evaluation {i + 1} must be a table")
+    label = f"{where}: evaluation {ev.get('name', i + 1)!r}"
+    _unknown(label, ev, EVALUATION_KEYS)
+    for key in ("name", "dataset"):
+        if not isinstance(ev.get(key), str) or not ev[key]:
+            raise InputError(f"{label}: {key} must be given as a string")
+    try:
+        h.check_name(ev["name"])
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    choices = {"protocol": PROTOCOLS, "similarity": ("cosine", "dot"), "ties": ("pessimistic", "optimistic")}
+    for key, allowed in choices.items():
+        if key in ev and ev[key] not in allowed:
+            raise InputError(f"{label}: {key} {ev[key]!r} is not one of {', '.join(allowed)}")
+    if "ks" in ev:
+        ks = ev["ks"]
+        if isinstance(ks, str):
+            ks = [x for x in ks.split(",") if x.strip()]
+            try:
+                ks = [int(x) for x in ks]
+            except ValueError:
+                raise InputError(f"{label}: ks {ev['ks']!r} must list positive integers") from None
+        if not isinstance(ks, list) or not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0
+                                                          for k in ks):
+            raise InputError(f"{label}: ks {ev['ks']!r} must be a list of positive integers")
+        ev["ks"] = ks
+    for key in ("max_rank", "map_at", "chunk_rows"):
+        if key in ev and not (isinstance(ev[key], int) and not isinstance(ev[key], bool) and ev[key] > 0):
+            raise InputError(f"{label}: {key} {ev[key]!r} must be a positive integer")
+    for key in ("threshold", "radius", "target_fpir"):
+        if key in ev and not _is_number(ev[key]):
+            raise InputError(f"{label}: {key} {ev[key]!r} must be a number")
+    for key in ("judged_only", "sweep"):
+        if key in ev and not isinstance(ev[key], bool):
+            raise InputError(f"{label}: {key} must be true or false")
+    if "storage_options" in ev and not isinstance(ev["storage_options"], dict):
+        raise InputError(f"{label}: storage_options must be a table of KEY = VALUE")
+    ev["gates"] = _gates(f"{label}: gates", ev.get("gates", {}))
+    return ev
+
+
+def load_job(path) -> dict:
+    """The job file, checked: every problem is an InputError naming the file and the key."""
+    where = str(path)
+    try:
+        with open(path, "rb") as fh:
+            job = tomllib.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such job file") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{where}: not a readable TOML file ({exc})") from None
+    _unknown(where, job, TOP_KEYS)
+    for key in ("reports", "history"):
+        if not isinstance(job.get(key), str) or not job[key]:
+            raise InputError(f"{where}: {key} = \"DIR\" must be given")
+    if "://" in job["history"] and not job["history"].startswith("file://"):
+        raise InputError(f"{where}: history {job['history']!r} must be a local (or shared) folder: "
+                         "it is locked with fcntl")
+    evaluations = job.get("evaluation")
+    if not isinstance(evaluations, list) or not evaluations:
+        raise InputError(f"{where}: give at least one [[evaluation]] with name and dataset")
+    job["evaluation"] = [_evaluation(i, ev, where) for i, ev in enumerate(evaluations)]
+    names = [ev["name"] for ev in job["evaluation"]]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"{where}: evaluation name(s) {', '.join(map(repr, dup))} given more than once")
+    job["gates"] = _gates(f"{where}: gates", job.get("gates", {}))
+    baseline = job.get("baseline", {})
+    if not isinstance(baseline, dict):
+        raise InputError(f"{where}: baseline must be a table: [baseline.NAME] METRIC = VALUE, or NAME = \"DATE\"")
+    for name, value in baseline.items():
+        if name not in names:
+            raise InputError(f"{where}: baseline.{name}: no [[evaluation]] is named {name!r}")
+        if isinstance(value, str):
+            baseline[name] = h.check_date(value, f"{where}: baseline.{name}")
+        elif isinstance(value, dict):
+            bad = [k for k, v in value.items() if not _is_number(v)]
+            if bad:
+                raise InputError(f"{where}: baseline.{name}.{bad[0]}: {value[bad[0]]!r} must be a number")
+            gates = {**job["gates"], **next(ev for ev in job["evaluation"] if ev["name"] == name)["gates"]}
+            missing = [m for m, g in gates.items() if g.get("max_drop_baseline") is not None and m not in value]
+            if missing:
+                raise InputError(f"{where}: baseline.{name}: no value for gated metric(s) {', '.join(missing)} "
+                                 "(give them, or a baseline date)")
+        else:
+            raise InputError(f"{where}: baseline.{name}: give metric values ([baseline.{name}] map = 0.8) "
+                             "or a history date (\"YYYY-MM-DD\")")
+    job["baseline"] = baseline
+    trend = job.get("trend_metrics")
+    if trend is not None and not (isinstance(trend, list) and all(isinstance(m, str) for m in trend)):
+        raise InputError(f"{where}: trend_metrics must be a list of metric names")
+    if "scheduler" in job and not isinstance(job["scheduler"], str):
+        raise InputError(f"{where}: scheduler must be an address string like \"tcp://HOST:8786\"")
+    if "workers" in job and not (isinstance(job["workers"], int) and not isinstance(job["workers"], bool)
+                                 and job["workers"] > 0):
+        raise InputError(f"{where}: workers must be a positive integer")
+    return job
+
+
+def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
+    """The options of ``jobs.cli.run_evaluation`` for one evaluation."""
+    scheduler, workers = args.scheduler, args.workers
+    if scheduler is None and workers is None:
+        scheduler, workers = job.get("scheduler"), job.get("workers")
+    storage = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in ev.get("storage_options", {}).items()]
+    text = lambda key: None if ev.get(key) is None else str(ev[key])  # noqa: E731
+    return argparse.Namespace(
+        protocol=ev.get("protocol"), similarity=ev.get("similarity"),
+        ks=",".join(map(str, ev.get("ks", [1, 3, 5, 10]))), max_rank=str(ev.get("max_rank", 50)),
+        ties=ev.get("ties", "pessimistic"), threshold=text("threshold"), map_at=text("map_at"),
+        judged_only=bool(ev.get("judged_only", False)), radius=text("radius"), sweep=bool(ev.get("sweep", False)),
+        target_fpir=text("target_fpir"), scheduler=scheduler, workers=None if workers is None else str(workers),
+        memory_limit=args.memory_limit or job.get("memory_limit", "auto"), storage_option=storage,
+        chunk_rows=text("chunk_rows"), overwrite=True)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _join(base: str, *parts: str) -> str:
+    if "://" in base:
+        return "/".join([base.rstrip("/"), *parts])
+    return os.path.join(base, *parts)
+
+
+def write_text(path: str, text: str, storage_options: dict | None = None) -> None:
+    """A small file, atomically on a local disk (object stores write whole objects anyway)."""
+    if "://" in path and not path.startswith("file://"):
+        import fsspec
+
+        with fsspec.open(path, "wb", **(storage_options or {})) as fh:
+            fh.write(text.encode())
+    else:
+        h.atomic_write(path, text.encode())
+
+
+def today() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def cmd_nightly(args) -> int:
+    from evalcore import pages, report
+    from jobs.cli import EXIT_FAILED, EXIT_GATE, EXIT_INPUT, EXIT_OK, parse_storage_options, run_evaluation
+    from jobs.cluster import ClusterUnreachable
+
+    job = load_job(args.job)
+    run_date = h.check_date(args.date) if args.date else today()
+    reports, history_dir = job["reports"], job["history"].removeprefix("file://")
+    day = _join(reports, run_date)
+    done, errors = {}, {}
+    for ev in job["evaluation"]:
+        name = ev["name"]
+        out = _join(day, name)
+        ns = run_namespace(ev, args, job)
+        try:
+            run_evaluation(ev["dataset"], out, ns, quiet=args.quiet,
+                           extra_run={"nightly": {"job": str(args.job), "run_date": run_date, "evaluation": name}})
+            storage = parse_storage_options(ns.storage_option)
+            if not report.is_complete(out, storage):
+                raise InputError(f"report {out}: incomplete after the run (no manifest)")
+            done[name] = report.read_report(out, storage)["summary"]
+        except ClusterUnreachable:
+            raise
+        except InputError as exc:
+            errors[name] = (EXIT_INPUT, str(exc))
+        except Exception as exc:  # noqa: BLE001 - one evaluation failing must not stop the others
+            errors[name] = (EXIT_FAILED, f"{exc.__class__.__name__}: {exc}")
+        if name in errors:
+            print(f"evalcore: error: nightly {run_date}: evaluation {name!r} failed: {errors[name][1]}",
+                  file=sys.stderr, flush=True)
+
+    with h.history_lock(history_dir):
+        for name, summary in done.items():
+            h.write_run(history_dir, run_date, name, summary)
+        snapshot = h.read_history(history_dir)
+
+    checks = []
+    for ev in job["evaluation"]:
+        if ev["name"] in done:
+            gates = {**job["gates"], **ev["gates"]}
+            checks += h.gate_checks(snapshot, ev["name"], run_date, gates, job["baseline"].get(ev["name"]))
+    failures = [c for c in checks if c["passed"] is False]
+
+    metrics = job.get("trend_metrics")
+    if metrics is not None:
+        metrics = [m for m in metrics if m in snapshot.column_names]
+    write_text(_join(day, "trend.html"), pages.render_trend_html(snapshot, metrics,
+                                                                 title=f"Nightly evaluation trends ({run_date})"))
+    write_text(_join(day, "gates.json"), json.dumps(
+        {"run_date": run_date, "job": str(args.job), "evaluated": sorted(done), "errors": {k: v[1] for k, v in
+                                                                                           errors.items()},
+         "checks": checks, "failed": len(failures)}, indent=2, default=str) + "\n")
+
+    for name, summary in done.items():
+        row = next((r for r in summary.to_pylist() if r.get("group") == "all"), {})
+        shown = ", ".join(f"{m} {row[m]:.4f}" for m in ("map", "hit_at_1") if row.get(m) is not None)
+        print(f"nightly {run_date}: {name}: {shown or 'no known queries'} -> {_join(day, name)}")
+    for c in checks:
+        if c["passed"] is None:
+            print(f"nightly {run_date}: note: {c['message']}")
+    for c in failures:
+        print(f"evalcore: gate failed: {c['message']}", file=sys.stderr)
+    print(f"nightly {run_date}: {len(done)} evaluation(s) done, {len(errors)} failed, "
+          f"{len(failures)} gate failure(s); trend: {_join(day, 'trend.html')}", flush=True)
+    if errors:
+        return EXIT_INPUT if all(code == EXIT_INPUT for code, _ in errors.values()) else EXIT_FAILED
+    return EXIT_GATE if failures else EXIT_OK
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add ``evalcore nightly`` to the main command line."""
+    from jobs.cli import add_cluster_options
+
+    p = subparsers.add_parser(
+        "nightly", help="run a job file's evaluations, keep their history and check regression gates",
+        description="Run the evaluations of a TOML job file (see jobs/nightly.example.toml), write their "
+                    "reports under REPORTS/DATE/NAME, add their summaries to the history, write "
+                    "REPORTS/DATE/trend.html and check the regression gates (exit 3 when one fails).")
+    p.add_argument("job", metavar="JOB.toml", help="the job file")
+    p.add_argument("--date", help="run date YYYY-MM-DD (default: today, UTC); rerunning a date replaces it")
+    p.add_argument("--quiet", action="store_true", help="no per-chunk progress lines")
+    add_cluster_options(p)
+    p.set_defaults(func=cmd_nightly, memory_limit=None)
+    return p

@@ -1,0 +1,152 @@
+"""``evalcore score SUBMISSION --truth TRUTH --out DIR --team NAME``: score one challenge submission.
+
+1. Check everything first, writing nothing: ``--out`` (empty or new), the
+   leaderboard (readable, if it exists), the truth bundle, the submission
+   (headers, dtype, shape, every value: ``evalcore.challenge``). A problem is
+   one line and exit status 2.
+2. Write a combined dataset (the submission's vectors as float32 + the
+   truth's arrays) into a hidden temporary folder next to ``DIR``, and
+   evaluate it: protocol qrels, judged-only, cosine similarity, pessimistic
+   ties (a constant submission gets the worst AP, not a lucky one) into the
+   organizer's report ``DIR/organizer/`` (per query; private).
+3. Write ``DIR/result.json`` for the participant (team, submission,
+   fingerprint, score = mAP, n_queries, n_evaluated, timestamp) and add the
+   submission to the leaderboard (``--leaderboard``, default
+   ``DIR/../leaderboard.parquet``; ``leaderboard_best.parquet`` beside it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from evalcore import challenge as ch
+from evalcore.errors import InputError
+
+#: query rows per Zarr chunk of the combined dataset (the tasks split it further)
+QUERY_CHUNK = 65536
+#: gallery rows per Zarr chunk (4 MiB of float32 at D = 128)
+GALLERY_CHUNK = 8192
+
+
+def write_combined(path, sub: ch.Submission, truth, n_query: int, n_gallery: int, dims: int) -> None:
+    """The dataset the evaluation reads: submission vectors (float32) + every non-embedding truth array."""
+    from evalcore import dataset as ds
+
+    arrays = {}
+    for side in ("query", "gallery", "qrels"):
+        if side not in truth:
+            continue
+        for name, _ in sorted(truth[side].arrays()):
+            if name != "emb":
+                arrays[f"{side}/{name}"] = ds.read(truth, f"{side}/{name}")
+    root = ds.write_dataset(path, arrays, {"protocol": "qrels", "similarity": "cosine", "dims": dims})
+    for side, n, chunk in (("query", n_query, QUERY_CHUNK), ("gallery", n_gallery, GALLERY_CHUNK)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = root.create_array(f"{side}/emb", shape=(n, dims), dtype="float32",
+                                    chunks=(max(1, min(chunk, n)), dims), compressors=None, fill_value=0)
+        src = sub.arrays[side]
+        step = max(chunk, (ch.BLOCK_ROWS // chunk) * chunk)
+        for start in range(0, n, step):
+            out[start:start + step] = np.asarray(src[start:start + step], dtype=np.float32)
+
+
+def cmd_score(args) -> int:
+    from evalcore import dataset as ds
+    from evalcore import report
+    from jobs.cli import EXIT_OK, run_evaluation, workers_from_args
+
+    # -- 1. checks, nothing written
+    team = ch.check_team(args.team)
+    for option, value in (("--out", args.out), ("--leaderboard", args.leaderboard)):
+        if value is not None and not ch.is_local(value):
+            raise InputError(f"{option} {value}: must be a local (or shared) path: it is locked and renamed")
+    out = Path(ch.local_path(args.out)).absolute()
+    report.check_out(out, args.overwrite)
+    leaderboard = Path(ch.local_path(args.leaderboard)).absolute() if args.leaderboard \
+        else out.parent / "leaderboard.parquet"
+    if leaderboard.is_dir():
+        raise InputError(f"--leaderboard {leaderboard}: is a folder, give a .parquet file")
+    ch.read_leaderboard(leaderboard)
+    workers_from_args(args)
+    if args.scheduler:
+        from jobs.cluster import check_address
+
+        check_address(args.scheduler)
+    try:
+        truth = ds.open_dataset(args.truth)
+    except InputError as exc:
+        raise InputError(f"--truth: {exc}") from None
+    n_query, n_gallery, dims = ch.truth_shape(truth)
+    sub = ch.open_submission(args.submission)
+    name = ch.check_label("--name", args.name or sub.name)
+    fingerprint = ch.check_submission(sub, n_query, n_gallery, dims)
+
+    # -- 2. evaluate
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.score-", dir=out.parent))
+    try:
+        combined = tmp / "combined.zarr"
+        write_combined(combined, sub, truth, n_query, n_gallery, dims)
+        ns = argparse.Namespace(
+            protocol="qrels", similarity="cosine", ks="1,5,10", max_rank="50", ties="pessimistic",
+            threshold=None, map_at=None, judged_only=True, radius=None, sweep=False, target_fpir=None,
+            scheduler=args.scheduler, workers=args.workers, memory_limit=args.memory_limit, storage_option=None,
+            chunk_rows=None, overwrite=args.overwrite)
+        organizer = out / "organizer"
+        run_evaluation(str(combined), str(organizer), ns, quiet=args.quiet, extra_run={
+            "dataset": str(args.submission), "truth": str(args.truth),
+            "challenge": {"team": team, "submission": name, "fingerprint": fingerprint,
+                          "submission_kind": sub.kind}})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    content = report.read_report(organizer)
+    summary_all = next(r for r in content["summary"].to_pylist() if r["group"] == "all")
+
+    # -- 3. the participant's result and the leaderboard
+    when = ch.utc_now()
+    record = ch.result_record(team, name, fingerprint, summary_all, when)
+    from evalcore.history import atomic_write
+
+    atomic_write(out / "result.json", (json.dumps(record, indent=2) + "\n").encode())
+    ch.update_leaderboard(leaderboard, ch.leaderboard_row(record, when))
+    score = "none (no query has a relevant judged item)" if record["score"] is None else f"{record['score']:.6f}"
+    print(f"{team} / {name}: mAP {score} over {record['n_evaluated']} of {record['n_queries']} queries; "
+          f"result {out / 'result.json'}; leaderboard {leaderboard}", flush=True)
+    return EXIT_OK
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add ``evalcore score`` to the main command line."""
+    from jobs.cli import add_cluster_options
+
+    p = subparsers.add_parser(
+        "score", help="score a challenge submission against a truth bundle and update the leaderboard",
+        description="Check an untrusted submission (a folder with query.npy and gallery.npy, or a Zarr group "
+                    "with query/emb and gallery/emb), score it by judged-only mAP with cosine similarity, write "
+                    "DIR/result.json (participant), DIR/organizer/ (full report) and update the leaderboard.")
+    p.add_argument("submission", metavar="SUBMISSION", help="folder with query.npy + gallery.npy, or a Zarr group")
+    p.add_argument("--truth", required=True, help="truth bundle: Zarr group with query/key, gallery/key, qrels/*")
+    p.add_argument("--out", required=True, metavar="DIR", help="result folder of this submission (new or empty)")
+    p.add_argument("--team", required=True, help="team name")
+    p.add_argument("--name", help="submission name (default: the submission's file or folder name)")
+    p.add_argument("--leaderboard", metavar="PATH",
+                   help="leaderboard Parquet file (default DIR/../leaderboard.parquet)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing DIR")
+    p.add_argument("--quiet", action="store_true", help="no per-chunk progress lines")
+    add_cluster_options(p)
+    p.set_defaults(func=cmd_score)
+    return p
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from jobs.cli import main
+
+    sys.exit(main(["score", *sys.argv[1:]]))

@@ -1,0 +1,245 @@
+"""``evalcore nightly``: history store, reruns, regression gates, trend page, concurrent runs."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from evalcore import dataset as ds
+from evalcore import history as h
+from jobs.cli import main
+
+from conftest import random_reid
+
+CLI = [str(Path(sys.executable).with_name("evalcore"))]
+
+
+def run(*args, timeout=240):
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "EVALCORE_DEBUG": ""})
+
+
+def start(*args):
+    return subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "EVALCORE_DEBUG": ""})
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    """A model and the same model regressed (noise added to every embedding)."""
+    root = tmp_path_factory.mktemp("nightly-data")
+    data = random_reid(np.random.default_rng(7), n_query=200, n_gallery=1500, dims=16, n_ids=40)
+    ds.write_dataset(root / "good.zarr", data, {"protocol": "reid"})
+    noise = np.random.default_rng(8)
+    worse = dict(data)
+    for side in ("query", "gallery"):
+        worse[f"{side}/emb"] = (data[f"{side}/emb"] + 1.5 * noise.standard_normal(data[f"{side}/emb"].shape)
+                                ).astype(np.float32)
+    ds.write_dataset(root / "worse.zarr", worse, {"protocol": "reid"})
+    return root
+
+
+GATES = """
+[gates.map]
+max_drop_previous = 0.01
+
+[gates.hit_at_1]
+max_drop_previous = 0.02
+"""
+
+
+def job_file(path: Path, dataset, root: Path, gates: str = GATES, extra: str = "") -> Path:
+    path.write_text(f"""
+reports = "{root / 'reports'}"
+history = "{root / 'history'}"
+trend_metrics = ["map", "hit_at_1"]
+
+[[evaluation]]
+name = "reid-small"
+dataset = "{dataset}"
+protocol = "reid"
+ks = [1, 5]
+{gates}
+{extra}
+""")
+    return path
+
+
+def history_rows(root: Path) -> list[dict]:
+    return [r for r in h.read_history(root / "history").to_pylist() if r["group"] == "all"]
+
+
+def test_dates_concurrent_runs_rerun_and_gates(tmp_path, datasets):
+    """One history through four runs (each CLI run starts a local cluster, so they are shared)."""
+    good = job_file(tmp_path / "good.toml", datasets / "good.zarr", tmp_path)
+    hist = tmp_path / "history" / "reid-small"
+
+    # two runs at once, on consecutive dates: both dates land, every file is whole
+    procs = [start("nightly", good, "--date", day, "--workers", "1", "--quiet") for day in ("2025-03-01", "2025-03-02")]
+    outputs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e for _, e in outputs]
+    assert sorted(p.name for p in hist.iterdir()) == ["2025-03-01.parquet", "2025-03-02.parquet"]
+    for path in hist.iterdir():
+        table = pq.read_table(path)                             # summary rows: "all" and the query groups
+        assert table.column("group").to_pylist() == ["all", "g0", "g1", "g2"]
+        assert set(table.column("run_date").to_pylist()) == {path.stem}
+    assert not [p for p in (tmp_path / "history").rglob("*") if ".tmp-" in p.name]
+    rows = history_rows(tmp_path)
+    assert [r["run_date"] for r in rows] == ["2025-03-01", "2025-03-02"]
+    assert rows[0]["map"] == rows[1]["map"] and rows[0]["evaluation"] == "reid-small"
+    for day in ("2025-03-01", "2025-03-02"):
+        assert (tmp_path / "reports" / day / "reid-small" / "manifest.json").is_file()
+        assert (tmp_path / "reports" / day / "trend.html").read_text().count("data:image/png;base64,") == 2
+
+    # the next day, same model: the gates against the previous run (day 2) hold
+    result = run("nightly", good, "--date", "2025-03-03", "--workers", "1", "--quiet")
+    assert result.returncode == 0, result.stderr
+    gates = json.loads((tmp_path / "reports" / "2025-03-03" / "gates.json").read_text())
+    assert gates["failed"] == 0 and len(gates["checks"]) == 2
+    assert all(c["passed"] and c["reference_date"] == "2025-03-02" for c in gates["checks"])
+    trend = (tmp_path / "reports" / "2025-03-03" / "trend.html").read_text()
+    assert trend.count("data:image/png;base64,") == 2 and "3 run(s) from 2025-03-01 to 2025-03-03" in trend
+    kept = {d: (hist / f"{d}.parquet").read_bytes() for d in ("2025-03-01", "2025-03-03")}
+
+    # day 2 rerun with the regressed model, baseline pinned to day 1: gates fail (exit 3), day 2 replaced
+    worse = job_file(tmp_path / "worse.toml", datasets / "worse.zarr", tmp_path,
+                     GATES.replace("[gates.map]\n", "[gates.map]\nmax_drop_baseline = 0.02\n"),
+                     '[baseline]\n"reid-small" = "2025-03-01"\n')
+    result = run("nightly", worse, "--date", "2025-03-02", "--workers", "1", "--quiet")
+    assert result.returncode == 3, result.stderr
+    rows = history_rows(tmp_path)
+    assert [r["run_date"] for r in rows] == ["2025-03-01", "2025-03-02", "2025-03-03"]   # replaced, not added
+    old, new = rows[0]["map"], rows[1]["map"]
+    assert new < old - 0.01
+    assert {d: (hist / f"{d}.parquet").read_bytes() for d in kept} == kept             # other dates untouched
+    failed = [line for line in result.stderr.splitlines() if line.startswith("evalcore: gate failed")]
+    assert len(failed) == 3                                     # map vs previous and baseline, hit_at_1 vs previous
+    for reference in ("previous run 2025-03-01", "baseline run 2025-03-01"):
+        line = next(line for line in failed if reference in line and ": map " in line)
+        assert "reid-small" in line and f"old {old:.6g}" in line and f"new {new:.6g}" in line
+    assert (tmp_path / "reports" / "2025-03-02" / "reid-small" / "manifest.json").is_file()
+    assert not [p for p in tmp_path.rglob("*") if ".tmp-" in p.name or ".old-" in p.name]
+
+
+@pytest.mark.parametrize("text, words", [
+    ('reports = "r"\nhistory = "h"\n', ["evaluation"]),
+    ('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\n', ["dataset"]),
+    ('reports = "r"\nhistory = "h"\nfoo = 1\n[[evaluation]]\nname = "a"\ndataset = "d"\n', ["foo"]),
+    ('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "../x"\ndataset = "d"\n', ["name"]),
+    ('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\ndataset = "d"\nks = [0]\n', ["ks"]),
+    ('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\ndataset = "d"\n[gates.map]\nmax_drop = 1\n',
+     ["max_drop"]),
+    ('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\ndataset = "d"\n[baseline.b]\nmap = 0.5\n',
+     ["baseline.b"]),
+    ('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\ndataset = "d"\n'
+     '[gates.map]\nmax_drop_baseline = 0.1\n[baseline.a]\nmrr = 0.5\n', ["map"]),
+    ('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\ndataset = "d"\n[baseline]\na = "2025-13-01"\n',
+     ["2025-13-01"]),
+    ('reports = "r"\nhistory = [\n', ["TOML"]),
+])
+def test_bad_job_files_exit_2_before_any_work(tmp_path, capsys, text, words, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.toml").write_text(text)
+    assert main(["nightly", "job.toml", "--date", "2025-01-01"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "job.toml" in err
+    assert all(w in err for w in words), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.toml"]
+
+
+def test_bad_date_exits_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.toml").write_text('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\ndataset = "d"\n')
+    assert main(["nightly", "job.toml", "--date", "01/02/2025"]) == 2
+    assert "--date" in capsys.readouterr().err
+
+
+def test_example_job_file_is_valid():
+    from jobs.nightly import load_job
+
+    job = load_job(Path(__file__).parents[1] / "jobs" / "nightly.example.toml")
+    assert job["evaluation"][0]["dataset"] == "evalcore-demo/dataset.zarr"
+    assert job["evaluation"][0]["protocol"] == "reid"
+    assert job["gates"]["map"] == {"max_drop_previous": 0.01, "max_drop_baseline": 0.02}
+
+
+# --------------------------------------------------------------------------- history functions
+
+
+def summary(value: float, extra: float = 0.5) -> pa.Table:
+    return pa.table({"group": ["all", "g0"], "n_queries": [10, 5], "map": [value, value - 0.1],
+                     "fnir": [extra, extra]})
+
+
+def test_history_write_read_replace_and_previous(tmp_path):
+    root = tmp_path / "hist"
+    h.write_run(root, "2025-01-02", "a", summary(0.8))
+    h.write_run(root, "2025-01-01", "a", summary(0.9))
+    h.write_run(root, "2025-01-03", "b", summary(0.5))
+    table = h.read_history(root)
+    assert table.column_names[:2] == ["run_date", "evaluation"]
+    assert table.num_rows == 6 and table.column("run_date").to_pylist()[0] == "2025-01-01"
+    before = (root / "b" / "2025-01-03.parquet").read_bytes()
+    h.write_run(root, "2025-01-02", "a", summary(0.7))                 # rerun: only that file changes
+    table = h.read_history(root)
+    assert table.num_rows == 6 and (root / "b" / "2025-01-03.parquet").read_bytes() == before
+    date, row = h.previous_run(table, "a", "2025-01-03")
+    assert date == "2025-01-02" and row["map"] == 0.7
+    assert h.previous_run(table, "a", "2025-01-01") is None
+    assert h.previous_run(table, "b", "2025-01-03") is None
+    (root / "a" / ".2025-01-09.parquet.tmp-abc").write_bytes(b"partial")  # a writer's temporary: ignored
+    assert h.read_history(root).num_rows == 6
+    with pytest.raises(Exception):
+        h.write_run(root, "2025-1-2", "a", summary(0.1))
+
+
+def test_check_gates_previous_baseline_and_direction(tmp_path):
+    root = tmp_path / "hist"
+    h.write_run(root, "2025-01-01", "a", summary(0.80, extra=0.10))
+    h.write_run(root, "2025-01-02", "a", summary(0.78, extra=0.20))
+    table = h.read_history(root)
+    gates = {"map": {"max_drop_previous": 0.01, "max_drop_baseline": 0.05}, "fnir": {"max_drop_previous": 0.05}}
+    failures = h.check_gates(table, "a", "2025-01-02", gates, {"map": 0.90, "fnir": 0.1})
+    kinds = sorted((f["metric"], f["reference"]) for f in failures)
+    assert kinds == [("fnir", "previous"), ("map", "baseline"), ("map", "previous")]
+    prev = next(f for f in failures if f["metric"] == "map" and f["reference"] == "previous")
+    assert prev["old"] == 0.80 and prev["new"] == 0.78 and abs(prev["drop"] - 0.02) < 1e-12
+    assert "a: map" in prev["message"] and "0.8" in prev["message"] and "0.78" in prev["message"]
+    fnir = next(f for f in failures if f["metric"] == "fnir")
+    assert not fnir["higher_is_better"] and "rose" in fnir["message"]
+    assert h.check_gates(table, "a", "2025-01-02", {"map": {"max_drop_previous": 0.02}}) == []
+    assert h.check_gates(table, "a", "2025-01-01", gates) == []          # first night: nothing to compare
+    missing = h.check_gates(table, "a", "2025-01-02", {"map": {"max_drop_baseline": 0.1}}, "2024-12-31")
+    assert len(missing) == 1 and "not in the history" in missing[0]["message"]
+    by_date = h.check_gates(table, "a", "2025-01-02", {"map": {"max_drop_baseline": 0.01}}, "2025-01-01")
+    assert len(by_date) == 1 and by_date[0]["reference_date"] == "2025-01-01"
+
+
+def _writer(root: str, evaluation: str, dates: list) -> int:
+    """Write runs under the lock and read the whole history back each time (a concurrent nightly)."""
+    seen = 0
+    for i, day in enumerate(dates):
+        with h.history_lock(root):
+            h.write_run(root, day, evaluation, summary(0.5 + i / 100))
+            seen = h.read_history(root).num_rows
+    return seen
+
+
+def test_concurrent_writers_never_corrupt_the_history(tmp_path):
+    import multiprocessing as mp
+
+    days = [f"2025-05-{d:02d}" for d in range(1, 21)]
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        jobs = [pool.apply_async(_writer, (str(tmp_path), name, days)) for name in ("a", "b")]
+        assert all(j.get(timeout=120) >= 40 for j in jobs)
+    table = h.read_history(tmp_path)
+    assert table.num_rows == 2 * 2 * len(days)
+    assert sorted(set(zip(table["evaluation"].to_pylist(), table["run_date"].to_pylist()))) == \
+        sorted((e, d) for e in "ab" for d in days)
+    assert not [p for p in tmp_path.rglob("*") if ".tmp-" in p.name]
