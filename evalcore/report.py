@@ -60,7 +60,17 @@ def check_out(out, overwrite: bool, storage_options: Mapping | None = None) -> N
         fs, root = _fs(out, storage_options)
         root = root.rstrip("/")
         fs.invalidate_cache(root)
-        exists = bool(_listing(fs, root))
+        objects = _listing(fs, root)
+        exists = bool(objects)
+        if exists and overwrite:
+            # a report is flat files; an overwrite removes whatever else is in the folder, so it must
+            # not be a bucket or a folder holding other folders (a dataset, other reports)
+            if "/" not in root:
+                raise InputError(f"--out {out}: is a whole bucket; write the report to a folder in it")
+            nested = [p for p in objects if "/" in p[len(root) + 1:]]
+            if nested:
+                raise InputError(f"--out {out}: holds {nested[0][len(root) + 1:]!r}, so it is not a report "
+                                 "folder; --overwrite only replaces report folders, choose another --out")
     else:
         p = _local(out)
         if p.exists() and not p.is_dir():
@@ -142,7 +152,8 @@ def _write_remote(out, tables, run, extra, storage_options) -> str:
     1. the old manifest goes first: from then on the old report is incomplete,
        so a crash anywhere below leaves a report that readers refuse;
     2. objects of the old report that the new one does not write (an old
-       ``threshold_sweep.parquet``, anything else under the prefix) are removed;
+       ``threshold_sweep.parquet``, any other file in the folder) are removed
+       (``check_out`` refuses to overwrite a folder holding sub-folders);
     3. every file is written as one whole object (one PUT, or one multipart
        upload that only appears when complete);
     4. ``manifest.json`` last, listing the files and their sizes.
@@ -157,7 +168,7 @@ def _write_remote(out, tables, run, extra, storage_options) -> str:
     files = [(name, _table_bytes(content) if isinstance(content, pa.Table) else bytes(content))
              for name, content in _files(tables, run, extra)]
     keep = {f"{root}/{name}" for name, _ in files}
-    stale = [p for p in _listing(fs, root) if p not in keep]
+    stale = [p for p in _listing(fs, root) if p not in keep and "/" not in p[len(root) + 1:]]
     if stale:
         fs.rm(stale)
     sizes = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 
@@ -41,6 +42,14 @@ def parse_number(option: str, text: str, kind=float):
     except ValueError:
         raise InputError(f"{option}: {text!r} is not a{'n integer' if kind is int else ' number'}") from None
     return value
+
+
+SECRET_OPTION = re.compile(r"^((?:--[\w-]+=)?[\w-]*(?:key|secret|token|password|credential)[\w-]*=).+$", re.I)
+
+
+def redacted_command(argv: list[str]) -> list[str]:
+    """The command line for run.json, with the values of secret storage options hidden."""
+    return [SECRET_OPTION.sub(r"\1***", a) for a in argv]
 
 
 def parse_storage_options(pairs: list[str] | None) -> dict:
@@ -184,7 +193,7 @@ def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_r
         if getattr(args, "sweep", False):
             tables["threshold_sweep"] = sweep_table
     run = dict(result.info)
-    run.update({"command": sys.argv[1:], "versions": report.versions(), "warnings": result.info.get("warnings", []),
+    run.update({"command": redacted_command(sys.argv[1:]), "versions": report.versions(), "warnings": result.info.get("warnings", []),
                 "dataset": dataset, "scheduler": args.scheduler or "local"})
     run.update(extra_run or {})
     extra = {"report.html": render_html(tables, run)}
@@ -331,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.cluster import ClusterUnreachable
+    from jobs.cluster import ClusterError
 
     debug = bool(os.environ.get("EVALCORE_DEBUG"))
     try:
@@ -340,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"evalcore: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    except ClusterUnreachable as exc:
+    except ClusterError as exc:  # unreachable scheduler, a worker lost (out of memory or killed)
         print(f"evalcore: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except MemoryError as exc:

@@ -1,19 +1,32 @@
-"""Starting or joining a Dask cluster for a job."""
+"""Starting or joining a Dask cluster for a job, and saying plainly why a cluster run failed."""
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
 import re
+import time
 
 from evalcore.errors import InputError
 
-ADDRESS = re.compile(r"^(tcp|tls|ucx|inproc)://[^\s:/]+(:\d{1,5})?$")
+ADDRESS = re.compile(r"^(tcp|tls|ucx|inproc)://([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
 CONNECT_TIMEOUT = "15s"
+#: imported by every local worker as it starts, so the first task does not pay for imports
+PRELOAD = ["evalcore.evaluate"]
+#: the topic under which a nanny logs restarting its worker for exceeding the memory limit
+MEMORY_RESTART_TOPIC = "worker-restart-memory"
 
 
-class ClusterUnreachable(RuntimeError):
-    """The scheduler given by --scheduler did not answer (exit status 1)."""
+class ClusterError(RuntimeError):
+    """The cluster, not the input, made the run fail (exit status 1; the message is the whole story)."""
+
+
+class ClusterUnreachable(ClusterError):
+    """The scheduler given by --scheduler did not answer, or the connection to it was lost (exit status 1)."""
+
+
+class WorkerFailed(ClusterError):
+    """Workers kept dying while running a task: out of memory (the message says so and what to change) or crashed."""
 
 
 def check_address(address: str) -> str:
@@ -27,13 +40,117 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
+def _mib(n) -> str:
+    return f"{n / 2 ** 20:.0f} MiB" if n else "no limit"
+
+
+def explain_failure(exc: BaseException, client=None, *, scheduler: str | None = None,
+                    since: float | None = None) -> str | None:
+    """One line saying why a cluster run failed, or None when ``exc`` is not a cluster failure."""
+    found = _diagnose(exc, client, scheduler=scheduler, since=since)
+    return found[1] if found else None
+
+
+def _diagnose(exc: BaseException, client=None, *, scheduler: str | None = None, since: float | None = None):
+    """(ClusterError subclass, one-line message) for a cluster failure, else None.
+
+    ``KilledWorker`` means every worker that ran a task died while running it
+    (``distributed.scheduler.allowed-failures`` + 1 of them; the task's own
+    ``retries`` only count exceptions it raised). The scheduler's event log
+    tells the causes apart: a nanny that restarts its worker for going over
+    the terminate fraction (95%) of the memory limit logs a
+    ``worker-restart-memory`` event (``{"worker", "pid", "rss"}``); a death
+    without one (the kernel's OOM killer, a segfault, a kill) is reported as a
+    crash. ``since`` (time.time()) keeps events of earlier runs on a
+    long-lived cluster out. A lost scheduler connection (futures cancelled
+    with reason ``scheduler-connection-lost``, or ``CommClosedError`` when it
+    went away in the middle of a request) is named too.
+    """
+    try:
+        from distributed.client import FutureCancelledError
+        from distributed.comm.core import CommClosedError
+        from distributed.scheduler import KilledWorker
+    except ImportError:  # pragma: no cover
+        return None
+    lost = isinstance(exc, FutureCancelledError) and getattr(exc, "reason", "") == "scheduler-connection-lost"
+    if lost or isinstance(exc, CommClosedError):  # the latter: the scheduler went away in mid-request
+        where = f"--scheduler {scheduler}" if scheduler else "the local cluster"
+        return ClusterUnreachable, (f"{where}: lost the connection to the Dask scheduler during the run "
+                                    "(did it stop?); nothing was written, run again")
+    if not isinstance(exc, KilledWorker):
+        return None
+    last = exc.last_worker
+    address = getattr(last, "address", str(last))
+    limit = getattr(last, "memory_limit", 0) or 0
+    attempts = exc.allowed_failures + 1
+    chunk = re.match(r"evalcore-[a-z]+-(\d+)-(\d+)", str(exc.task))
+    what = f"queries {chunk.group(1)}-{int(chunk.group(2)) - 1}" if chunk else f"task {exc.task!r}"
+    events = []
+    if client is not None:
+        try:
+            events = [e for t, e in client.get_events(MEMORY_RESTART_TOPIC)
+                      if isinstance(e, dict) and (since is None or t >= since - 5)]
+        except Exception:  # noqa: BLE001 - explaining must not fail; fall back to the plain message
+            events = []
+    mine = [e for e in events if e.get("worker") == address] or events
+    if scheduler:
+        fix = ("start the workers with a larger `dask worker --memory-limit` "
+               "(or lower --chunk-rows if query chunks are large)")
+    else:
+        fix = "raise --memory-limit (or lower --chunk-rows if query chunks are large)"
+    if mine:
+        rss = max(int(e.get("rss") or 0) for e in mine)
+        return WorkerFailed, (f"a worker ran out of memory: Dask restarted it for going over its memory limit "
+                              f"({_mib(limit)} per worker, {_mib(rss)} in use) while it evaluated {what}, "
+                              f"{attempts} times; {fix}")
+    return WorkerFailed, (f"a worker process died while it evaluated {what}, {attempts} times (last on {address}, "
+                          f"memory limit {_mib(limit)}) and Dask saw no memory-limit restart; if the system's "
+                          f"OOM killer stopped it, {fix}; otherwise see the worker logs")
+
+
+class _DropKilledWorkerLog(logging.Filter):
+    """The scheduler's 'marked as failed because N workers died' line: the error message says it better."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "workers died while trying to run it" not in str(record.msg)
+
+
+@contextlib.contextmanager
+def _muted(name: str):
+    log = logging.getLogger(name)
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+@contextlib.contextmanager
+def _explained(client, scheduler: str | None):
+    """Turn a cluster failure raised by the code using ``client`` into a one-line ClusterError."""
+    since = time.time()
+    try:
+        yield client
+    except ClusterError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything else passes through unchanged
+        found = _diagnose(exc, client, scheduler=scheduler, since=since)
+        if found is None:
+            raise
+        kind, message = found
+        raise kind(message) from exc
+
+
 @contextlib.contextmanager
 def dask_client(scheduler: str | None = None, workers: int | None = None, memory_limit: str | None = "auto"):
     """A ``distributed.Client``: joined to ``scheduler``, or on a new LocalCluster of worker processes.
 
     Local workers get one thread each; distributed's nanny already sets
     OMP/MKL/OPENBLAS_NUM_THREADS=1 in them, so workers x threads never
-    oversubscribes the cores.
+    oversubscribes the cores. Raises ClusterUnreachable when the scheduler does
+    not answer within CONNECT_TIMEOUT (or the connection is lost mid-run), and
+    WorkerFailed (saying whether memory was the cause) when workers keep dying.
     """
     from distributed import Client, LocalCluster
 
@@ -43,16 +160,29 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
             client = Client(scheduler, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as exc:
             raise ClusterUnreachable(f"--scheduler {scheduler}: no Dask scheduler answered within "
-                                     f"{CONNECT_TIMEOUT} ({exc.__class__.__name__})") from None
+                                     f"{CONNECT_TIMEOUT} ({exc.__class__.__name__}); check the address and "
+                                     "that `dask scheduler` is running and reachable from here") from None
         try:
-            yield client
+            with _explained(client, scheduler):
+                yield client
         finally:
-            client.close()
+            # closing cancels a reconnection in progress (scheduler gone), which distributed logs as an
+            # error with a traceback; the one-line ClusterUnreachable already says what happened
+            with _muted("distributed.client"), contextlib.suppress(Exception):
+                client.close()
         return
     n = workers or default_workers()
     if n < 1:
         raise InputError(f"--workers: {n} must be at least 1")
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                      memory_limit=memory_limit, silence_logs=logging.ERROR) as cluster, \
-            Client(cluster) as client:
-        yield client
+    scheduler_log = logging.getLogger("distributed.scheduler")
+    quiet = _DropKilledWorkerLog()
+    scheduler_log.addFilter(quiet)
+    try:
+        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                          memory_limit=memory_limit, silence_logs=logging.ERROR, preload=PRELOAD,
+                          # no dashboard; its health/metrics routes on a free loopback port, not on :8787
+                          scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
+                Client(cluster) as client, _explained(client, None):
+            yield client
+    finally:
+        scheduler_log.removeFilter(quiet)

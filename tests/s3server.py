@@ -32,16 +32,25 @@ class S3Server:
         return ["--storage-option", f"endpoint_url={self.endpoint}", "--storage-option", f"key={KEY}",
                 "--storage-option", f"secret={SECRET}", "--storage-option", f"region_name={REGION}"]
 
-    def env(self, base: dict | None = None, *, endpoint: bool = True) -> dict:
-        """Environment for a subprocess: credentials (and the endpoint) the AWS way, no real AWS config."""
+    def env(self, base: dict | None = None, *, aws: bool = True) -> dict:
+        """Environment for a subprocess, with no real AWS configuration in it.
+
+        ``aws=True``: endpoint and credentials the usual way (AWS_ENDPOINT_URL,
+        AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY). ``aws=False``: no credentials and
+        an endpoint where nothing listens, so only --storage-option reaches the server.
+        """
         env = dict(os.environ if base is None else base)
         for name in [k for k in env if k.startswith("AWS_")]:
             del env[name]
-        env.update({"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": REGION,
-                    "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                    "AWS_EC2_METADATA_DISABLED": "true"})
-        if endpoint:
-            env["AWS_ENDPOINT_URL"] = self.endpoint
+        # never a shared config, a profile or the instance metadata service
+        env.update({"AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+                    "AWS_EC2_METADATA_DISABLED": "true", "AWS_DEFAULT_REGION": REGION})
+        if aws:
+            env.update({"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ENDPOINT_URL": self.endpoint})
+        else:
+            # a closed loopback port: whatever does not get the endpoint from its options fails here,
+            # never reaching out to the real AWS
+            env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{_closed_port()}"
         return env
 
     def client(self):
@@ -55,11 +64,22 @@ class S3Server:
         return sorted(obj["Key"] for page in pages for obj in page.get("Contents", []))
 
 
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @contextlib.contextmanager
 def s3_server(bucket: str = "evalcore"):
     """Start moto's S3 server on 127.0.0.1 (a free port), create ``bucket``, yield an S3Server; stop it after."""
+    import logging
+
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

@@ -1,0 +1,204 @@
+"""Faults: a worker killed mid-run, the scheduler lost mid-run or not there at all, a worker out of memory."""
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from evalcore import dataset as ds
+
+from conftest import random_reid
+from test_cluster import CLI, assert_same_tables, dask_processes, run
+
+pytestmark = pytest.mark.cluster
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """4,000 queries x 60,000 gallery x 64 dims: 16 tasks of 256 queries, a few seconds on two workers.
+
+    Clustered identities (not pure noise, where nearly every score is a near tie) keep it that short.
+    """
+    path = tmp_path_factory.mktemp("faults") / "big.zarr"
+    ds.write_dataset(path, random_reid(np.random.default_rng(3), n_query=4000, n_gallery=60000, dims=64,
+                                       n_ids=1500), {"protocol": "reid"}, chunk_rows=8192)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """`dask scheduler` + 2 x `dask worker` processes, shared by the tests below (the last one kills it)."""
+    with dask_processes(tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+def _lines(stream, out: queue.Queue) -> None:
+    for line in stream:
+        out.put(line)
+    out.put(None)
+
+
+def run_with_fault(args, fault, timeout: float = 120):
+    """Run the CLI, reading its progress lines as they come; call ``fault(done, total)`` after the first chunk.
+
+    Returns (exit status, stdout, stderr, what ``fault`` returned, (done, total) at that moment).
+    """
+    proc = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "EVALCORE_DEBUG": ""})
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    stderr, result, at = [], None, None
+    try:
+        deadline = time.monotonic() + timeout
+        while (line := lines.get(timeout=max(0.1, deadline - time.monotonic()))) is not None:
+            stderr.append(line)
+            m = re.match(r"evalcore: chunk (\d+)/(\d+) done", line)
+            if m and at is None:
+                at = int(m.group(1)), int(m.group(2))
+                result = fault(*at)
+        stdout = proc.stdout.read()
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert at is not None, "".join(stderr)
+    assert at[0] < at[1], f"the run had finished before the fault ({at[0]}/{at[1]} chunks)"
+    return rc, stdout, "".join(stderr), result
+
+
+def test_a_worker_killed_mid_run_changes_nothing(cluster, big, tmp_path):
+    clean = run("evaluate", big, "--out", tmp_path / "clean", "--scheduler", cluster.address, "--chunk-rows", "256",
+                "--quiet")
+    assert clean.returncode == 0, clean.stderr + cluster.log_tail()
+
+    def kill_a_busy_worker(done, total):
+        # the worker that is running a task right now, by the pid of its process (the nanny's child)
+        busy = [w for w, keys in cluster.client.processing().items() if keys]
+        assert busy, "no worker is busy: the run is too short to kill a worker in its middle"
+        pid = cluster.worker_pids()[busy[0]]
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    rc, stdout, stderr, killed = run_with_fault(["evaluate", big, "--out", tmp_path / "faulty", "--scheduler",
+                                                 cluster.address, "--chunk-rows", "256"], kill_a_busy_worker)
+    assert rc == 0, stderr + cluster.log_tail()
+    assert "report written to" in stdout
+    # the nanny replaced the killed process: two workers again, the killed pid not among them
+    cluster.client.wait_for_workers(2, timeout=30)
+    assert killed not in cluster.worker_pids().values()
+    assert_same_tables(tmp_path / "clean", tmp_path / "faulty")
+
+
+def test_losing_the_scheduler_mid_run_is_a_clear_error(cluster, big, tmp_path):
+    def kill_the_scheduler(done, total):
+        os.killpg(cluster.scheduler.pid, signal.SIGKILL)
+        return time.monotonic()
+
+    out = tmp_path / "out"
+    rc, _, stderr, killed_at = run_with_fault(["evaluate", big, "--out", out, "--scheduler", cluster.address,
+                                               "--chunk-rows", "256"], kill_the_scheduler)
+    assert rc == 1, stderr
+    assert time.monotonic() - killed_at < 30
+    assert "Traceback" not in stderr, stderr
+    message = stderr.strip().splitlines()[-1]
+    assert message.startswith(f"evalcore: error: --scheduler {cluster.address}: lost the connection"), message
+    assert not out.exists()
+
+
+def test_an_unreachable_scheduler_is_a_clear_error_in_bounded_time(write):
+    path = write({"query/emb": np.eye(4, dtype=np.float32), "gallery/emb": np.eye(4, dtype=np.float32),
+                  "query/label": np.arange(4), "gallery/label": np.arange(4)})
+    out = path.parent / "out"
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    started = time.monotonic()
+    result = run("evaluate", path, "--out", out, "--scheduler", address, timeout=90)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1, result.stderr
+    assert elapsed < 30, elapsed
+    (message,) = result.stderr.strip().splitlines()
+    assert message.startswith(f"evalcore: error: --scheduler {address}: no Dask scheduler answered within"), message
+    assert not out.exists()
+
+    started = time.monotonic()
+    result = run("evaluate", path, "--out", out, "--scheduler", "localhost")
+    assert result.returncode == 2, result.stderr
+    assert time.monotonic() - started < 15
+    assert "--scheduler" in result.stderr and "tcp://HOST:PORT" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_a_worker_out_of_memory_is_reported_with_the_setting_to_change(tmp_path):
+    # One score tile of 4,096 gallery rows x 8,192 dims is 128 MiB of float32 (read, then normalised): a task
+    # needs far more than a 200 MiB worker (about 100 MiB of it Python and libraries) can hold.
+    rng = np.random.default_rng(0)
+    nq, ng, dims = 256, 4096, 8192
+    path = tmp_path / "wide.zarr"
+    ds.write_dataset(path, {"query/emb": rng.standard_normal((nq, dims), dtype=np.float32),
+                            "gallery/emb": rng.standard_normal((ng, dims), dtype=np.float32),
+                            "query/label": rng.integers(0, 50, nq), "gallery/label": rng.integers(0, 50, ng)})
+    started = time.monotonic()
+    # distributed gives up on a task after allowed-failures + 1 worker deaths (default 3 + 1); 1 + 1 is quicker
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}
+    result = run("evaluate", path, "--out", tmp_path / "out", "--workers", "1", "--memory-limit", "200MiB",
+                 timeout=120, env=env)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith("evalcore: error: "), result.stderr
+    assert "ran out of memory" in message and "200 MiB per worker" in message, message
+    assert "raise --memory-limit" in message and "2 times" in message, message
+    assert not (tmp_path / "out").exists()
+    assert elapsed < 60, elapsed
+
+
+def test_killed_worker_messages_tell_memory_from_other_deaths():
+    from types import SimpleNamespace
+
+    from distributed.scheduler import KilledWorker
+
+    from jobs.cluster import check_address, explain_failure
+
+    worker = SimpleNamespace(address="tcp://10.0.0.5:40000", memory_limit=4 << 30)
+    exc = KilledWorker("evalcore-chunk-512-768-0123abcd", worker, 3)
+
+    class Events:
+        def __init__(self, events):
+            self.events = events
+
+        def get_events(self, topic):
+            assert topic == "worker-restart-memory"
+            return self.events
+
+    now = time.time()
+    oom = Events([(now - 3600, {"worker": "tcp://10.0.0.9:1", "pid": 1, "rss": 1 << 30}),  # an earlier run's
+                  (now, {"worker": worker.address, "pid": 2, "rss": 4 << 30})])
+    message = explain_failure(exc, oom, scheduler="tcp://sched:8786", since=now - 60)
+    assert message.startswith("a worker ran out of memory"), message
+    assert "4096 MiB per worker" in message and "queries 512-767" in message and "4 times" in message
+    assert "dask worker --memory-limit" in message  # a remote cluster's limit is set where its workers start
+    assert "\n" not in message
+
+    message = explain_failure(exc, Events(oom.events[:1]), scheduler=None, since=now - 60)
+    assert message.startswith("a worker process died while it evaluated queries 512-767, 4 times"), message
+    assert "OOM killer" in message and "raise --memory-limit" in message and "worker logs" in message
+    assert explain_failure(ValueError("not a cluster failure")) is None
+
+    assert check_address("tcp://[::1]:8786") and check_address("tls://scheduler.example:8786")
