@@ -225,6 +225,24 @@ def check_embeddings(name: str, rows_start: int, block: np.ndarray, cosine: bool
     return found
 
 
+def check_norms(name: str, rows_start: int, norms: np.ndarray, cosine: bool) -> list[str]:
+    """The same problems as check_embeddings, read off the rows' float64 norms.
+
+    A row with NaN or Inf has a non-finite norm and an all-zero row a zero one,
+    so the block itself needs no extra pass.
+    """
+    found = []
+    bad = np.nonzero(~np.isfinite(norms))[0]
+    if bad.size:
+        found.append(f"{name}: rows {_rows_list(bad + rows_start)} contain NaN or Inf")
+    if cosine:
+        zero = np.nonzero(norms == 0)[0]
+        if zero.size:
+            found.append(f"{name}: rows {_rows_list(zero + rows_start)} are all-zero vectors "
+                         "(cosine similarity is undefined for them)")
+    return found
+
+
 def scan_embeddings(group, name: str, cosine: bool, problems: Problems) -> None:
     """Check every row of an embedding array in chunk-sized blocks (bounded memory)."""
     arr = group[name]

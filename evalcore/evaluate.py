@@ -21,7 +21,8 @@ from evalcore import dataset as ds
 from evalcore import metrics as m
 from evalcore import protocols as p
 from evalcore.errors import InputError
-from evalcore.ranking import TILE_COLS, TILE_ROWS, Ranked, normalize_rows, rank_by_embeddings, rank_by_lists
+from evalcore.ranking import (TILE_COLS, TILE_ROWS, Ranked, normalize_rows, rank_by_embeddings, rank_by_lists,
+                              row_norms)
 
 PROTOCOLS = ("reid", "class", "qrels", "geo", "xy")
 
@@ -114,18 +115,26 @@ def describe(group, options: Options) -> dict:
 
 
 def plan_chunks(n_queries: int, chunk_rows: int, n_workers: int = 1) -> list[tuple[int, int]]:
-    """Query ranges for the tasks: whole Zarr chunks, rounded to whole score tiles.
+    """Query ranges for the tasks: whole 256-row tiles, balanced across the workers.
 
-    Tasks never split a 256-row tile (its gemm would be done twice); with more
-    workers than chunks the chunks are split so every worker has work.
+    At most ``chunk_rows`` (the Zarr chunk, rounded up to whole tiles) per
+    task; the number of tasks is a multiple of the worker count (at least two
+    per worker while there are tiles to share) and task sizes differ by at
+    most one tile, so no worker is left with the long tail. A tile is never
+    split between tasks (its product would be computed twice).
     """
     if n_queries == 0:
         return []
-    rows = max(TILE_ROWS, int(math.ceil(chunk_rows / TILE_ROWS)) * TILE_ROWS)
-    wanted = max(1, 2 * n_workers)
-    while rows > TILE_ROWS and math.ceil(n_queries / rows) < wanted:
-        rows -= TILE_ROWS
-    return [(a, min(n_queries, a + rows)) for a in range(0, n_queries, rows)]
+    n_tiles = -(-n_queries // TILE_ROWS)
+    max_tiles = max(1, -(-chunk_rows // TILE_ROWS))
+    n_tasks = max(-(-n_tiles // max_tiles), 2 * n_workers)
+    n_tasks = -(-n_tasks // n_workers) * n_workers
+    n_tasks = min(n_tasks, n_tiles)
+    base, extra = divmod(n_tiles, n_tasks)
+    edges = [0]
+    for i in range(n_tasks):
+        edges.append(edges[-1] + base + (1 if i < extra else 0))
+    return [(a * TILE_ROWS, min(n_queries, b * TILE_ROWS)) for a, b in zip(edges[:-1], edges[1:])]
 
 
 # --------------------------------------------------------------------------- one chunk
@@ -223,10 +232,13 @@ class GalleryBlocks:
         if self.cache is not None and g0 in self.cache:
             return self.cache[g0]
         raw = np.asarray(self.array[g0:g0 + self.block_rows])
-        problems = ds.check_embeddings("gallery/emb", g0, raw, self.similarity == "cosine")
+        if raw.dtype != np.float32:
+            raw = raw.astype(np.float32)  # float16 products are slow in numpy: upcast the block once
+        norms = row_norms(raw)
+        problems = ds.check_norms("gallery/emb", g0, norms, self.similarity == "cosine")
         if problems:
             raise InputError(problems[0])
-        block = normalize_rows(raw, self.similarity)
+        block = normalize_rows(raw, self.similarity, norms=norms, copy=False)
         if self.cache is not None:
             self.cache[g0] = block
         return block

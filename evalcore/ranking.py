@@ -55,15 +55,22 @@ class Ranked:
 # --------------------------------------------------------------------------- scores
 
 
-def normalize_rows(x: np.ndarray, similarity: str) -> np.ndarray:
+def row_norms(x: np.ndarray) -> np.ndarray:
+    """||x|| per row, summed in float64 (NaN or Inf when the row has one; 0 for a zero row)."""
+    return np.sqrt(np.einsum("ij,ij->i", x, x, dtype=np.float64))
+
+
+def normalize_rows(x: np.ndarray, similarity: str, norms: np.ndarray | None = None,
+                   copy: bool = True) -> np.ndarray:
     """float32 rows, L2-normalised under ``cosine``: x * (1 / ||x||), the norm summed in float64.
 
     Row-wise and elementwise only, so a row's result does not depend on which
-    other rows share the block.
+    other rows share the block. ``copy=False`` normalises a float32 array in place.
     """
-    x = np.array(x, dtype=np.float32, order="C", copy=True)
+    x = np.array(x, dtype=np.float32, order="C", copy=True) if copy or x.dtype != np.float32 \
+        else np.ascontiguousarray(x)
     if similarity == "cosine":
-        norms = np.sqrt(np.einsum("ij,ij->i", x, x, dtype=np.float64))
+        norms = row_norms(x) if norms is None else norms
         x *= (1.0 / norms).astype(np.float32)[:, None]
     return x
 
