@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evalcore.kernels import fold_tile
 from evalcore.protocols import Truth, segment_ids
 
 TILE_ROWS = 256
@@ -33,6 +34,7 @@ TILE_COLS = 4096
 #: float32 unit roundoff
 U32 = 2.0 ** -24
 NEG_INF = np.float32(-np.inf)
+_NO_JUNK = np.zeros(0, dtype=bool)
 
 
 @dataclass
@@ -154,32 +156,27 @@ class _TileState:
         junk_col = truth.junk_items[j0:j1]
         order = np.argsort(junk_col, kind="stable")
         self.junk_row, self.junk_col = junk_row[order], junk_col[order]
-        # band bounds sorted within each row, as (row, value) keys
-        self.lo_keys = np.sort(row_keys(self.pair_row, lo[p0:p1]))
-        self.hi_keys = np.sort(row_keys(self.pair_row, hi[p0:p1]))
-        # per row: the lowest band [lo1, hi1] and the second-lowest lower bound lo2
+        # band bounds sorted within each row (sorting (row, value) keys sorts both at once)
+        self.lo_vals = _key_values(np.sort(row_keys(self.pair_row, lo[p0:p1])))
+        self.hi_vals = _key_values(np.sort(row_keys(self.pair_row, hi[p0:p1])))
         self.lo_min = np.full(n, np.inf, dtype=np.float32)
-        self.hi1 = np.full(n, np.inf, dtype=np.float32)
-        self.lo2 = np.full(n, np.inf, dtype=np.float32)
         has = self.counts > 0
-        if p1 > p0:
-            lo_vals = _key_values(self.lo_keys)
-            hi_vals = _key_values(self.hi_keys)
-            first = self.row_start[:-1][has]
-            self.lo_min[has] = lo_vals[first]
-            self.hi1[has] = hi_vals[first]
-            two = self.counts > 1
-            self.lo2[two] = lo_vals[self.row_start[:-1][two] + 1]
+        self.lo_min[has] = self.lo_vals[self.row_start[:-1][has]]
         self.exact = np.full(p1 - p0, np.nan, dtype=np.float32)
         self.hist = np.zeros(p1 - p0, dtype=np.int64)
         self.near: list[tuple[np.ndarray, np.ndarray]] = []
         self.best = np.full(n, -np.inf, dtype=np.float32)
         self.best_idx = np.full(n, -1, dtype=np.int64)
         self.n = n
+        self._near_row = self._near_val = None  # scratch for the kernel, reused across tiles
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_near_row"] = state["_near_val"] = None  # scratch does not travel between workers
+        return state
 
     def update(self, scores: np.ndarray, col0: int, colmask: np.ndarray | None) -> None:
         """Fold one tile of scores (TILE_ROWS x TILE_COLS, gallery from ``col0``) into the state."""
-        n = self.n
         sub = scores[self.l0:self.l1]
         col1 = col0 + sub.shape[1]
         a, b = np.searchsorted(self.rel_cols_sorted, [col0, col1])
@@ -191,50 +188,18 @@ class _TileState:
         a, b = np.searchsorted(self.junk_col, [col0, col1])
         if b > a:
             sub[self.junk_row[a:b], self.junk_col[a:b] - col0] = NEG_INF
-        if colmask is not None:
-            sub[:, colmask] = NEG_INF
-        arg = sub.argmax(axis=1)
-        top = sub[np.arange(n), arg]
-        better = top > self.best
-        if better.any():
-            self.best[better] = top[better]
-            self.best_idx[better] = arg[better] + col0
-        if not self.lo_keys.size:
-            return
-        # only rows whose best negative reaches their lowest band can hold candidates
-        rows = np.flatnonzero(top >= self.lo_min)
-        if not rows.size:
-            return
-        part = sub[rows] if rows.size < n else sub
-        flat = np.flatnonzero(part >= self.lo_min[rows, None])
-        width = sub.shape[1]
-        cand_row = rows[flat // width]
-        values = part.ravel()[flat]
-        # Below the second band's lower bound a negative can only beat the lowest threshold:
-        # surely (above hi1) or perhaps (inside [lo1, hi1], kept for the exact pass).
-        low = values < self.lo2[cand_row]
-        if low.any():
-            low_row, low_val = cand_row[low], values[low]
-            unsure = low_val <= self.hi1[low_row]
-            if unsure.any():
-                uniq, mult = np.unique(row_keys(low_row[unsure], low_val[unsure]), return_counts=True)
-                self.near.append((uniq, mult))
-            beaten = np.bincount(low_row[~unsure], minlength=n)
-            self.hist[self.row_start[:-1][beaten > 0]] += beaten[beaten > 0]
-            cand_row, values = cand_row[~low], values[~low]
-            if not cand_row.size:
-                return
-        keys = row_keys(cand_row, values)
-        start = self.row_start[cand_row]
-        n_lo = np.searchsorted(self.lo_keys, keys, side="right") - start   # t~ - delta <= s
-        n_hi = np.searchsorted(self.hi_keys, keys, side="left") - start    # t~ + delta < s
-        near = n_lo > n_hi
-        if near.any():
-            uniq, mult = np.unique(keys[near], return_counts=True)
-            self.near.append((uniq, mult))
-        sure = ~near & (n_hi > 0)
-        if sure.any():
-            self.hist += np.bincount(start[sure] + n_hi[sure] - 1, minlength=len(self.hist))
+        if self._near_row is None or len(self._near_row) < sub.size:
+            self._near_row = np.empty(sub.size, dtype=np.int64)
+            self._near_val = np.empty(sub.size, dtype=np.float32)
+        k = fold_tile(sub, col0, _NO_JUNK if colmask is None else colmask, self.best, self.best_idx, self.lo_min,
+                      self.row_start, self.lo_vals, self.hi_vals, self.hist, self._near_row, self._near_val)
+        if k:
+            keys = row_keys(self._near_row[:k], self._near_val[:k])
+            if k > 4096:  # many exact ties (a constant submission): keep each distinct value once
+                keys, mult = np.unique(keys, return_counts=True)
+            else:
+                mult = np.ones(k, dtype=np.int64)
+            self.near.append((keys, mult))
 
     def merge(self, other: "_TileState") -> None:
         """Add the state of the same queries over another, disjoint part of the gallery."""
