@@ -288,6 +288,7 @@ def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarr
     """Fold every tile of the given gallery blocks into the states (one BLAS thread)."""
     from threadpoolctl import threadpool_limits
 
+    buffers: dict = {}  # one score buffer per tile shape, reused: no fresh 4 MiB array per product
     with threadpool_limits(limits=1, user_api="blas"):
         for g0, block in blocks:
             for c0 in range(0, len(block), TILE_COLS):
@@ -295,7 +296,11 @@ def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarr
                 gtile = block[c0:c0 + TILE_COLS]  # the last tile is short, the same in every run
                 colmask = tile_mask(col0, len(gtile), gallery_junk)
                 for (_, _, qtile), state in zip(tiles, states):
-                    state.update(qtile @ gtile.T, col0, colmask)
+                    shape = (len(qtile), len(gtile))
+                    out = buffers.get(shape)
+                    if out is None:
+                        out = buffers[shape] = np.empty(shape, dtype=np.float32)
+                    state.update(np.matmul(qtile, gtile.T, out=out), col0, colmask)
 
 
 def merge_states(parts: list[list[_TileState]]) -> list[_TileState]:
