@@ -140,18 +140,37 @@ def plan_chunks(n_queries: int, chunk_rows: int, n_workers: int = 1) -> list[tup
 # --------------------------------------------------------------------------- one chunk
 
 
-def load_truth(group, options: Options, q0: int, q1: int, n_gallery: int) -> p.Truth:
+#: gallery-side protocol arrays a worker keeps between the tasks of one run
+_GALLERY_SIDE: dict = {}
+
+
+def gallery_side(group, run_id: str | None, names: tuple[str, ...]) -> dict:
+    """Gallery labels, cameras, junk flags and the label sort: read once per worker and run."""
+    key = (run_id, names)
+    if run_id and key in _GALLERY_SIDE:
+        return _GALLERY_SIDE[key]
+    out = {name: ds.read(group, f"gallery/{name}").astype(bool if name == "junk" else np.int64)
+           for name in names if ds.has(group, f"gallery/{name}")}
+    if "label" in out:
+        out["label_index"] = p.label_index(out["label"])
+    if run_id:
+        for other in [k for k in _GALLERY_SIDE if k[0] != run_id]:
+            del _GALLERY_SIDE[other]
+        _GALLERY_SIDE[key] = out
+    return out
+
+
+def load_truth(group, options: Options, q0: int, q1: int, n_gallery: int, run_id: str | None = None) -> p.Truth:
     """The protocol's relevant and junk sets for queries q0..q1 (reads, then pure code)."""
-    gallery_junk = ds.read(group, "gallery/junk").astype(bool) if ds.has(group, "gallery/junk") else None
     rows = slice(q0, q1)
-    if options.protocol == "class":
-        return p.class_truth(ds.read(group, "query/label", rows).astype(np.int64),
-                             ds.read(group, "gallery/label").astype(np.int64), gallery_junk)
-    if options.protocol == "reid":
-        return p.reid_truth(ds.read(group, "query/label", rows).astype(np.int64),
-                            ds.read(group, "query/cam", rows).astype(np.int64),
-                            ds.read(group, "gallery/label").astype(np.int64),
-                            ds.read(group, "gallery/cam").astype(np.int64), gallery_junk)
+    if options.protocol in ("class", "reid"):
+        g = gallery_side(group, run_id, ("label", "cam", "junk"))
+        ql = ds.read(group, "query/label", rows).astype(np.int64)
+        if options.protocol == "class":
+            return p.class_truth(ql, g["label"], g.get("junk"), index=g["label_index"])
+        return p.reid_truth(ql, ds.read(group, "query/cam", rows).astype(np.int64), g["label"], g["cam"],
+                            g.get("junk"), index=g["label_index"])
+    gallery_junk = gallery_side(group, run_id, ("junk",)).get("junk")
     from evalcore import ground_truth  # qrels, geo, xy
 
     return ground_truth.load(group, options, q0, q1, n_gallery, gallery_junk)
@@ -175,7 +194,7 @@ def _nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
 
 def rank_chunk(group, options: Options, info: dict, truth: p.Truth, q0: int, q1: int) -> Ranked:
     """Relevant ranks for one chunk, from embeddings or from precomputed lists."""
-    gallery_junk = ds.read(group, "gallery/junk").astype(bool) if ds.has(group, "gallery/junk") else None
+    gallery_junk = gallery_side(group, info.get("run_id"), ("junk",)).get("junk")
     if info["ranked_by"] == "ranking/item":
         items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
         scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
@@ -300,7 +319,7 @@ def chunk_truth(path: str, options: Options, q0: int, q1: int, storage_options, 
 
     try:
         group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, info)
-        truth = load_truth(group, options, q0, q1, info["n_gallery"])
+        truth = load_truth(group, options, q0, q1, info["n_gallery"], info.get("run_id"))
         return truth, threshold_bounds(qn, truth, gallery)
     except InputError as exc:
         return InputError(str(exc)), None
@@ -316,7 +335,7 @@ def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, 
         return truth
     try:
         group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, info, span=(s0, s1))
-        gallery_junk = ds.read(group, "gallery/junk").astype(bool) if ds.has(group, "gallery/junk") else None
+        gallery_junk = gallery_side(group, info.get("run_id"), ("junk",)).get("junk")
         tiles = query_tiles(qn, q0, info["n_queries"])
         states = new_states(tiles, q0, truth, *bounds)
         scan_gallery(tiles, states, gallery.blocks(s0, s1), gallery_junk)
@@ -395,7 +414,7 @@ def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_option
     group = ds.open_dataset(path, storage_options)
     info = info or describe(group, options)
     try:
-        truth = load_truth(group, options, q0, q1, info["n_gallery"])
+        truth = load_truth(group, options, q0, q1, info["n_gallery"], info.get("run_id"))
         ranked = rank_chunk(group, options, info, truth, q0, q1)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
         return None, {"q0": q0, "q1": q1, "input_error": str(exc), "near_ties": 0,

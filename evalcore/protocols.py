@@ -53,14 +53,19 @@ def segment_ids(indptr: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
 
 
-def label_candidates(query_label: np.ndarray, gallery_label: np.ndarray):
+def label_index(gallery_label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, sorted labels): one stable sort of the gallery labels, reusable across chunks."""
+    order = np.argsort(gallery_label, kind="stable")
+    return order, gallery_label[order]
+
+
+def label_candidates(query_label: np.ndarray, gallery_label: np.ndarray, index=None):
     """Pairs (query row, gallery index) that share a non-negative label.
 
-    One stable sort of the gallery labels, then a range per query: no loop over
-    the gallery, no Q x G comparison.
+    A range per query in the sorted gallery labels: no loop over the gallery,
+    no Q x G comparison.
     """
-    order = np.argsort(gallery_label, kind="stable")
-    sorted_labels = gallery_label[order]
+    order, sorted_labels = index if index is not None else label_index(gallery_label)
     lo = np.searchsorted(sorted_labels, query_label, side="left")
     hi = np.searchsorted(sorted_labels, query_label, side="right")
     hi = np.where(query_label < 0, lo, hi)  # a negative label is no identity
@@ -92,16 +97,16 @@ def truth_from_pairs(n_queries: int, rel_rows, rel_items, junk_rows, junk_items,
                  columns or {}, allowed_indptr, allowed_items)
 
 
-def class_truth(query_label, gallery_label, gallery_junk=None) -> Truth:
+def class_truth(query_label, gallery_label, gallery_junk=None, index=None) -> Truth:
     """``class``: relevant = same (non-negative) label."""
-    rows, items = label_candidates(query_label, gallery_label)
+    rows, items = label_candidates(query_label, gallery_label, index)
     empty = np.empty(0, dtype=np.int64)
     return truth_from_pairs(len(query_label), rows, items, empty, empty, gallery_junk)
 
 
-def reid_truth(query_label, query_cam, gallery_label, gallery_cam, gallery_junk=None) -> Truth:
+def reid_truth(query_label, query_cam, gallery_label, gallery_cam, gallery_junk=None, index=None) -> Truth:
     """``reid`` (Market-1501 rule): relevant = same label, other camera; junk = same label, same camera."""
-    rows, items = label_candidates(query_label, gallery_label)
+    rows, items = label_candidates(query_label, gallery_label, index)
     same_cam = gallery_cam[items] == query_cam[rows]
     return truth_from_pairs(len(query_label), rows[~same_cam], items[~same_cam],
                             rows[same_cam], items[same_cam], gallery_junk)
