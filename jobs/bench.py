@@ -162,6 +162,10 @@ def run(args) -> int:
             result = evaluate(path, Options(protocol="reid", ks=(1, 5, 10)), client=client)
             t_eval = time.perf_counter() - t
     summary = result.summary.to_pylist()[0]
+    shards = result.info.get("gallery_shards")
+    print(f"  tasks: {len(result.info['chunks'])} query chunks"
+          + (f" x {len(shards)} gallery shards (the gallery exceeds a third of a worker's memory limit)"
+             if shards else ", whole gallery per task"), flush=True)
     print(f"  evaluate (evalcore)                 {t_eval:9.2f} s   mAP {summary['map']:.4f}  "
           f"rank-1 {summary['hit_at_1']:.4f}  peak RSS of the largest process {peak.peak / 2**20:,.0f} MiB",
           flush=True)
