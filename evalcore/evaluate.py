@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -442,8 +442,7 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
             cols[name] = _nullable(v.astype(np.int64), v < 0)
         else:
             cols[name] = _nullable(v.astype(np.float64), np.isnan(v))
-    cols["top1"] = _nullable(r.top1, r.top1 < 0)
-    cols["top1_key"] = pa.array(_keys(group, "gallery", r.top1), pa.string())
+    cols["top1"] = _nullable(r.top1, r.top1 < 0)  # top1_key is added once, on the driver
     cols["top1_score"] = _nullable(r.top1_score, np.isnan(r.top1_score))
     cols["relevant_score"] = _nullable(r.relevant_score, np.isnan(r.relevant_score))
     if options.threshold is not None:
@@ -463,6 +462,13 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
 
 
 # --------------------------------------------------------------------------- reduce
+
+
+def add_top1_keys(group, per_query: pa.Table) -> pa.Table:
+    """Insert ``top1_key`` after ``top1``: one read of the gallery keys for the whole run."""
+    top1 = per_query.column("top1").fill_null(-1).to_numpy()
+    keys = pa.array(_keys(group, "gallery", top1), pa.string())
+    return per_query.add_column(per_query.column_names.index("top1") + 1, "top1_key", keys)
 
 
 def metric_columns(per_query: pa.Table) -> list[str]:
@@ -558,6 +564,8 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
             future.release()
     ranked = time.perf_counter()
     per_query = pa.concat_tables([t for t, _ in results]) if results else _empty_per_query(options)
+    if "top1" in per_query.column_names:
+        per_query = add_top1_keys(group, per_query)
     summary, cmc = summarize(per_query, options)
     finished = time.perf_counter()
     stats = [s for _, s in results]
@@ -615,16 +623,11 @@ def score_note(info: dict, options: Options) -> str:
 
 
 def _empty_per_query(options: Options) -> pa.Table:
-    empty = p.Truth(np.zeros(1, np.int64), np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
-                    np.empty(0, np.int64))
+    """The per-query table of a dataset without queries: the columns, no rows."""
     cols = {"query": pa.array([], pa.int64()), "key": pa.array([], pa.string()),
             "n_relevant": pa.array([], pa.int64()), "n_junk": pa.array([], pa.int64())}
-    del empty
-    for name in m.per_query_metrics(np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), options.ks,
-                                    options.map_at):
+    none = np.zeros(1, np.int64)
+    for name in m.per_query_metrics(none, np.empty(0, np.int64), none[:0], options.ks, options.map_at):
         cols[name] = pa.array([], pa.int64() if name.endswith("_rank") else pa.float64())
+    cols["top1_score"] = pa.array([], pa.float64())
     return pa.table(cols)
-
-
-def ranked_lists_need(options: Options, ks: Sequence[int]) -> int:
-    return max(ks)
