@@ -580,7 +580,10 @@ def _plot_trend(rows: list[dict], metric: str, evaluations: list[str]) -> str:
         if points:
             xs, ys = zip(*points)
             ax.plot(xs, ys, marker="o", ms=3, lw=1.5, color=colors[name] if name != "all" else "black", label=name)
-    locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+    # runs are daily: a tick per day, or per few days over a long history, never finer
+    dates = [r["_date"] for r in rows]
+    span = (max(dates) - min(dates)).days if dates else 0
+    locator = mdates.DayLocator(interval=max(1, -(-span // 7)))
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     ax.set_ylabel(_label(metric))
