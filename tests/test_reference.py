@@ -138,3 +138,29 @@ def test_float16_embeddings_match_float32_of_the_same_values(write):
     b = evaluate(write(as32, name="f32.zarr"), Options(protocol="reid", ks=(1, 5)))
     assert a.per_query.drop_columns([]).equals(b.per_query)
     compare(a, reference(as32, "reid", (1, 5)), (1, 5))
+
+
+def test_readers_accept_other_integer_float_and_string_dtypes(tmp_path, write):
+    """int32/uint16 labels and cameras, float64 embeddings and fixed-width keys read like the writers' dtypes."""
+    import warnings
+
+    import zarr
+
+    rng = np.random.default_rng(12)
+    arrays = random_reid(rng, n_query=120, n_gallery=900, dims=8, n_ids=60)
+    arrays.pop("query/group")
+    arrays["query/key"] = np.array([f"q{i}" for i in range(120)], dtype=object)
+    base = evaluate(write(arrays, name="base.zarr"), Options(protocol="reid", ks=(1, 5)))
+    other = {**arrays, "query/label": arrays["query/label"].astype(np.int32),
+             "gallery/label": arrays["gallery/label"].astype(np.int32),
+             "query/cam": arrays["query/cam"].astype(np.uint16), "gallery/cam": arrays["gallery/cam"].astype(np.uint16),
+             "query/emb": arrays["query/emb"].astype(np.float64), "gallery/emb": arrays["gallery/emb"].astype(np.float64),
+             "query/key": arrays["query/key"].astype("U8")}
+    root = zarr.open_group(str(tmp_path / "other.zarr"), mode="w")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, values in other.items():
+            root.create_array(name, data=values)
+    assert root["query/label"].dtype == np.int32 and root["query/key"].dtype.kind == "U"
+    result = evaluate(tmp_path / "other.zarr", Options(protocol="reid", ks=(1, 5)))
+    assert result.per_query.equals(base.per_query)
