@@ -579,12 +579,29 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
                    "unknown": int(summary.column("n_unknown")[0].as_py())},
         "scores": score_note(info, options),
         "near_ties_resolved": int(sum(s["near_ties"] for s in stats)),
+        "warnings": run_warnings(per_query, options),
         "timings": {"validate_s": validated - started, "rank_s": ranked - validated,
                     "reduce_s": finished - ranked, "total_s": finished - started,
                     "chunk_s": [round(s["seconds"], 4) for s in stats]},
         "workers": n_workers,
     })
     return Result(per_query, summary, cmc, info)
+
+
+def run_warnings(per_query: pa.Table, options: Options) -> list[str]:
+    """What a reader of the summary should know: queries left out of the means, and why."""
+    out = []
+    n_relevant = per_query.column("n_relevant").to_numpy()
+    unknown = int((n_relevant == 0).sum())
+    if unknown:
+        out.append(f"{unknown} of {len(n_relevant)} queries have no relevant gallery item (unknown, open set): "
+                   "their metrics are null and they are left out of every mean"
+                   + ("" if options.threshold is not None else "; pass --threshold to score them as open-set queries"))
+    if "first_rank" in per_query.column_names:
+        unranked = int(((n_relevant > 0) & per_query.column("first_rank").is_null().to_numpy(zero_copy_only=False)).sum())
+        if unranked:
+            out.append(f"{unranked} known queries have no relevant item in their ranking lists: rr, hit and ap are 0")
+    return out
 
 
 def _raise_input_error(stats: dict) -> None:

@@ -210,6 +210,8 @@ def render_html(tables: dict, run: dict) -> str:
 
 def cmd_evaluate(args) -> int:
     result = run_evaluation(args.dataset, args.out, args, quiet=args.quiet)
+    for warning in result.info.get("warnings", []):
+        print(f"evalcore: warning: {warning}", file=sys.stderr)
     if not args.quiet:
         print_summary(result.summary, None)
         print(f"report written to {args.out}")

@@ -82,6 +82,9 @@ def test_report_folder_is_complete_and_run_json_says_how(tmp_path):
     assert run_json["fingerprint"] and run_json["versions"]["zarr"]
     assert "tile grid" in run_json["scores"]
     assert run_json["counts"]["queries"] == 300
+    unknown = run_json["counts"]["unknown"]
+    assert unknown > 0 and any(w.startswith(f"{unknown} of 300 queries") for w in run_json["warnings"])
+    assert "evalcore: warning:" in result.stderr
     summary = pq.read_table(out / "summary.parquet").to_pylist()
     assert [r["group"] for r in summary] == ["all", "g0", "g1", "g2"]
     assert sum(r["n_queries"] for r in summary[1:]) == summary[0]["n_queries"]
