@@ -203,13 +203,19 @@ def rank_chunk(group, options: Options, info: dict, truth: p.Truth, q0: int, q1:
         from evalcore import ground_truth
 
         return ground_truth.rank_among_allowed(group, options, truth, q0, q1)
+    query, gallery = chunk_inputs(group, options, q0, q1, info, cache=True)
+    return rank_by_embeddings(query, q0, truth, gallery, n_query=info["n_queries"], similarity=options.similarity,
+                              ties=options.ties, gallery_junk=gallery_junk)
+
+
+def chunk_inputs(group, options: Options, q0: int, q1: int, info: dict, span=None, cache: bool = False):
+    """The chunk's query rows (checked for NaN/Inf/zero) and a reader of its gallery (or shard)."""
     query = np.asarray(group["query/emb"][q0:q1])
     problems = ds.check_embeddings("query/emb", q0, query, options.similarity == "cosine")
     if problems:
         raise InputError(problems[0])
-    gallery = GalleryBlocks(group, options.similarity, info.get("run_id"), info.get("cache_bytes", 0))
-    return rank_by_embeddings(query, q0, truth, gallery, n_query=info["n_queries"], similarity=options.similarity,
-                              ties=options.ties, gallery_junk=gallery_junk)
+    budget = info.get("cache_bytes", 0) if cache else 0
+    return query, GalleryBlocks(group, options.similarity, info.get("run_id"), budget, span=span)
 
 
 #: normalised gallery blocks kept by a worker process between the tasks of one run
@@ -303,13 +309,9 @@ def shard_bounds(n_gallery: int, block_rows: int, shards: int) -> list[tuple[int
 
 
 def _open_chunk(path, options, q0, q1, storage_options, info, span=None):
+    """Dataset, normalised query rows and gallery reader; a shard's reader keeps its blocks."""
     group = ds.open_dataset(path, storage_options)
-    query = np.asarray(group["query/emb"][q0:q1])
-    problems = ds.check_embeddings("query/emb", q0, query, options.similarity == "cosine")
-    if problems:
-        raise InputError(problems[0])
-    gallery = GalleryBlocks(group, options.similarity, info.get("run_id"), info.get("cache_bytes", 0) if span else 0,
-                            span=span)
+    query, gallery = chunk_inputs(group, options, q0, q1, info, span=span, cache=span is not None)
     return group, normalize_rows(query, options.similarity), gallery
 
 
