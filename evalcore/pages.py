@@ -1,7 +1,7 @@
 """Human-readable renderings of a report folder: one HTML page, a trend page, plain text.
 
-Everything here is a pure function of pyarrow tables and the ``run.json`` dict,
-except :func:`load_report`, which reads a local report folder. Pages are
+Everything here is a pure function of pyarrow tables and the ``run.json`` dict
+(reading a report folder is :func:`evalcore.report.read_report`). Pages are
 self-contained: CSS is inline and plots are inline PNGs
 (``data:image/png;base64,...``), so a page can be mailed, archived or opened
 from an object store without anything else.
@@ -20,7 +20,6 @@ import io
 import json
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -759,31 +758,3 @@ def format_terminal(summary: pa.Table, per_query: pa.Table | None = None, n_wors
     if per_query is not None and n_worst > 0:
         lines += [""] + _terminal_worst(per_query, n_worst, width)
     return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------- IO
-
-
-def load_report(path) -> dict:
-    """Read a local report folder into ``{"per_query", "summary", "cmc", "sweep", "run"}``.
-
-    ``sweep`` is None when the folder has no ``threshold_sweep.parquet``; any
-    other missing file is an :class:`~evalcore.errors.InputError`.
-    """
-    import pyarrow.parquet as pq
-
-    folder = Path(path)
-    if not folder.is_dir():
-        raise InputError(f"report {path}: not a folder")
-    needed = {"per_query": "per_query.parquet", "summary": "summary.parquet", "cmc": "cmc.parquet", "run": "run.json"}
-    missing = [name for name in needed.values() if not (folder / name).is_file()]
-    if missing:
-        raise InputError(f"report {path}: missing {', '.join(missing)}")
-    report = {key: pq.read_table(folder / name) for key, name in needed.items() if name.endswith(".parquet")}
-    sweep = folder / "threshold_sweep.parquet"
-    report["sweep"] = pq.read_table(sweep) if sweep.is_file() else None
-    try:
-        report["run"] = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise InputError(f"report {path}: run.json is not valid JSON ({exc})") from None
-    return report

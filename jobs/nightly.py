@@ -24,7 +24,6 @@ import math
 import os
 import sys
 import tomllib
-from pathlib import Path
 
 from evalcore import history as h
 from evalcore.errors import InputError

@@ -3,18 +3,16 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import math
 import re
 import shutil
 import subprocess
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from evalcore.errors import InputError
-from evalcore.pages import format_terminal, load_report, render_report_html, render_trend_html, worst_queries
+from evalcore.pages import format_terminal, render_report_html, render_trend_html, worst_queries
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 IMG = re.compile(r'<img alt="([^"]*)" src="([^"]*)"')
@@ -351,26 +349,6 @@ def test_trend_rejects_unknown_metric_and_bad_date():
     bad = pa.table({"run_date": ["yesterday"], "evaluation": ["x"], "group": ["all"], "map": [0.5]})
     with pytest.raises(InputError, match="yesterday"):
         render_trend_html(bad)
-
-
-# --------------------------------------------------------------------------- load_report
-
-
-def test_load_report_round_trip(tmp_path, tables):
-    for name in ("per_query", "summary", "cmc"):
-        pq.write_table(tables[name], tmp_path / f"{name}.parquet")
-    (tmp_path / "run.json").write_text(json.dumps(RUN))
-    report = load_report(tmp_path)
-    assert report["sweep"] is None
-    assert report["run"] == RUN
-    assert report["summary"].equals(tables["summary"])
-    pq.write_table(tables["sweep"], tmp_path / "threshold_sweep.parquet")
-    assert load_report(str(tmp_path))["sweep"].equals(tables["sweep"])
-    (tmp_path / "cmc.parquet").unlink()
-    with pytest.raises(InputError, match="cmc.parquet"):
-        load_report(tmp_path)
-    with pytest.raises(InputError, match="not a folder"):
-        load_report(tmp_path / "absent")
 
 
 # --------------------------------------------------------------------------- real browser
