@@ -33,14 +33,16 @@ def fold_tile(scores, col0, junk, best, best_idx, lo_min, row_start, lo_vals, hi
         s0 = row_start[i]
         s1 = row_start[i + 1]
         row = scores[i]
+        gate = min(b, lm)  # one comparison per score: nothing below both the best and the lowest band matters
         for j in range(width):
             v = row[j]
-            if v > b or v >= lm:
+            if v >= gate:
                 if has_junk and junk[j]:
                     continue
                 if v > b:
                     b = v
                     bi = col0 + j
+                    gate = min(b, lm)
                 if v >= lm:
                     # n_lo: first index in lo_vals[s0:s1] with lo > v
                     a, z = s0, s1
