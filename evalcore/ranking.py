@@ -8,17 +8,19 @@ k-th best relevant item is
 where "beats" is ``>=`` under pessimistic ties and ``>`` under optimistic ones.
 
 Exactness. Every score is one float32 number computed once, inside a matrix
-product of a fixed shape (``TILE_ROWS`` x ``TILE_COLS``) at a fixed place
+product of a fixed shape (``TILE_ROWS`` x ``TILE_COLS``; the dataset's last
+query and gallery tiles are shorter, the same in every run) at a fixed place
 (query row mod TILE_ROWS, gallery index mod TILE_COLS) with one BLAS thread.
 OpenBLAS gives different last bits for the same dot product at different
 positions or shapes, so this canonical grid is what makes results independent
 of chunking and worker count. Relevant scores come out of the same tiles as
 negative ones. To count negatives above a threshold before that threshold's
-own tile has been computed, each relevant score is first approximated in
-float64 (``t~``) with a rigorous error bound ``delta`` (|fl32 dot - dot| <=
-gamma_D * sum|q_k g_k|). A negative farther than delta from every t~ is
-counted at once; the few inside a band are kept and compared with the exact
-thresholds at the end.
+own tile has been computed, each relevant score is first estimated (``t~``,
+another float32 dot product) inside a rigorous band: any float32 summation
+is within gamma_D * ||q|| ||g|| of the exact dot product, so the tile's score
+lies within twice that of t~. A negative outside every band is counted at
+once (``kernels.fold_tile``); the few inside a band are kept and compared with
+the exact thresholds at the end. Shards of the gallery add their counts.
 """
 from __future__ import annotations
 
