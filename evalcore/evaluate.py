@@ -316,46 +316,68 @@ def _open_chunk(path, options, q0, q1, storage_options, info, span=None):
 
 
 def chunk_truth(path: str, options: Options, q0: int, q1: int, storage_options, info: dict):
-    """Task: the chunk's relevant sets and threshold bands, or an input error as a value."""
+    """Task: the chunk's relevant and junk sets, or an input error as a value."""
+    try:
+        group = ds.open_dataset(path, storage_options)
+        return load_truth(group, options, q0, q1, info["n_gallery"], info.get("run_id"))
+    except InputError as exc:
+        return InputError(str(exc))
+
+
+def shard_bands(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, storage_options, info: dict,
+                truth):
+    """Task: threshold bands of the chunk's relevant pairs whose item lies in gallery rows s0..s1.
+
+    Done per shard so the rows come from the shard a worker already holds,
+    not from scattered reads of the whole gallery.
+    """
     from evalcore.ranking import threshold_bounds
 
+    if isinstance(truth, InputError):
+        return truth
     try:
-        group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, info)
-        truth = load_truth(group, options, q0, q1, info["n_gallery"], info.get("run_id"))
-        return truth, threshold_bounds(qn, truth, gallery)
+        _, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, info, span=(s0, s1))
+        pairs = np.nonzero((truth.rel_items >= s0) & (truth.rel_items < s1))[0]
+        return pairs, *threshold_bounds(qn, truth, gallery, pairs)
     except InputError as exc:
-        return InputError(str(exc)), None
+        return InputError(str(exc))
+
+
+def _gather_bands(truth, bands) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.empty(len(truth.rel_items), dtype=np.float32)
+    hi = np.empty(len(truth.rel_items), dtype=np.float32)
+    for pairs, part_lo, part_hi in bands:
+        lo[pairs], hi[pairs] = part_lo, part_hi
+    return lo, hi
 
 
 def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, storage_options, info: dict,
-               prepared):
-    """Task: the chunk's tile states over gallery rows s0..s1."""
+               truth, *bands):
+    """Task: the chunk's tile states over gallery rows s0..s1 (bands of every shard given)."""
     from evalcore.ranking import new_states, query_tiles, scan_gallery
 
-    truth, bounds = prepared
-    if isinstance(truth, InputError):
-        return truth
+    errors = [x for x in (truth, *bands) if isinstance(x, InputError)]
+    if errors:
+        return errors[0]
     try:
         group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, info, span=(s0, s1))
         gallery_junk = gallery_side(group, info.get("run_id"), ("junk",)).get("junk")
         tiles = query_tiles(qn, q0, info["n_queries"])
-        states = new_states(tiles, q0, truth, *bounds)
+        states = new_states(tiles, q0, truth, *_gather_bands(truth, bands))
         scan_gallery(tiles, states, gallery.blocks(s0, s1), gallery_junk)
         return states
     except InputError as exc:
         return InputError(str(exc))
 
 
-def combine_shards(path: str, options: Options, q0: int, q1: int, storage_options, info: dict, prepared,
-                   *parts):
+def combine_shards(path: str, options: Options, q0: int, q1: int, storage_options, info: dict, truth, *parts):
     """Task: add the shards' states and write the chunk's per-query rows."""
     from evalcore.ranking import finish_states, merge_states
 
     started = time.perf_counter()
-    errors = [x for x in (prepared[0], *parts) if isinstance(x, InputError)]
+    errors = [x for x in (truth, *parts) if isinstance(x, InputError)]
     if errors:
         return None, {"q0": q0, "q1": q1, "input_error": str(errors[0]), "near_ties": 0, "seconds": 0.0}
-    truth = prepared[0]
     ranked = finish_states(merge_states(list(parts)), truth, options.ties)
     group = ds.open_dataset(path, storage_options)
     table = per_query_table(group, options, truth, ranked, q0, q1)
@@ -366,32 +388,38 @@ def combine_shards(path: str, options: Options, q0: int, q1: int, storage_option
 def submit_chunks(client, path, options, chunks, storage_options, info, shards) -> list:
     """Futures of every chunk's (table, stats): one task each, or a small graph over gallery shards.
 
-    Sharded scans are submitted shard by shard (earlier submissions run
-    first), so a worker goes through one shard for many chunks while that
-    shard sits in its cache.
+    Sharded work is submitted shard by shard (earlier submissions run first):
+    the bands of every chunk in shard 1, 2, ..., then the scans from the last
+    shard back to the first, so a worker goes through one shard for many
+    chunks while that shard sits in its cache.
     """
     run = info["run_id"][:8]
     if shards is None:
         return [client.submit(evaluate_chunk, path, options, q0, q1, storage_options, info,
                               key=f"evalcore-chunk-{q0}-{q1}-{run}", retries=3, pure=False) for q0, q1 in chunks]
-    prepared = [client.submit(chunk_truth, path, options, q0, q1, storage_options, info,
-                              key=f"evalcore-truth-{q0}-{run}", retries=3, pure=False) for q0, q1 in chunks]
-    parts = [[client.submit(scan_shard, path, options, q0, q1, s0, s1, storage_options, info, prep,
-                            key=f"evalcore-shard-{q0}-{s0}-{run}", retries=3, pure=False)
-              for (q0, q1), prep in zip(chunks, prepared)] for s0, s1 in shards]
-    return [client.submit(combine_shards, path, options, q0, q1, storage_options, info, prep,
-                          *[parts[k][i] for k in range(len(shards))], key=f"evalcore-chunk-{q0}-{run}",
-                          retries=3, pure=False)
-            for i, ((q0, q1), prep) in enumerate(zip(chunks, prepared))]
+    submit = lambda fn, name, *args: client.submit(fn, path, options, *args, key=f"evalcore-{name}-{run}",  # noqa: E731
+                                                   retries=3, pure=False)
+    truths = [submit(chunk_truth, f"truth-{q0}", q0, q1, storage_options, info) for q0, q1 in chunks]
+    bands = [[submit(shard_bands, f"bands-{q0}-{s0}", q0, q1, s0, s1, storage_options, info, truth)
+              for (q0, q1), truth in zip(chunks, truths)] for s0, s1 in shards]
+    scans = {}
+    for k in reversed(range(len(shards))):
+        s0, s1 = shards[k]
+        for i, (q0, q1) in enumerate(chunks):
+            scans[k, i] = submit(scan_shard, f"scan-{q0}-{s0}", q0, q1, s0, s1, storage_options, info, truths[i],
+                                 *[bands[j][i] for j in range(len(shards))])
+    return [submit(combine_shards, f"chunk-{q0}", q0, q1, storage_options, info, truths[i],
+                   *[scans[k, i] for k in range(len(shards))]) for i, (q0, q1) in enumerate(chunks)]
 
 
 def run_chunk_here(path, options, q0, q1, storage_options, info, shards):
     """The same work without a cluster, one piece after another."""
     if shards is None:
         return evaluate_chunk(path, options, q0, q1, storage_options, info)
-    prepared = chunk_truth(path, options, q0, q1, storage_options, info)
-    parts = [scan_shard(path, options, q0, q1, s0, s1, storage_options, info, prepared) for s0, s1 in shards]
-    return combine_shards(path, options, q0, q1, storage_options, info, prepared, *parts)
+    truth = chunk_truth(path, options, q0, q1, storage_options, info)
+    bands = [shard_bands(path, options, q0, q1, s0, s1, storage_options, info, truth) for s0, s1 in shards]
+    parts = [scan_shard(path, options, q0, q1, s0, s1, storage_options, info, truth, *bands) for s0, s1 in shards]
+    return combine_shards(path, options, q0, q1, storage_options, info, truth, *parts)
 
 
 def plan_shards(group, info: dict, gallery_shards: int | None) -> list[tuple[int, int]] | None:

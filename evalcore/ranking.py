@@ -259,11 +259,19 @@ class _TileState:
         return ranks, top1, top1_score, rel_score, n_near
 
 
-def threshold_bounds(query_normalized: np.ndarray, truth: Truth, gallery) -> tuple[np.ndarray, np.ndarray]:
-    """Float32 bands [lo, hi] around every relevant pair's score (CSR order of ``truth``)."""
+def threshold_bounds(query_normalized: np.ndarray, truth: Truth, gallery,
+                     pairs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Float32 bands [lo, hi] around relevant pairs' scores (CSR order of ``truth``).
+
+    ``pairs`` (indices into the CSR lists) limits the work to some pairs, e.g.
+    those whose gallery item lies in one shard.
+    """
     dims = query_normalized.shape[1]
     pair_row = segment_ids(truth.rel_indptr)
-    union, inverse = np.unique(truth.rel_items, return_inverse=True)
+    items = truth.rel_items
+    if pairs is not None:
+        pair_row, items = pair_row[pairs], items[pairs]
+    union, inverse = np.unique(items, return_inverse=True)
     rows = gallery.rows(union) if union.size else np.empty((0, dims), np.float32)
     return score_bounds(query_normalized, rows, pair_row, inverse, dims)
 

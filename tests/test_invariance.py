@@ -101,3 +101,13 @@ def test_sharded_gallery_on_worker_processes(write, arrays):
     assert len(bounds) == 2 and bounds[0][0] == 0 and bounds[-1][1] == 9000
     assert bounds[0][1] == bounds[1][0] and bounds[0][1] % 4096 == 0
     tables_equal(whole, sharded)
+
+
+def test_bad_gallery_rows_are_reported_from_a_sharded_run(write, arrays):
+    from evalcore.errors import InputError
+
+    bad = dict(arrays, **{"gallery/emb": arrays["gallery/emb"].copy()})
+    bad["gallery/emb"][8500, 3] = np.nan  # in the second shard
+    path = write(bad, name="bad.zarr", chunk_rows=4096)
+    with pytest.raises(InputError, match="gallery/emb: rows 8500 contain NaN"):
+        evaluate(path, OPTS, gallery_shards=2)
