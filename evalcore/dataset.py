@@ -34,12 +34,13 @@ SHARED_ATTRIBUTE = "evalcore"
 DEFAULT_CHUNK_ROWS = 65536
 
 
-def _is_url(path: str) -> bool:
-    return "://" in str(path)
+def is_url(path) -> bool:
+    """A URL for fsspec (s3://, gs://, ...); ``file://`` and plain paths are local."""
+    return "://" in str(path) and not str(path).startswith("file://")
 
 
 def _store_options(path, storage_options):
-    return {"storage_options": dict(storage_options)} if _is_url(path) and storage_options else {}
+    return {"storage_options": dict(storage_options)} if is_url(path) and storage_options else {}
 
 
 def open_dataset(path, storage_options: Mapping | None = None) -> zarr.Group:
@@ -187,9 +188,7 @@ def _rows_list(rows: np.ndarray, limit: int = 5) -> str:
 def _check_kind(group, name, problems) -> bool:
     arr = group[name]
     kinds = ACCEPTED_KINDS.get(_leaf(name))
-    kind = np.dtype(arr.dtype.to_native_dtype() if hasattr(arr.dtype, "to_native_dtype") else arr.dtype).kind \
-        if not isinstance(arr.dtype, np.dtype) else arr.dtype.kind
-    if kinds and kind not in kinds:
+    if kinds and arr.dtype.kind not in kinds:
         what = {"f": "floating-point", "iu": "integer", "b": "boolean", "UOT": "string"}[kinds]
         problems.add(f"{name}: dtype {arr.dtype} is not {what}")
         return False
@@ -199,7 +198,7 @@ def _check_kind(group, name, problems) -> bool:
     return True
 
 
-def required_arrays(protocol: str, *, rankings: bool) -> list[str]:
+def required_arrays(protocol: str) -> list[str]:
     """Arrays a protocol needs besides the embeddings (contract sections 2 and 3)."""
     need = {
         "reid": ["query/label", "gallery/label", "query/cam", "gallery/cam"],
@@ -211,58 +210,48 @@ def required_arrays(protocol: str, *, rankings: bool) -> list[str]:
     return need
 
 
-def check_embeddings(name: str, rows_start: int, block: np.ndarray, cosine: bool) -> list[str]:
-    """Problems of one block of embedding rows: non-finite values, and zero vectors under cosine."""
-    found = []
-    bad = np.nonzero(~np.isfinite(block).all(axis=1))[0]
-    if bad.size:
-        found.append(f"{name}: rows {_rows_list(bad + rows_start)} contain NaN or Inf")
-    if cosine:
-        zero = np.nonzero(~np.any(block != 0, axis=1))[0]
-        if zero.size:
-            found.append(f"{name}: rows {_rows_list(zero + rows_start)} are all-zero vectors "
-                         "(cosine similarity is undefined for them)")
-    return found
+def bad_rows(block: np.ndarray, norms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(rows with NaN/Inf, all-zero rows) of an embedding block.
 
-
-def check_norms(name: str, rows_start: int, norms: np.ndarray, cosine: bool) -> list[str]:
-    """The same problems as check_embeddings, read off the rows' float64 norms.
-
-    A row with NaN or Inf has a non-finite norm and an all-zero row a zero one,
-    so the block itself needs no extra pass.
+    With the rows' float64 norms at hand no extra pass is needed: a NaN or Inf
+    gives a non-finite norm and a zero row a zero one.
     """
+    if norms is not None:
+        return np.nonzero(~np.isfinite(norms))[0], np.nonzero(norms == 0)[0]
+    return np.nonzero(~np.isfinite(block).all(axis=1))[0], np.nonzero(~np.any(block != 0, axis=1))[0]
+
+
+def embedding_problems(name: str, nonfinite: np.ndarray, zero: np.ndarray, cosine: bool) -> list[str]:
+    """The messages for bad embedding rows (zero rows only matter under cosine)."""
     found = []
-    bad = np.nonzero(~np.isfinite(norms))[0]
-    if bad.size:
-        found.append(f"{name}: rows {_rows_list(bad + rows_start)} contain NaN or Inf")
-    if cosine:
-        zero = np.nonzero(norms == 0)[0]
-        if zero.size:
-            found.append(f"{name}: rows {_rows_list(zero + rows_start)} are all-zero vectors "
-                         "(cosine similarity is undefined for them)")
+    if nonfinite.size:
+        found.append(f"{name}: rows {_rows_list(nonfinite)} contain NaN or Inf")
+    if cosine and zero.size:
+        found.append(f"{name}: rows {_rows_list(zero)} are all-zero vectors "
+                     "(cosine similarity is undefined for them; use --similarity dot or fix the rows)")
     return found
+
+
+def check_embeddings(name: str, rows_start: int, block: np.ndarray, cosine: bool,
+                     norms: np.ndarray | None = None) -> list[str]:
+    """Problems of one block of embedding rows starting at ``rows_start``."""
+    nonfinite, zero = bad_rows(block, norms)
+    return embedding_problems(name, nonfinite + rows_start, zero + rows_start, cosine)
 
 
 def scan_embeddings(group, name: str, cosine: bool, problems: Problems) -> None:
-    """Check every row of an embedding array in chunk-sized blocks (bounded memory)."""
+    """Check every row of an embedding array, a few whole Zarr chunks (~64 MiB) at a time."""
     arr = group[name]
-    step = max(arr.chunks[0], 1)
-    step = max(step, (1 << 24) // max(1, arr.shape[1]))  # ~64 MiB float32 per read
-    step -= step % arr.chunks[0] if step > arr.chunks[0] else 0
-    bad_nonfinite, bad_zero = [], []
+    chunk = max(arr.chunks[0], 1)
+    step = max(1, (1 << 24) // max(1, arr.shape[1] * chunk)) * chunk
+    nonfinite, zero = [], []
     for start in range(0, arr.shape[0], step):
-        block = np.asarray(arr[start:start + step], dtype=np.float32 if arr.dtype != np.float64 else np.float64)
-        bad_nonfinite.append(np.nonzero(~np.isfinite(block).all(axis=1))[0] + start)
-        if cosine:
-            bad_zero.append(np.nonzero(~np.any(block != 0, axis=1))[0] + start)
-    nonfinite = np.concatenate(bad_nonfinite) if bad_nonfinite else np.empty(0, np.int64)
-    if nonfinite.size:
-        problems.add(f"{name}: rows {_rows_list(nonfinite)} contain NaN or Inf")
-    if cosine and bad_zero:
-        zero = np.concatenate(bad_zero)
-        if zero.size:
-            problems.add(f"{name}: rows {_rows_list(zero)} are all-zero vectors "
-                         "(cosine similarity is undefined for them; use --similarity dot or fix the rows)")
+        bad, empty = bad_rows(np.asarray(arr[start:start + step]))
+        nonfinite.append(bad + start)
+        zero.append(empty + start)
+    join = lambda parts: np.concatenate(parts) if parts else np.empty(0, np.int64)  # noqa: E731
+    for message in embedding_problems(name, join(nonfinite), join(zero), cosine):
+        problems.add(message)
 
 
 def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", judged_only: bool = False,
@@ -276,7 +265,7 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
     for name in ("query/emb", "gallery/emb"):
         if not rankings and not has(group, name):
             problems.add(f"{name}: missing (needed to rank; or give ranking/item)")
-    for name in required_arrays(protocol, rankings=rankings):
+    for name in required_arrays(protocol):
         if not has(group, name):
             problems.add(f"{name}: missing (needed by protocol {protocol!r})")
     if problems:
@@ -306,8 +295,6 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         dq, dg = group["query/emb"].shape[-1], group["gallery/emb"].shape[-1]
         if dq != dg:
             problems.add(f"gallery/emb: {dg} dimensions, but query/emb has {dq}")
-    if has(group, "gallery/junk") and "gallery" not in n:
-        pass
     if has(group, "ranking/item"):
         item = group["ranking/item"]
         if len(item.shape) != 2:

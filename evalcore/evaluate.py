@@ -260,7 +260,7 @@ class GalleryBlocks:
         if raw.dtype != np.float32:
             raw = raw.astype(np.float32)  # float16 products are slow in numpy: upcast the block once
         norms = row_norms(raw)
-        problems = ds.check_norms("gallery/emb", g0, norms, self.similarity == "cosine")
+        problems = ds.check_embeddings("gallery/emb", g0, raw, self.similarity == "cosine", norms=norms)
         if problems:
             raise InputError(problems[0])
         block = normalize_rows(raw, self.similarity, norms=norms, copy=False)

@@ -23,14 +23,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalcore.dataset import is_url
 from evalcore.errors import InputError
 
 MANIFEST = "manifest.json"
 TABLES = ("per_query", "summary", "cmc")
-
-
-def is_url(path) -> bool:
-    return "://" in str(path) and not str(path).startswith("file://")
 
 
 def versions() -> dict:

@@ -231,3 +231,17 @@ def test_failed_run_leaves_an_earlier_report_intact(tmp_path):
     assert failed.returncode == 2 and "gallery/emb" in failed.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.zarr", "ds.zarr", "out"]
+
+
+@pytest.mark.cluster
+def test_demo_writes_a_dataset_and_a_report_and_prints_the_summary(tmp_path):
+    out = tmp_path / "demo"
+    result = run("demo", "--out", out, "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    assert "Summary" in result.stdout and "all" in result.stdout and "Worst" in result.stdout
+    summary = pq.read_table(out / "report" / "summary.parquet").to_pylist()[0]
+    assert summary["n_queries"] == 3368 and 0 < summary["n_unknown"] < 200   # Market-1501 shaped, a few unknown
+    assert 0 < summary["map"] < 1 and summary["threshold"] == pytest.approx(0.2)
+    assert (out / "report" / "report.html").exists() and (out / "report" / "threshold_sweep.parquet").exists()
+    again = run("demo", "--out", out, "--dims", "16", "--workers", "1")
+    assert again.returncode == 2 and "--overwrite" in again.stderr
