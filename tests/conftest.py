@@ -4,7 +4,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from evalcore import dataset as ds
+from evalcore.io import dataset as ds
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 VECTOR_DTYPES = {"emb": "float32", "label": "int64", "cam": "int64", "lat": "float64", "lon": "float64",

@@ -9,10 +9,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import zarr
-
-from evalcore import dataset as ds
-
 from conftest import load_vector, random_reid, vector_arrays
+
+from evalcore.io import dataset as ds
 
 CLI = [str(Path(sys.executable).with_name("evalcore"))]
 CORE_VECTORS = ["reid_camera_junk", "open_set_threshold", "ties_constant_submission", "ties_optimistic",

@@ -18,10 +18,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
-from evalcore import dataset as ds
-
 from conftest import random_reid
+
+from evalcore.io import dataset as ds
 
 pytestmark = pytest.mark.cluster
 

@@ -19,10 +19,10 @@ import socket
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 from packaging.requirements import Requirement
 
@@ -565,7 +565,9 @@ def test_nightly_job_file_is_accepted_by_evalcore(tmp_path):
     toml_path, text = _nightly_toml()
     job_file = tmp_path / toml_path.name
     job_file.write_text(text)
-    from jobs.nightly import load_job  # the real validator of `evalcore nightly`
+    from evalcore.jobs.nightly import (
+        load_job,  # the real validator of `evalcore nightly`
+    )
 
     job = load_job(job_file)
     # The history must outlive the pod, or there is never a "previous run"

@@ -11,11 +11,10 @@ import time
 
 import numpy as np
 import pytest
-
-from evalcore import dataset as ds
-
 from conftest import random_reid
 from test_cluster import CLI, assert_same_tables, dask_processes, run
+
+from evalcore.io import dataset as ds
 
 pytestmark = pytest.mark.cluster
 
@@ -174,7 +173,7 @@ def test_killed_worker_messages_tell_memory_from_other_deaths():
 
     from distributed.scheduler import KilledWorker
 
-    from jobs.cluster import check_address, explain_failure
+    from evalcore.engine.cluster import check_address, explain_failure
 
     worker = SimpleNamespace(address="tcp://10.0.0.5:40000", memory_limit=4 << 30)
     exc = KilledWorker("evalcore-chunk-512-768-0123abcd", worker, 3)

@@ -10,11 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from evalcore.evaluate import Options, evaluate
-
 from reference import cosine_scores, evaluate_all, relevance_reid
 from test_reference import compare, quantized
+
+from evalcore.engine.evaluate import Options, evaluate
 
 CLI = [str(Path(sys.executable).with_name("evalcore"))]
 
@@ -120,7 +119,7 @@ def test_faiss_json_round_trip_scores_places_by_the_nearest_reference(tmp_path):
 
 
 def test_trec_qrels_merged_into_a_dataset_round_trip(tmp_path, source):
-    from evalcore import dataset as ds
+    from evalcore.io import dataset as ds
 
     keys_q = [f"Q{i}" for i in range(60)]
     keys_g = [f"D{i}" for i in range(400)]

@@ -12,9 +12,9 @@ import pytest
 import scipy.io
 import zarr
 
+from evalcore.cli import import_cmd
 from evalcore.errors import InputError
-from evalcore.importers import FORMATS_HELP, import_to, read_format
-from jobs import import_cmd
+from evalcore.io.importers import FORMATS_HELP, import_to, read_format
 
 RNG = np.random.default_rng(7)
 
@@ -35,7 +35,8 @@ def _attrs(path) -> dict:
 
 def _valid(path, protocol):
     """The written dataset passes the project's own validation for its protocol."""
-    from evalcore.dataset import open_dataset, validate
+    from evalcore.io.dataset import open_dataset
+    from evalcore.io.validate import validate
 
     assert validate(open_dataset(path), protocol).items == []
     assert _attrs(path)["protocol"] == protocol
@@ -407,7 +408,7 @@ def test_trec_bad_id_list(tmp_path):
 
 
 def test_trec_merged_into_existing_dataset(tmp_path):
-    from evalcore.dataset import write_dataset
+    from evalcore.io.dataset import write_dataset
 
     qemb = RNG.standard_normal((2, 3)).astype(np.float32)
     gemb = RNG.standard_normal((3, 3)).astype(np.float32)

@@ -9,12 +9,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from evalcore import dataset as ds
-from evalcore import history as h
-from jobs.cli import main
-
 from conftest import random_reid
+
+from evalcore.cli.main import main
+from evalcore.io import dataset as ds
+from evalcore.io import history as h
 
 CLI = [str(Path(sys.executable).with_name("evalcore"))]
 
@@ -160,7 +159,7 @@ def test_bad_date_exits_2(tmp_path, capsys, monkeypatch):
 
 
 def test_example_job_file_is_valid():
-    from jobs.nightly import load_job
+    from evalcore.jobs.nightly import load_job
 
     job = load_job(Path(__file__).parents[1] / "jobs" / "nightly.example.toml")
     assert job["evaluation"][0]["dataset"] == "evalcore-demo/dataset.zarr"

@@ -1,11 +1,10 @@
 """Threshold sweep and target FPIR against a direct count at every threshold."""
 import numpy as np
 import pytest
-
-from evalcore import openset
-from evalcore.evaluate import Options, evaluate
-
 from conftest import random_reid
+
+from evalcore.core import openset
+from evalcore.engine.evaluate import Options, evaluate
 
 
 def direct(score, correct, known, t):

@@ -1,4 +1,4 @@
-"""Tests of evalcore.pages: HTML report, trend page, terminal text, report loading."""
+"""Tests of evalcore.render.pages: HTML report, trend page, terminal text, report loading."""
 from __future__ import annotations
 
 import base64
@@ -12,7 +12,12 @@ import pyarrow as pa
 import pytest
 
 from evalcore.errors import InputError
-from evalcore.pages import format_terminal, render_report_html, render_trend_html, worst_queries
+from evalcore.render.pages import (
+    format_terminal,
+    render_report_html,
+    render_trend_html,
+    worst_queries,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 IMG = re.compile(r'<img alt="([^"]*)" src="([^"]*)"')

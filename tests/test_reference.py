@@ -1,11 +1,10 @@
 """evalcore against the brute-force evaluator in tests/reference.py, on random data."""
 import numpy as np
 import pytest
-
-from evalcore.evaluate import Options, evaluate
-
 from conftest import random_reid
 from reference import cosine_scores, evaluate_all, relevance_class, relevance_reid
+
+from evalcore.engine.evaluate import Options, evaluate
 
 COLUMNS = ["n_relevant", "n_junk", "first_rank", "last_rank", "ap", "ap_trapz", "inp", "rr", "top1"]
 

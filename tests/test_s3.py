@@ -7,14 +7,13 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 import pytest
-
-from evalcore import dataset as ds
-from evalcore import report
-from evalcore.errors import InputError
-
 from conftest import random_reid
 from s3server import s3_server
 from test_cluster import dask_processes, run
+
+from evalcore.errors import InputError
+from evalcore.io import dataset as ds
+from evalcore.io import report
 
 pytestmark = pytest.mark.cluster
 
@@ -50,8 +49,9 @@ def assert_same_report(a: dict, b: dict, tables=("per_query", "summary", "cmc"))
 
 def local_run(path, *cli_args) -> dict:
     """The same evaluation in this process, on the local copy, chunk after chunk (no cluster)."""
-    from evalcore.evaluate import evaluate
-    from jobs.cli import build_parser, options_from_args
+    from evalcore.cli.main import build_parser
+    from evalcore.jobs.common import options_from_args
+    from evalcore.engine.evaluate import evaluate
 
     args = build_parser().parse_args(["evaluate", str(path), "--out", "unused", *cli_args])
     options = options_from_args(args, ds.dataset_attributes(ds.open_dataset(path)))

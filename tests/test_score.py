@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 import zarr
 
-from evalcore import challenge as ch
-from evalcore import dataset as ds
-from jobs.cli import main
+from evalcore.cli.main import main
+from evalcore.io import challenge as ch
+from evalcore.io import dataset as ds
 
 CLI = [str(Path(sys.executable).with_name("evalcore"))]
 DIMS = 128

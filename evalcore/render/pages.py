@@ -1,7 +1,7 @@
 """Human-readable renderings of a report folder: one HTML page, a trend page, plain text.
 
 Everything here is a pure function of pyarrow tables and the ``run.json`` dict
-(reading a report folder is :func:`evalcore.report.read_report`). Pages are
+(reading a report folder is :func:`evalcore.io.report.read_report`). Pages are
 self-contained: CSS is inline and plots are inline PNGs
 (``data:image/png;base64,...``), so a page can be mailed, archived or opened
 from an object store without anything else.

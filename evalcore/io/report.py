@@ -23,8 +23,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalcore.dataset import is_url
 from evalcore.errors import InputError
+from evalcore.io.dataset import is_url
 
 MANIFEST = "manifest.json"
 TABLES = ("per_query", "summary", "cmc")

@@ -17,12 +17,21 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
-from evalcore import dataset as ds
-from evalcore import metrics as m
-from evalcore import protocols as p
+from evalcore.core import metrics as m
+from evalcore.core import protocols as p
+from evalcore.core.ranking import (
+    TILE_COLS,
+    TILE_ROWS,
+    Ranked,
+    normalize_rows,
+    rank_by_embeddings,
+    rank_by_lists,
+    row_norms,
+)
 from evalcore.errors import InputError
-from evalcore.ranking import (TILE_COLS, TILE_ROWS, Ranked, normalize_rows, rank_by_embeddings, rank_by_lists,
-                              row_norms)
+from evalcore.io import dataset as ds
+from evalcore.io import truth as truth_io
+from evalcore.io.validate import validate as validate_dataset
 
 PROTOCOLS = ("reid", "class", "qrels", "geo", "xy")
 
@@ -171,9 +180,8 @@ def load_truth(group, options: Options, q0: int, q1: int, n_gallery: int, run_id
         return p.reid_truth(ql, ds.read(group, "query/cam", rows).astype(np.int64), g["label"], g["cam"],
                             g.get("junk"), index=g["label_index"])
     gallery_junk = gallery_side(group, run_id, ("junk",)).get("junk")
-    from evalcore import ground_truth  # qrels, geo, xy
 
-    return ground_truth.load(group, options, q0, q1, n_gallery, gallery_junk)
+    return truth_io.load(group, options, q0, q1, n_gallery, gallery_junk)
 
 
 def _keys(group, side: str, idx: np.ndarray) -> list:
@@ -200,9 +208,8 @@ def rank_chunk(group, options: Options, info: dict, truth: p.Truth, q0: int, q1:
         scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
         return rank_by_lists(items, scores, truth, gallery_junk)
     if truth.allowed_indptr is not None:
-        from evalcore import ground_truth
 
-        return ground_truth.rank_among_allowed(group, options, truth, q0, q1)
+        return truth_io.rank_among_allowed(group, options, truth, q0, q1)
     query, gallery = chunk_inputs(group, options, q0, q1, info, cache=True)
     return rank_by_embeddings(query, q0, truth, gallery, n_query=info["n_queries"], similarity=options.similarity,
                               ties=options.ties, gallery_junk=gallery_junk)
@@ -331,7 +338,7 @@ def shard_bands(path: str, options: Options, q0: int, q1: int, s0: int, s1: int,
     Done per shard so the rows come from the shard a worker already holds,
     not from scattered reads of the whole gallery.
     """
-    from evalcore.ranking import threshold_bounds
+    from evalcore.core.ranking import threshold_bounds
 
     if isinstance(truth, InputError):
         return truth
@@ -354,7 +361,7 @@ def _gather_bands(truth, bands) -> tuple[np.ndarray, np.ndarray]:
 def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, storage_options, info: dict,
                truth, *bands):
     """Task: the chunk's tile states over gallery rows s0..s1 (bands of every shard given)."""
-    from evalcore.ranking import new_states, query_tiles, scan_gallery
+    from evalcore.core.ranking import new_states, query_tiles, scan_gallery
 
     errors = [x for x in (truth, *bands) if isinstance(x, InputError)]
     if errors:
@@ -372,7 +379,7 @@ def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, 
 
 def combine_shards(path: str, options: Options, q0: int, q1: int, storage_options, info: dict, truth, *parts):
     """Task: add the shards' states and write the chunk's per-query rows."""
-    from evalcore.ranking import finish_states, merge_states
+    from evalcore.core.ranking import finish_states, merge_states
 
     started = time.perf_counter()
     errors = [x for x in (truth, *parts) if isinstance(x, InputError)]
@@ -483,9 +490,8 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
     for name, v in truth.columns.items():
         cols[name] = _nullable(np.asarray(v, dtype=np.float64), np.isnan(np.asarray(v, dtype=np.float64)))
     if "gt_distance" in truth.columns:
-        from evalcore import ground_truth
 
-        d = ground_truth.top1_distance(group, options, q0, q1, r.top1)
+        d = truth_io.top1_distance(group, options, q0, q1, r.top1)
         cols["top1_distance"] = _nullable(d, np.isnan(d))
     assert all(len(a) == n for a in cols.values())
     return pa.table(cols)
@@ -561,7 +567,7 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
     group = ds.open_dataset(path, storage_options)
     info = describe(group, options)
     # structure here, once; embedding values are checked by the tasks as they read them
-    problems = ds.validate(group, options.protocol, similarity=options.similarity, judged_only=options.judged_only,
+    problems = validate_dataset(group, options.protocol, similarity=options.similarity, judged_only=options.judged_only,
                            scan_values=False)
     problems.raise_if_any()
     info["run_id"] = uuid.uuid4().hex

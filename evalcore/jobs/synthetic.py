@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import zarr
 
-from evalcore.dataset import SHARED_ATTRIBUTE
+from evalcore.io.dataset import SHARED_ATTRIBUTE
 
 BLOCK = 65536
 

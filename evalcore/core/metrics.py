@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from evalcore.protocols import segment_ids
+from evalcore.core.protocols import segment_ids
 
 
 def _positions(indptr: np.ndarray) -> np.ndarray:

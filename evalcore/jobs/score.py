@@ -2,7 +2,7 @@
 
 1. Check everything first, writing nothing: ``--out`` (empty or new), the
    leaderboard (readable, if it exists), the truth bundle, the submission
-   (headers, dtype, shape, every value: ``evalcore.challenge``). A problem is
+   (headers, dtype, shape, every value: ``evalcore.io.challenge``). A problem is
    one line and exit status 2.
 2. Write a combined dataset (the submission's vectors as float32 + the
    truth's arrays) into a hidden temporary folder next to ``DIR``, and
@@ -19,15 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from evalcore import challenge as ch
 from evalcore.errors import InputError
+from evalcore.io import challenge as ch
 
 #: query rows per Zarr chunk of the combined dataset (the tasks split it further)
 QUERY_CHUNK = 65536
@@ -37,7 +36,7 @@ GALLERY_CHUNK = 8192
 
 def write_combined(path, sub: ch.Submission, truth, n_query: int, n_gallery: int, dims: int) -> None:
     """The dataset the evaluation reads: submission vectors (float32) + every non-embedding truth array."""
-    from evalcore import dataset as ds
+    from evalcore.io import dataset as ds
 
     arrays = {}
     for side in ("query", "gallery", "qrels"):
@@ -59,9 +58,9 @@ def write_combined(path, sub: ch.Submission, truth, n_query: int, n_gallery: int
 
 
 def cmd_score(args) -> int:
-    from evalcore import dataset as ds
-    from evalcore import report
-    from jobs.cli import EXIT_OK, run_evaluation, workers_from_args
+    from evalcore.io import dataset as ds
+    from evalcore.io import report
+    from evalcore.jobs.common import EXIT_OK, run_evaluation, workers_from_args
 
     # -- 1. checks, nothing written
     team = ch.check_team(args.team)
@@ -77,7 +76,7 @@ def cmd_score(args) -> int:
     ch.read_leaderboard(leaderboard)
     workers_from_args(args)
     if args.scheduler:
-        from jobs.cluster import check_address
+        from evalcore.engine.cluster import check_address
 
         check_address(args.scheduler)
     try:
@@ -113,7 +112,7 @@ def cmd_score(args) -> int:
     # -- 3. the participant's result and the leaderboard
     when = ch.utc_now()
     record = ch.result_record(team, name, fingerprint, summary_all, when)
-    from evalcore.history import atomic_write
+    from evalcore.io.history import atomic_write
 
     atomic_write(out / "result.json", (json.dumps(record, indent=2) + "\n").encode())
     ch.update_leaderboard(leaderboard, ch.leaderboard_row(record, when))
@@ -125,7 +124,7 @@ def cmd_score(args) -> int:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``evalcore score`` to the main command line."""
-    from jobs.cli import add_cluster_options
+    from evalcore.jobs.common import add_cluster_options
 
     p = subparsers.add_parser(
         "score", help="score a challenge submission against a truth bundle and update the leaderboard",
@@ -146,7 +145,3 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-if __name__ == "__main__":  # pragma: no cover
-    from jobs.cli import main
-
-    sys.exit(main(["score", *sys.argv[1:]]))

@@ -120,7 +120,7 @@ def conventional_map(path: str, threads: int) -> tuple[float, float, float]:
 
 
 def generate(path: str, shape: str) -> None:
-    from evalcore import synthetic
+    from evalcore.jobs import synthetic
 
     nq, ng, dims, dtype, ids, _ = SHAPES[shape]
     synthetic.write_clustered(path, n_query=nq, n_gallery=ng, dims=dims, n_ids=ids, dtype=dtype,
@@ -131,9 +131,8 @@ def generate(path: str, shape: str) -> None:
 def run(args) -> int:
     from distributed import Client, LocalCluster
 
-    from jobs.cluster import PRELOAD
-
-    from evalcore.evaluate import Options, evaluate
+    from evalcore.engine.cluster import PRELOAD
+    from evalcore.engine.evaluate import Options, evaluate
 
     nq, ng, dims, dtype, _, limit = SHAPES[args.shape]
     workers = int(args.workers)

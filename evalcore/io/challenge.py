@@ -300,7 +300,7 @@ def open_submission(path) -> Submission:
         return sub
     import zarr
 
-    from evalcore import dataset as ds
+    from evalcore.io import dataset as ds
 
     if not root.exists() and "://" not in str(path):
         raise InputError(f"submission {path}: no such file or folder")
@@ -374,7 +374,7 @@ TRUTH_ARRAYS = ("query/key", "gallery/key", "qrels/query", "qrels/item", "qrels/
 
 def truth_shape(group) -> tuple[int, int, int]:
     """(queries, gallery images, dims) of a truth bundle; InputError naming what is missing."""
-    from evalcore import dataset as ds
+    from evalcore.io import dataset as ds
 
     attrs = ds.dataset_attributes(group)
     if attrs.get("protocol", "qrels") != "qrels":
@@ -458,7 +458,7 @@ def update_leaderboard(path, record: Mapping) -> pa.Table:
     and writes the leaderboard and ``<stem>_best.parquet`` each through a
     temporary file and ``os.replace``. Returns the new leaderboard.
     """
-    from evalcore.history import atomic_write, locked
+    from evalcore.io.history import atomic_write, locked
 
     p = Path(path)
     row = {k: record[k] for k in LEADERBOARD_COLUMNS}

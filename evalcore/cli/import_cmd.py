@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from evalcore.importers import FORMATS, FORMATS_HELP, import_to
+from evalcore.io.importers import FORMATS, FORMATS_HELP, import_to
 
 #: option attribute -> importer keyword, for every per-format option.
 FORMAT_OPTIONS = (

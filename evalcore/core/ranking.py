@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalcore.kernels import fold_tile
-from evalcore.protocols import Truth, segment_ids
+from evalcore.core.kernels import fold_tile
+from evalcore.core.protocols import Truth, segment_ids
 
 TILE_ROWS = 256
 TILE_COLS = 4096

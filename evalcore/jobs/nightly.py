@@ -23,10 +23,11 @@ import json
 import math
 import os
 import sys
+
 import tomllib
 
-from evalcore import history as h
 from evalcore.errors import InputError
+from evalcore.io import history as h
 
 TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "trend_metrics", "evaluation", "gates",
             "baseline"}
@@ -171,7 +172,7 @@ def load_job(path) -> dict:
 
 
 def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
-    """The options of ``jobs.cli.run_evaluation`` for one evaluation."""
+    """The options of ``evalcore.jobs.common.run_evaluation`` for one evaluation."""
     scheduler, workers = args.scheduler, args.workers
     if scheduler is None and workers is None:
         scheduler, workers = job.get("scheduler"), job.get("workers")
@@ -215,9 +216,17 @@ def today() -> str:
 
 
 def cmd_nightly(args) -> int:
-    from evalcore import pages, report
-    from jobs.cli import EXIT_FAILED, EXIT_GATE, EXIT_INPUT, EXIT_OK, parse_storage_options, run_evaluation
-    from jobs.cluster import ClusterUnreachable
+    from evalcore.engine.cluster import ClusterUnreachable
+    from evalcore.jobs.common import (
+        EXIT_FAILED,
+        EXIT_GATE,
+        EXIT_INPUT,
+        EXIT_OK,
+        parse_storage_options,
+        run_evaluation,
+    )
+    from evalcore.io import report
+    from evalcore.render import pages
 
     job = load_job(args.job)
     run_date = h.check_date(args.date) if args.date else today()
@@ -285,7 +294,7 @@ def cmd_nightly(args) -> int:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``evalcore nightly`` to the main command line."""
-    from jobs.cli import add_cluster_options
+    from evalcore.jobs.common import add_cluster_options
 
     p = subparsers.add_parser(
         "nightly", help="run a job file's evaluations, keep their history and check regression gates",

@@ -82,5 +82,5 @@ def warm_up() -> None:
 
 
 def dask_setup(worker) -> None:  # noqa: ARG001 - distributed's preload hook
-    """Workers started with ``--preload evalcore.kernels`` compile the kernel before their first task."""
+    """Workers started with ``--preload evalcore.core.kernels`` compile the kernel before their first task."""
     warm_up()

@@ -6,7 +6,7 @@ One reader per format. Each reader only reads and validates: it returns
 :class:`~evalcore.errors.InputError` on the first problem, naming the file,
 the record (0-based ``row`` / ``entry``, 1-based ``line``) and the field.
 :func:`import_to` runs a reader and only then calls
-:func:`evalcore.dataset.write_dataset`, so nothing is written on bad input.
+:func:`evalcore.io.dataset.write_dataset`, so nothing is written on bad input.
 
 Formats (``FORMATS_HELP`` is the same text for the command line):
 
@@ -751,7 +751,7 @@ def _read_ids(path) -> list[str]:
 def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
               storage_options: Mapping | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """TREC qrels against query/gallery id lists, or against an existing dataset's keys."""
-    from evalcore import dataset as ds
+    from evalcore.io import dataset as ds
 
     arrays: dict[str, np.ndarray] = {}
     attrs: dict = {}
@@ -873,7 +873,7 @@ def import_to(format: str, inputs, out, overwrite: bool = False, *, chunk_rows: 
     Returns a summary: format, out, protocol and counts (queries, gallery, dims,
     qrels, ranking_k) for what was written.
     """
-    from evalcore.dataset import write_dataset
+    from evalcore.io.dataset import write_dataset
 
     if not overwrite and "://" not in str(out) and os.path.exists(out):
         raise InputError(f"output {out}: already exists (pass --overwrite to replace it)")

@@ -12,7 +12,7 @@ from evalcore.errors import InputError
 ADDRESS = re.compile(r"^(tcp|tls|ucx|inproc)://([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
 CONNECT_TIMEOUT = "15s"
 #: imported by every local worker as it starts, so the first task does not pay for imports
-PRELOAD = ["evalcore.evaluate", "evalcore.kernels"]
+PRELOAD = ["evalcore.engine.evaluate", "evalcore.core.kernels"]
 #: the topic under which a nanny logs restarting its worker for exceeding the memory limit
 MEMORY_RESTART_TOPIC = "worker-restart-memory"
 

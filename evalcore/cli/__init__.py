@@ -1,0 +1,1 @@
+"""The ``evalcore`` command line."""

@@ -1,0 +1,191 @@
+"""The ``evalcore`` command line (CONTRACT.md section 9).
+
+Exit status: 0 done; 2 bad input or usage (one message naming the array or
+option, no traceback); 1 anything else; 3 a nightly regression gate failed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from evalcore.cli import import_cmd
+from evalcore.errors import InputError
+from evalcore.jobs import nightly, score
+from evalcore.jobs.common import (
+    EXIT_FAILED,
+    EXIT_INPUT,
+    EXIT_OK,
+    add_run_options,
+    parse_number,
+    parse_storage_options,
+    run_evaluation,
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    def error(self, message):
+        raise InputError(f"{self.prog}: {message}")
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_evaluate(args) -> int:
+    result = run_evaluation(args.dataset, args.out, args, quiet=args.quiet)
+    for warning in result.info.get("warnings", []):
+        print(f"evalcore: warning: {warning}", file=sys.stderr)
+    if not args.quiet:
+        print_summary(result.summary, None)
+        print(f"report written to {args.out}")
+    return EXIT_OK
+
+
+def print_summary(summary, per_query, n_worst: int = 10) -> None:
+    from evalcore.render import pages
+
+    print(pages.format_terminal(summary, per_query, n_worst=n_worst))
+
+
+def cmd_validate(args) -> int:
+    from evalcore.io import dataset as ds
+    from evalcore.io.validate import validate
+
+    storage_options = parse_storage_options(args.storage_option)
+    group = ds.open_dataset(args.dataset, storage_options)
+    attributes = ds.dataset_attributes(group)
+    protocol = args.protocol or attributes.get("protocol") or "class"
+    similarity = args.similarity or attributes.get("similarity") or "cosine"
+    problems = validate(group, protocol, similarity=similarity)
+    if problems:
+        for line in problems.items:
+            print(f"evalcore: {args.dataset}: {line}", file=sys.stderr)
+        print(f"{len(problems.items)} problem(s) found", file=sys.stderr)
+        return EXIT_INPUT
+    shapes = ", ".join(f"{side}/{name} {arr.shape}" for side in ("query", "gallery")
+                       if side in group for name, arr in sorted(group[side].arrays()) if name == "emb")
+    print(f"{args.dataset}: valid for protocol {protocol} ({shapes or 'precomputed rankings'})")
+    return EXIT_OK
+
+
+def cmd_demo(args) -> int:
+    from evalcore.jobs import synthetic
+
+    out = args.out or "evalcore-demo"
+    dataset = os.path.join(out, "dataset.zarr")
+    report_dir = os.path.join(out, "report")
+    from evalcore.io import report
+
+    report.check_out(out, args.overwrite)
+    if args.overwrite and os.path.isdir(out):
+        import shutil
+
+        shutil.rmtree(out)
+    print(f"writing a synthetic Market-1501-shaped dataset to {dataset} ...", flush=True)
+    synthetic.write_market_like(dataset, dims=parse_number("--dims", args.dims, int), seed=0)
+    ns = argparse.Namespace(protocol=None, similarity=None, ks="1,5,10", max_rank="50", ties="pessimistic",
+                            threshold=args.threshold, map_at=None, judged_only=False, radius=None, sweep=True,
+                            target_fpir="0.1", scheduler=None, workers=args.workers, memory_limit="auto",
+                            storage_option=None, chunk_rows=None, gallery_shards=None, overwrite=False)
+    started = time.perf_counter()
+    result = run_evaluation(dataset, report_dir, ns)
+    print_summary(result.summary, result.per_query, n_worst=5)
+    print(f"evaluated {result.info['n_queries']} queries x {result.info['n_gallery']} gallery in "
+          f"{time.perf_counter() - started:.1f} s; report: {report_dir} (open report.html)")
+    return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    from evalcore.io import report
+
+    content = report.read_report(args.report, parse_storage_options(args.storage_option))
+    print_summary(content["summary"], content["per_query"], n_worst=args.worst)
+    return EXIT_OK
+
+
+def cmd_bench(args) -> int:
+    from evalcore.jobs import bench
+
+    return bench.run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="evalcore", description="Exact, distributed evaluation of embedding retrieval.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    p = sub.add_parser("evaluate", help="evaluate a dataset and write a report folder")
+    p.add_argument("dataset", help="Zarr dataset: a folder or any fsspec URL (s3://...)")
+    p.add_argument("--out", required=True, help="report folder (local or URL)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing report folder")
+    p.add_argument("--quiet", action="store_true", help="no progress and no printed summary")
+    add_run_options(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("validate", help="check a dataset and list every problem found")
+    p.add_argument("dataset")
+    p.add_argument("--protocol", choices=["reid", "class", "qrels", "geo", "xy"])
+    p.add_argument("--similarity", choices=["cosine", "dot"])
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("demo", help="synthetic Market-1501-shaped data, full run, printed summary")
+    p.add_argument("--out", help="folder for the dataset and the report (default ./evalcore-demo)")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--dims", default="256", help="embedding dimensions (default 256)")
+    p.add_argument("--threshold", default="0.2", help="open-set threshold for the demo (default 0.2)")
+    p.add_argument("--workers", help="local worker processes (default: the cores)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("show", help="print a report's summary and worst queries")
+    p.add_argument("report")
+    p.add_argument("--worst", type=int, default=10, help="how many worst queries to list")
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
+    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl"], default="market")
+    p.add_argument("--workers", default="2")
+    p.add_argument("--memory-limit", default=None, help="per worker (xl uses 2GiB)")
+    p.add_argument("--data-dir", help="where to write the generated dataset (default: a temporary folder)")
+    p.add_argument("--skip-conventional", action="store_true")
+    p.set_defaults(func=cmd_bench)
+
+    import_cmd.register(sub)
+    nightly.register(sub)
+    score.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from evalcore.engine.cluster import ClusterError
+
+    debug = bool(os.environ.get("EVALCORE_DEBUG"))
+    try:
+        args = build_parser().parse_args(argv)
+        return (getattr(args, "func", None) or args.run)(args)
+    except InputError as exc:
+        print(f"evalcore: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except ClusterError as exc:  # unreachable scheduler, a worker lost (out of memory or killed)
+        print(f"evalcore: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except MemoryError as exc:
+        print(f"evalcore: error: out of memory ({exc}); raise --memory-limit or lower --chunk-rows",
+              file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("evalcore: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one message, exit 1
+        if debug:
+            raise
+        print(f"evalcore: error: {exc.__class__.__name__}: {exc} (set EVALCORE_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""Validation at the door: every problem of a dataset for a protocol, each naming the array and rows."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import zarr
+
+from evalcore.errors import InputError
+from evalcore.io import truth
+from evalcore.io.dataset import (
+    ACCEPTED_KINDS,
+    SIDES,
+    _leaf,
+    _rows_list,
+    bad_rows,
+    embedding_problems,
+    has,
+    read,
+)
+
+
+@dataclass
+class Problems:
+    """Collects every problem found; ``raise_first`` turns them into one InputError."""
+
+    items: list[str] = field(default_factory=list)
+
+    def add(self, message: str) -> None:
+        self.items.append(message)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            more = f" (and {len(self.items) - 1} more problem(s); run `evalcore validate`)" if len(self.items) > 1 else ""
+            raise InputError(self.items[0] + more)
+
+
+def _check_kind(group, name, problems) -> bool:
+    arr = group[name]
+    kinds = ACCEPTED_KINDS.get(_leaf(name))
+    if kinds and arr.dtype.kind not in kinds:
+        what = {"f": "floating-point", "iu": "integer", "b": "boolean", "UOT": "string"}[kinds]
+        problems.add(f"{name}: dtype {arr.dtype} is not {what}")
+        return False
+    if _leaf(name) == "emb" and np.dtype(str(arr.dtype)) not in (np.float16, np.float32, np.float64):
+        problems.add(f"{name}: dtype {arr.dtype} is not float16, float32 or float64")
+        return False
+    return True
+
+
+def required_arrays(protocol: str) -> list[str]:
+    """Arrays a protocol needs besides the embeddings (contract sections 2 and 3)."""
+    need = {
+        "reid": ["query/label", "gallery/label", "query/cam", "gallery/cam"],
+        "class": ["query/label", "gallery/label"],
+        "qrels": ["qrels/query", "qrels/item", "qrels/rel"],
+        "geo": ["query/lat", "query/lon", "gallery/lat", "gallery/lon"],
+        "xy": ["query/x", "query/y", "gallery/x", "gallery/y"],
+    }[protocol]
+    return need
+
+
+def scan_embeddings(group, name: str, cosine: bool, problems: Problems) -> None:
+    """Check every row of an embedding array, a few whole Zarr chunks (~64 MiB) at a time."""
+    arr = group[name]
+    chunk = max(arr.chunks[0], 1)
+    step = max(1, (1 << 24) // max(1, arr.shape[1] * chunk)) * chunk
+    nonfinite, zero = [], []
+    for start in range(0, arr.shape[0], step):
+        bad, empty = bad_rows(np.asarray(arr[start:start + step]))
+        nonfinite.append(bad + start)
+        zero.append(empty + start)
+    join = lambda parts: np.concatenate(parts) if parts else np.empty(0, np.int64)  # noqa: E731
+    for message in embedding_problems(name, join(nonfinite), join(zero), cosine):
+        problems.add(message)
+
+
+def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", judged_only: bool = False,
+             scan_values: bool = True) -> Problems:
+    """Every problem of the dataset for this protocol, each naming the array and rows."""
+    problems = Problems()
+    rankings = has(group, "ranking/item")
+    if protocol not in ("reid", "class", "qrels", "geo", "xy"):
+        problems.add(f"--protocol: unknown protocol {protocol!r} (choose reid, class, qrels, geo or xy)")
+        return problems
+    for name in ("query/emb", "gallery/emb"):
+        if not rankings and not has(group, name):
+            problems.add(f"{name}: missing (needed to rank; or give ranking/item)")
+    for name in required_arrays(protocol):
+        if not has(group, name):
+            problems.add(f"{name}: missing (needed by protocol {protocol!r})")
+    if problems:
+        return problems
+
+    n = {}
+    for side in SIDES:
+        for leaf in ("emb", "label", "cam", "key", "group", "junk", "lat", "lon", "x", "y"):
+            name = f"{side}/{leaf}"
+            if not has(group, name):
+                continue
+            if not _check_kind(group, name, problems):
+                continue
+            shape = group[name].shape
+            if leaf == "emb":
+                if len(shape) != 2:
+                    problems.add(f"{name}: shape {shape} is not (rows, dims)")
+                    continue
+            elif len(shape) != 1:
+                problems.add(f"{name}: shape {shape} is not one-dimensional")
+                continue
+            if side in n and n[side][1] != shape[0]:
+                problems.add(f"{name}: {shape[0]} rows, but {n[side][0]} has {n[side][1]}")
+            else:
+                n.setdefault(side, (name, shape[0]))
+    if has(group, "query/emb") and has(group, "gallery/emb"):
+        dq, dg = group["query/emb"].shape[-1], group["gallery/emb"].shape[-1]
+        if dq != dg:
+            problems.add(f"gallery/emb: {dg} dimensions, but query/emb has {dq}")
+    if has(group, "ranking/item"):
+        item = group["ranking/item"]
+        if len(item.shape) != 2:
+            problems.add(f"ranking/item: shape {item.shape} is not (queries, K)")
+        elif "query" in n and item.shape[0] != n["query"][1]:
+            problems.add(f"ranking/item: {item.shape[0]} rows, but {n['query'][0]} has {n['query'][1]}")
+        if has(group, "ranking/score") and group["ranking/score"].shape != item.shape:
+            problems.add(f"ranking/score: shape {group['ranking/score'].shape} differs from ranking/item {item.shape}")
+        _check_kind(group, "ranking/item", problems)
+    if has(group, "qrels/query"):
+        lengths = {name: group[name].shape for name in ("qrels/query", "qrels/item", "qrels/rel") if has(group, name)}
+        if len(set(lengths.values())) > 1:
+            problems.add(f"qrels: arrays differ in length ({', '.join(f'{k} {v}' for k, v in lengths.items())})")
+        for name in lengths:
+            _check_kind(group, name, problems)
+    if problems:
+        return problems
+
+    if scan_values and (not rankings or has(group, "query/emb")):
+        for name in ("query/emb", "gallery/emb"):
+            if has(group, name):
+                scan_embeddings(group, name, similarity == "cosine", problems)
+    for name in ("query/key", "gallery/key"):
+        if has(group, name):
+            keys = read(group, name)
+            uniq, counts = np.unique(keys.astype(str), return_counts=True)
+            dup = uniq[counts > 1]
+            if dup.size:
+                problems.add(f"{name}: duplicate keys {', '.join(map(repr, dup[:5].tolist()))}"
+                             + (f" ({dup.size} in all)" if dup.size > 5 else ""))
+    for name in ("query/lat", "gallery/lat", "query/lon", "gallery/lon", "query/x", "query/y",
+                 "gallery/x", "gallery/y"):
+        if has(group, name) and protocol in ("geo", "xy"):
+            values = read(group, name).astype(np.float64)
+            bad = np.nonzero(~np.isfinite(values))[0]
+            if bad.size:
+                problems.add(f"{name}: rows {_rows_list(bad)} are NaN or infinite")
+            limit = 90 if name.endswith("lat") else 180 if name.endswith("lon") else math.inf
+            out = np.nonzero(np.abs(values) > limit)[0]
+            if out.size:
+                problems.add(f"{name}: rows {_rows_list(out)} lie outside [-{limit}, {limit}] degrees")
+    if protocol == "qrels" and "gallery" in n:
+        n_query = group["ranking/item"].shape[0] if has(group, "ranking/item") else n["query"][1]
+        for message in truth.validate_qrels(group, n_query, n["gallery"][1]):
+            problems.add(message)
+    if has(group, "ranking/item") and "gallery" in n:
+        items = read(group, "ranking/item")
+        bad = np.nonzero(((items < -1) | (items >= n["gallery"][1])).any(axis=1))[0]
+        if bad.size:
+            problems.add(f"ranking/item: rows {_rows_list(bad)} hold gallery indices outside "
+                         f"[0, {n['gallery'][1]}) (use -1 only to pad)")
+    return problems
+

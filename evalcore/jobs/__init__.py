@@ -1,0 +1,1 @@
+"""The job programs: shared option handling, bench, nightly, challenge scoring, synthetic data."""

@@ -1,0 +1,1 @@
+"""Pages for people: report.html, the trend page, the terminal summary."""
