@@ -1,8 +1,32 @@
 """evalcore: exact, distributed evaluation of embedding retrieval.
 
-The library is usable without a cluster; ``jobs`` decides where the work runs.
+    import evalcore
+    result = evalcore.evaluate("ds.zarr")                      # or query=..., gallery=..., query_labels=...
+    result.metrics["map"], result.per_query, result.save("report")
+
+The public names are below; everything else may change. They are imported on
+first use, so ``import evalcore`` (and the command line's start) stays quick.
 """
 from evalcore.errors import InputError
 
 __version__ = "0.1.0"
-__all__ = ["InputError", "__version__"]
+__all__ = ["InputError", "Result", "__version__", "evaluate", "open_dataset", "read_report", "validate",
+           "write_dataset"]
+
+_LAZY = {"evaluate": "evalcore.api", "Result": "evalcore.api", "validate": "evalcore.api",
+         "open_dataset": "evalcore.io.dataset", "write_dataset": "evalcore.io.dataset",
+         "read_report": "evalcore.io.report"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'evalcore' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

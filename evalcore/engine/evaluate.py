@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
+import zarr
 
 from evalcore.core import metrics as m
 from evalcore.core import protocols as p
@@ -49,6 +50,7 @@ class Options:
     map_at: int | None = None
     judged_only: bool = False
     radius: float | None = None
+    empty_queries: str = "skip"
 
     def checked(self) -> "Options":
         """The same options, or an InputError naming the bad one."""
@@ -72,6 +74,8 @@ class Options:
             raise InputError(f"--radius: {self.radius} must be a finite number >= 0")
         if self.radius is not None and self.protocol not in ("geo", "xy"):
             raise InputError(f"--radius: only applies to the geo and xy protocols, not {self.protocol!r}")
+        if self.empty_queries not in ("skip", "zero"):
+            raise InputError(f"--empty-queries: {self.empty_queries!r} is not skip or zero")
         if self.judged_only and self.protocol != "qrels":
             raise InputError(f"--judged-only: only applies to the qrels protocol, not {self.protocol!r}")
         return replace(self, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank))
@@ -419,6 +423,59 @@ def submit_chunks(client, path, options, chunks, storage_options, info, shards) 
                    *[scans[k, i] for k in range(len(shards))]) for i, (q0, q1) in enumerate(chunks)]
 
 
+def run_here(source, options, chunks, storage_options, info, shards, threads: int, results: list,
+             on_chunk=None) -> None:
+    """Run every chunk in this process, on ``threads`` threads, into ``results`` (in chunk order).
+
+    BLAS is held to one thread for the whole run: the grid's exactness needs
+    it, and the chunks are the parallelism. With more than one thread and an
+    unsharded gallery that fits the cache, the gallery blocks are read and
+    normalised first, in parallel, so every thread then shares one copy.
+    """
+    from threadpoolctl import threadpool_limits
+
+    def finished(i: int, result, done: int) -> None:
+        results[i] = result
+        _raise_input_error(result[1])
+        if on_chunk:
+            on_chunk(result[1], done, len(chunks))
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        if threads <= 1 or len(chunks) <= 1:
+            for i, (q0, q1) in enumerate(chunks):
+                finished(i, run_chunk_here(source, options, q0, q1, storage_options, info, shards), i + 1)
+            return
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="evalcore") as pool:
+            if shards is None and info["ranked_by"] == "embeddings" and not options.judged_only:
+                prefetch_gallery(pool, source, options, storage_options, info)
+            futures = {pool.submit(run_chunk_here, source, options, q0, q1, storage_options, info, shards): i
+                       for i, (q0, q1) in enumerate(chunks)}
+            try:
+                for done, future in enumerate(as_completed(futures), start=1):
+                    finished(futures[future], future.result(), done)
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+
+
+def prefetch_gallery(pool, source, options, storage_options, info) -> None:
+    """Read and normalise the gallery blocks into the run's cache, a block per thread, when they fit."""
+    group = ds.open_dataset(source, storage_options)
+    gallery = GalleryBlocks(group, options.similarity, info["run_id"], info.get("cache_bytes", 0))
+    if gallery.cache is not None:
+        list(pool.map(gallery._read, range(0, gallery.n_rows, gallery.block_rows)))
+
+
+def forget_run(run_id: str) -> None:
+    """Drop what this process kept for a run (gallery blocks, gallery-side arrays): it has ended."""
+    for cache in (_BLOCK_CACHE, _GALLERY_SIDE):
+        for key in [k for k in cache if k[0] == run_id]:
+            cache.pop(key, None)
+
+
 def run_chunk_here(path, options, q0, q1, storage_options, info, shards):
     """The same work without a cluster, one piece after another."""
     if shards is None:
@@ -551,12 +608,15 @@ def _summary_schema(rows: list[dict]) -> pa.Schema:
     return pa.schema(fields)
 
 
-def evaluate(path, options: Options = Options(), *, client=None, storage_options: dict | None = None,
-             chunk_rows: int | None = None, gallery_shards: int | None = None,
+def evaluate(path, options: Options = Options(), *, client=None, threads: int = 1,
+             storage_options: dict | None = None, chunk_rows: int | None = None, gallery_shards: int | None = None,
              on_chunk: Callable[[dict, int, int], None] | None = None) -> Result:
     """Evaluate a dataset: the three report tables as pyarrow Tables, plus run information.
 
-    Without ``client`` the chunks run here, one after another; with a
+    ``path`` is a path or URL, or an open ``zarr.Group`` (an in-memory one
+    included). Without ``client`` the chunks run here: on ``threads`` threads
+    of this process that share one normalised copy of the gallery (the kernel
+    and BLAS release the GIL), each with one BLAS thread. With a
     ``distributed.Client`` each chunk is one task (retried if a worker dies),
     or, when the gallery is larger than a worker's share of memory (or
     ``gallery_shards`` says so), a task per (chunk, gallery shard) whose
@@ -565,6 +625,7 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
     options = options.checked()
     started = time.perf_counter()
     group = ds.open_dataset(path, storage_options)
+    source = group if isinstance(path, zarr.Group) else str(path)
     info = describe(group, options)
     # structure here, once; embedding values are checked by the tasks as they read them
     problems = validate_dataset(group, options.protocol, similarity=options.similarity, judged_only=options.judged_only,
@@ -573,22 +634,23 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
     info["run_id"] = uuid.uuid4().hex
     info["cache_bytes"] = cache_budget(client)
     zarr_rows = (group["ranking/item"] if info["ranked_by"] == "ranking/item" else group["query/emb"]).chunks[0]
-    n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
+    n_workers = len(client.scheduler_info()["workers"]) if client is not None else max(1, threads)
     chunks = plan_chunks(info["n_queries"], chunk_rows or zarr_rows, n_workers)
     shards = plan_shards(group, info, gallery_shards)
     info["gallery_shards"] = [list(x) for x in shards] if shards else None
     validated = time.perf_counter()
     results: list = [None] * len(chunks)
     if client is None:
-        for i, (q0, q1) in enumerate(chunks):
-            results[i] = run_chunk_here(str(path), options, q0, q1, storage_options, info, shards)
-            _raise_input_error(results[i][1])
-            if on_chunk:
-                on_chunk(results[i][1], i + 1, len(chunks))
+        try:
+            run_here(source, options, chunks, storage_options, info, shards, max(1, threads), results, on_chunk)
+        finally:
+            forget_run(info["run_id"])
     else:
         from distributed import as_completed
 
-        futures = submit_chunks(client, str(path), options, chunks, storage_options, info, shards)
+        if isinstance(source, zarr.Group):  # arrays in memory: one copy per worker, not one per task
+            source = client.scatter(source, broadcast=True, hash=False)
+        futures = submit_chunks(client, source, options, chunks, storage_options, info, shards)
         index = {f.key: i for i, f in enumerate(futures)}
         for done, future in enumerate(as_completed(futures), start=1):
             results[index[future.key]] = future.result()
@@ -607,7 +669,7 @@ def evaluate(path, options: Options = Options(), *, client=None, storage_options
     stats = [s for _, s in results]
     info.update({
         "options": asdict(options),
-        "dataset": str(path),
+        "dataset": "<in memory>" if isinstance(path, zarr.Group) else str(path),
         "fingerprint": ds.fingerprint(group),
         "chunks": [[s["q0"], s["q1"]] for s in stats],
         "counts": {"queries": info["n_queries"], "gallery": info["n_gallery"],

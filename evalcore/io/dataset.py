@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import zarr
+import zarr.abc.store
 
 from evalcore.errors import InputError
 
@@ -42,7 +43,9 @@ def _store_options(path, storage_options):
 
 
 def open_dataset(path, storage_options: Mapping | None = None) -> zarr.Group:
-    """Open a dataset group for reading; a missing path is an input error."""
+    """Open a dataset group for reading (an open ``zarr.Group`` is returned as it is); a missing path is an input error."""
+    if isinstance(path, zarr.Group):
+        return path
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -131,7 +134,10 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
     """
     mode = "w" if overwrite else "w-"
     try:
-        root = zarr.open_group(str(path), mode=mode, **_store_options(path, storage_options))
+        if isinstance(path, zarr.abc.store.Store):  # e.g. a MemoryStore: arrays evaluated in memory
+            root = zarr.open_group(store=path, mode=mode)
+        else:
+            root = zarr.open_group(str(path), mode=mode, **_store_options(path, storage_options))
     except (FileExistsError, zarr.errors.ContainsGroupError, zarr.errors.ContainsArrayError):
         raise InputError(f"output {path}: already exists (pass --overwrite to replace it)") from None
     created = {}

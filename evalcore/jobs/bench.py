@@ -119,6 +119,80 @@ def conventional_map(path: str, threads: int) -> tuple[float, float, float]:
     return time.perf_counter() - started, float(np.mean(aps)), float(np.mean(hits))
 
 
+#: the conventional evaluate.py as a whole program: what a user runs today, timed as a fresh process
+CONVENTIONAL_SCRIPT = """
+import sys, numpy as np, zarr
+root = zarr.open_group(sys.argv[1], mode="r")
+q = np.asarray(root["query/emb"][:], dtype=np.float32); g = np.asarray(root["gallery/emb"][:], dtype=np.float32)
+q /= np.linalg.norm(q, axis=1, keepdims=True); g /= np.linalg.norm(g, axis=1, keepdims=True)
+ql, qc, gl, gc = (root[n][:] for n in ("query/label", "query/cam", "gallery/label", "gallery/cam"))
+gj = root["gallery/junk"][:] if "junk" in root["gallery"] else np.zeros(len(gl), bool)
+order = np.argsort(-(q @ g.T), axis=1)
+aps, hits = [], []
+for i in range(len(q)):
+    idx = order[i]
+    same = gl[idx] == ql[i]
+    junk = (same & (gc[idx] == qc[i])) | gj[idx]
+    good = (same & ~junk & (ql[i] >= 0))[~junk]
+    if good.any():
+        ranks = np.nonzero(good)[0] + 1
+        aps.append(np.mean(np.arange(1, len(ranks) + 1) / ranks)); hits.append(ranks[0] == 1)
+print(f"mAP {np.mean(aps):.4f} rank-1 {np.mean(hits):.4f}")
+"""
+
+
+def whole_process(command: list[str], env: dict | None = None) -> float:
+    """Wall seconds of a fresh process, start to exit (imports, cluster start, work, shutdown)."""
+    import subprocess
+
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{command[:3]} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+    return seconds
+
+
+def in_memory_arrays(path: str) -> dict:
+    """The dataset's arrays as numpy, the way a training loop holds its features."""
+    import zarr
+
+    root = zarr.open_group(path, mode="r")
+    out = {"query": root["query/emb"][:], "gallery": root["gallery/emb"][:],
+           "query_labels": root["query/label"][:], "gallery_labels": root["gallery/label"][:],
+           "query_cams": root["query/cam"][:], "gallery_cams": root["gallery/cam"][:]}
+    if "junk" in root["gallery"]:
+        out["gallery_junk"] = root["gallery/junk"][:]
+    return out
+
+
+def whole_process_figures(path: str, t_floor: float, workers: int) -> None:
+    """The command and the conventional script as fresh processes, the API on arrays, a cold first run."""
+    import shutil
+    import sys
+
+    import evalcore
+
+    exe = shutil.which("evalcore") or os.path.join(os.path.dirname(sys.executable), "evalcore")
+    with tempfile.TemporaryDirectory(prefix="evalcore-bench-out-") as out:
+        cmd = [exe, "evaluate", path, "--out", os.path.join(out, "r"), "--protocol", "reid", "--quiet",
+               "--overwrite"]
+        t_cold = whole_process(cmd, env={**os.environ, "NUMBA_CACHE_DIR": os.path.join(out, "numba-cold")})
+        t_cmd = min(whole_process(cmd) for _ in range(2))
+        t_script = whole_process([sys.executable, "-c", CONVENTIONAL_SCRIPT, path])
+    arrays = in_memory_arrays(path)
+    evalcore.evaluate(**arrays, protocol="reid", ks=(1, 5, 10))  # warm: kernel loaded, pages of the arrays touched
+    t = time.perf_counter()
+    result = evalcore.evaluate(**arrays, protocol="reid", ks=(1, 5, 10))
+    t_api = time.perf_counter() - t
+    print("  whole processes, start to exit:", flush=True)
+    print(f"    conventional script (python -c)    {t_script:9.2f} s", flush=True)
+    print(f"    evalcore evaluate (command)        {t_cmd:9.2f} s   script / command = {t_script / t_cmd:.2f}   "
+          f"({result.run['execution']})", flush=True)
+    print(f"    evalcore evaluate, cold first run  {t_cold:9.2f} s   (empty kernel cache)", flush=True)
+    print(f"  evalcore.evaluate on numpy arrays  {t_api:9.2f} s   api / floor = {t_api / t_floor:.2f}", flush=True)
+
+
 def generate(path: str, shape: str) -> None:
     from evalcore.jobs import synthetic
 
@@ -183,6 +257,7 @@ def run(args) -> int:
         print(f"  conventional (full matrix + argsort) {t_conv:9.2f} s   conventional / evaluate = "
               f"{t_conv / t_eval:.2f}   mAP {conv_map:.4f} (|diff| {abs(conv_map - summary['map']):.1e})  "
               f"peak RSS {cpeak.peak / 2**20:,.0f} MiB", flush=True)
+        whole_process_figures(path, t_floor, workers)
     if tmp is not None:
         tmp.cleanup()
     return 0

@@ -1,0 +1,264 @@
+"""The Python API: ``evalcore.evaluate`` on a dataset or on arrays in memory, and its ``Result``.
+
+The command line is a thin layer over this module: ``evalcore evaluate``
+parses its flags into the keyword arguments below and calls ``evaluate``,
+then ``Result.save``. Errors raised here name the parameter (``query_labels``,
+``max_rank``), not the command-line flag or the Zarr array it becomes.
+
+Where the work runs depends on its size (see ``choose_execution``): a job
+whose normalised gallery fits comfortably in this process runs here, on
+threads sharing one copy of it; a larger one starts a local Dask cluster of
+worker processes; ``client=`` runs on a cluster you already have.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import zarr
+
+from evalcore.engine import evaluate as engine
+from evalcore.errors import InputError
+from evalcore.io import dataset as ds
+from evalcore.io import report
+
+#: keyword argument -> the dataset array it becomes
+ARRAY_PARAMETERS = {
+    "query": "query/emb", "gallery": "gallery/emb",
+    "query_labels": "query/label", "gallery_labels": "gallery/label",
+    "query_cams": "query/cam", "gallery_cams": "gallery/cam",
+    "gallery_junk": "gallery/junk", "query_keys": "query/key", "gallery_keys": "gallery/key",
+    "query_groups": "query/group",
+}
+#: the in-process threads never exceed this share of the machine's memory for the normalised gallery
+IN_PROCESS_SHARE = 1 / 4
+
+
+@dataclass
+class Result:
+    """An evaluation's report tables (pyarrow) and its run record.
+
+    ``per_query``, ``summary``, ``cmc``: the tables of the report folder;
+    ``sweep``: the threshold sweep when asked for; ``run``: what run.json
+    records (options, counts, warnings, timings, how scores were computed).
+    """
+
+    per_query: pa.Table
+    summary: pa.Table
+    cmc: pa.Table
+    run: dict = field(default_factory=dict)
+    sweep: pa.Table | None = None
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The summary's ``group = "all"`` row as a dict: ``{"map": ..., "hit_at_1": ..., ...}``."""
+        rows = self.summary.to_pylist()
+        return next((r for r in rows if r.get("group") == "all"), {})
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.run.get("warnings", []))
+
+    def tables(self) -> dict[str, pa.Table]:
+        out = {"per_query": self.per_query, "summary": self.summary, "cmc": self.cmc}
+        if self.sweep is not None:
+            out["threshold_sweep"] = self.sweep
+        return out
+
+    def save(self, out, overwrite: bool = False, storage_options: Mapping | None = None,
+             run: Mapping | None = None) -> str:
+        """Write the report folder (the same files as ``evalcore evaluate --out``); returns its path.
+
+        The folder appears whole or not at all; an existing one is replaced
+        only with ``overwrite=True``. ``run`` adds entries to run.json.
+        """
+        from evalcore.render import pages  # matplotlib: imported only when a page is drawn
+
+        record = {**self.run, "versions": report.versions(), **(run or {})}
+        html = pages.render_report_html(self.per_query, self.summary, self.cmc, record, sweep=self.sweep)
+        return report.write_report(out, self.tables(), record, extra={"report.html": html}, overwrite=overwrite,
+                                   storage_options=storage_options)
+
+    def __repr__(self) -> str:
+        m = self.metrics
+        shown = ", ".join(f"{k}={m[k]:.4f}" for k in ("map", "hit_at_1", "minp") if m.get(k) is not None)
+        return f"<evalcore.Result {self.per_query.num_rows} queries: {shown or 'no known queries'}>"
+
+
+def evaluate(source=None, *, query=None, gallery=None, query_labels=None, gallery_labels=None, query_cams=None,
+             gallery_cams=None, gallery_junk=None, query_keys=None, gallery_keys=None, query_groups=None,
+             protocol: str | None = None, similarity: str | None = None, ks=(1, 3, 5, 10), max_rank: int = 50,
+             ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
+             judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
+             sweep: bool = False, target_fpir: float | None = None,
+             client=None, workers: int | None = None, memory_limit: str | None = "auto",
+             storage_options: Mapping | None = None, chunk_rows: int | None = None,
+             gallery_shards: int | None = None,
+             on_chunk: Callable[[dict, int, int], None] | None = None) -> Result:
+    """Rank every query against the gallery and compute the per-query and summary metrics.
+
+    ``source``: a path or URL of a dataset, an open ``zarr.Group``, or None
+    when the arrays are given (numpy, dask, or anything ``np.asarray`` takes,
+    such as CPU torch tensors). ``protocol`` and ``similarity`` default to the
+    dataset's ``evalcore`` attribute, else ``class`` and ``cosine``.
+    ``client=None, workers=None``: run here on threads when the gallery fits,
+    else on a local cluster; ``workers=N``: a local cluster of N processes;
+    ``client``: that Dask client. Raises ``InputError`` naming the parameter.
+
+    >>> import numpy as np, evalcore
+    >>> gallery = np.eye(4, dtype=np.float32)
+    >>> query = gallery[[0, 2]] + 0.1
+    >>> r = evalcore.evaluate(query=query, gallery=gallery, query_labels=[0, 2], gallery_labels=[0, 1, 2, 3])
+    >>> r.metrics["map"], r.metrics["hit_at_1"]
+    (1.0, 1.0)
+    >>> r.per_query.column("first_rank").to_pylist()
+    [1, 1]
+    """
+    arrays = {name: value for name, value in (
+        ("query", query), ("gallery", gallery), ("query_labels", query_labels), ("gallery_labels", gallery_labels),
+        ("query_cams", query_cams), ("gallery_cams", gallery_cams), ("gallery_junk", gallery_junk),
+        ("query_keys", query_keys), ("gallery_keys", gallery_keys), ("query_groups", query_groups))
+        if value is not None}
+    started = time.perf_counter()
+    with parameter_names(bool(arrays)):
+        if arrays and source is not None:
+            raise InputError(f"source: give a dataset or arrays ({', '.join(arrays)}), not both")
+        if source is None and not arrays:
+            raise InputError("source: give a dataset path, a zarr.Group, or the query and gallery arrays")
+        group = in_memory_dataset(arrays) if arrays else ds.open_dataset(source, storage_options)
+        attributes = ds.dataset_attributes(group)
+        options = engine.Options(
+            protocol=protocol or attributes.get("protocol") or "class",
+            similarity=similarity or attributes.get("similarity") or "cosine",
+            ks=tuple(ks), max_rank=max_rank, ties=ties, threshold=threshold, map_at=map_at,
+            judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries).checked()
+        if target_fpir is not None and not 0 <= target_fpir <= 1:
+            raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
+        if workers is not None and client is not None:
+            raise InputError("--workers: give workers or client, not both")
+        if workers is not None and (int(workers) != workers or workers < 1):
+            raise InputError(f"--workers: {workers} must be a positive integer")
+        target = group if arrays or isinstance(source, zarr.Group) else source
+        with execution(group, client, workers, memory_limit) as (run_client, threads, how):
+            result = engine.evaluate(target, options, client=run_client, threads=threads,
+                                     storage_options=dict(storage_options) if storage_options else None,
+                                     chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk)
+        run = dict(result.info)
+        run["execution"] = how
+        if arrays:
+            run["dataset"] = "<arrays in memory: " + ", ".join(arrays) + ">"
+        swept = None
+        if sweep or target_fpir is not None:
+            swept, result.summary = sweep_tables(result, target_fpir)
+        run["timings"] = {**run.get("timings", {}), "wall_s": time.perf_counter() - started}
+    return Result(result.per_query, result.summary, result.cmc, run, swept if sweep else None)
+
+
+def sweep_tables(result, target_fpir: float | None):
+    from evalcore.core import openset
+
+    pq = result.per_query
+    if result.info["ranked_by"] == "ranking/item" and pq.num_rows and \
+            pq.column("top1_score").null_count == pq.num_rows:
+        raise InputError("--sweep: needs scores (ranking/score) for the precomputed lists")
+    return openset.sweep_tables(pq, result.summary, target_fpir)
+
+
+def in_memory_dataset(arrays: Mapping[str, Any]) -> zarr.Group:
+    """The arrays as a dataset group in memory (no disk), one Zarr chunk per side's rows."""
+    for name in ("query", "gallery"):
+        if name not in arrays:
+            raise InputError(f"{name}: missing (give both query and gallery embeddings)")
+    data = {}
+    for name, value in arrays.items():
+        value = np.asarray(value)  # dask arrays compute, CPU torch tensors convert
+        if name in ("query", "gallery"):
+            if value.ndim != 2:
+                raise InputError(f"{name}: must be 2-D (rows, dims), got shape {value.shape}")
+            if value.dtype.kind not in "fiu":
+                raise InputError(f"{name}: dtype {value.dtype} is not numeric")
+            if value.dtype not in (np.float16, np.float32):
+                value = value.astype(np.float32)
+        elif value.ndim != 1:
+            raise InputError(f"{name}: must be 1-D, got shape {value.shape}")
+        data[ARRAY_PARAMETERS[name]] = value
+    dims = {data[n].shape[1] for n in ("query/emb", "gallery/emb")}
+    if len(dims) > 1:
+        raise InputError(f"gallery: {data['gallery/emb'].shape[1]} dims, query has {data['query/emb'].shape[1]}")
+    for name, array in data.items():
+        side = name.split("/")[0]
+        n = data[f"{side}/emb"].shape[0]
+        if array.shape[0] != n:
+            raise InputError(f"{name}: {array.shape[0]} rows, but {side}/emb has {n}")
+    rows = max(1, data["query/emb"].shape[0], data["gallery/emb"].shape[0])
+    return ds.write_dataset(zarr.storage.MemoryStore(), data, chunk_rows=rows)
+
+
+@contextlib.contextmanager
+def execution(group, client, workers: int | None, memory_limit):
+    """(client or None, threads, description): where the work runs, chosen by size unless told."""
+    if client is not None:
+        yield client, 1, "dask client"
+        return
+    if workers is None:
+        threads = choose_threads(group)
+        if threads:
+            yield None, threads, f"in process, {threads} thread(s)"
+            return
+    from evalcore.engine.cluster import dask_client
+
+    with dask_client(None, workers, memory_limit) as local:
+        yield local, 1, f"local cluster, {len(local.scheduler_info()['workers'])} worker process(es)"
+
+
+def choose_threads(group) -> int:
+    """Threads for an in-process run, or 0 when the normalised gallery is too large for one process."""
+    cores = max(1, min(os.cpu_count() or 1, 8))
+    if not (ds.has(group, "gallery/emb") and not ds.has(group, "ranking/item")):
+        return cores
+    rows, dims = group["gallery/emb"].shape
+    return cores if rows * dims * 4 <= total_memory() * IN_PROCESS_SHARE else 0
+
+
+def total_memory() -> int:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except ImportError:  # pragma: no cover - psutil comes with distributed
+        return 4 << 30
+
+
+_FLAG = re.compile(r"--([a-z][a-z-]*)")
+
+
+@contextlib.contextmanager
+def parameter_names(from_arrays: bool):
+    """Re-word InputErrors for Python callers: ``--max-rank`` -> ``max_rank``, ``gallery/label`` -> ``gallery_labels``."""
+    try:
+        yield
+    except InputError as exc:
+        message = _FLAG.sub(lambda m: m.group(1).replace("-", "_"), str(exc))
+        if from_arrays:
+            for parameter, array in ARRAY_PARAMETERS.items():
+                message = re.sub(rf"(?<![\w/]){re.escape(array)}(?![\w/])", parameter, message)
+        raise type(exc)(message).with_traceback(None) from None
+
+
+def validate(source, protocol: str | None = None, *, similarity: str | None = None, judged_only: bool = False,
+             storage_options: Mapping | None = None) -> list[str]:
+    """Every problem of a dataset for a protocol (an empty list when it is valid)."""
+    from evalcore.io.validate import validate as validate_group
+
+    group = ds.open_dataset(source, storage_options)
+    attributes = ds.dataset_attributes(group)
+    return validate_group(group, protocol or attributes.get("protocol") or "class",
+                          similarity=similarity or attributes.get("similarity") or "cosine",
+                          judged_only=judged_only).items
