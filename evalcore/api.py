@@ -79,7 +79,9 @@ class Result:
         The folder appears whole or not at all; an existing one is replaced
         only with ``overwrite=True``. ``run`` adds entries to run.json.
         """
-        from evalcore.render import pages  # matplotlib: imported only when a page is drawn
+        from evalcore.render import (
+            pages,  # matplotlib: imported only when a page is drawn
+        )
 
         record = {**self.run, "versions": report.versions(), **(run or {})}
         html = pages.render_report_html(self.per_query, self.summary, self.cmc, record, sweep=self.sweep)
@@ -121,43 +123,56 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     >>> r.per_query.column("first_rank").to_pylist()
     [1, 1]
     """
-    arrays = {name: value for name, value in (
-        ("query", query), ("gallery", gallery), ("query_labels", query_labels), ("gallery_labels", gallery_labels),
-        ("query_cams", query_cams), ("gallery_cams", gallery_cams), ("gallery_junk", gallery_junk),
-        ("query_keys", query_keys), ("gallery_keys", gallery_keys), ("query_groups", query_groups))
-        if value is not None}
+    params = dict(locals())  # every parameter, as given
+    arrays_given = any(params[name] is not None for name in ARRAY_PARAMETERS)
+    with parameter_names(arrays_given):
+        return compute(**params)
+
+
+def compute(source=None, *, query=None, gallery=None, query_labels=None, gallery_labels=None, query_cams=None,
+            gallery_cams=None, gallery_junk=None, query_keys=None, gallery_keys=None, query_groups=None,
+            protocol: str | None = None, similarity: str | None = None, ks=(1, 3, 5, 10), max_rank: int = 50,
+            ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
+            judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
+            sweep: bool = False, target_fpir: float | None = None,
+            client=None, workers: int | None = None, memory_limit: str | None = "auto",
+            storage_options: Mapping | None = None, chunk_rows: int | None = None,
+            gallery_shards: int | None = None,
+            on_chunk: Callable[[dict, int, int], None] | None = None)-> Result:
+    """``evaluate`` with errors in the command line's words (``--max-rank``, ``query/label``): what the CLI calls."""
+    given = locals()
+    arrays = {name: given[name] for name in ARRAY_PARAMETERS if given[name] is not None}
     started = time.perf_counter()
-    with parameter_names(bool(arrays)):
-        if arrays and source is not None:
-            raise InputError(f"source: give a dataset or arrays ({', '.join(arrays)}), not both")
-        if source is None and not arrays:
-            raise InputError("source: give a dataset path, a zarr.Group, or the query and gallery arrays")
-        group = in_memory_dataset(arrays) if arrays else ds.open_dataset(source, storage_options)
-        attributes = ds.dataset_attributes(group)
-        options = engine.Options(
-            protocol=protocol or attributes.get("protocol") or "class",
-            similarity=similarity or attributes.get("similarity") or "cosine",
-            ks=tuple(ks), max_rank=max_rank, ties=ties, threshold=threshold, map_at=map_at,
-            judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries).checked()
-        if target_fpir is not None and not 0 <= target_fpir <= 1:
-            raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
-        if workers is not None and client is not None:
-            raise InputError("--workers: give workers or client, not both")
-        if workers is not None and (int(workers) != workers or workers < 1):
-            raise InputError(f"--workers: {workers} must be a positive integer")
-        target = group if arrays or isinstance(source, zarr.Group) else source
-        with execution(group, client, workers, memory_limit) as (run_client, threads, how):
-            result = engine.evaluate(target, options, client=run_client, threads=threads,
-                                     storage_options=dict(storage_options) if storage_options else None,
-                                     chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk)
-        run = dict(result.info)
-        run["execution"] = how
-        if arrays:
-            run["dataset"] = "<arrays in memory: " + ", ".join(arrays) + ">"
-        swept = None
-        if sweep or target_fpir is not None:
-            swept, result.summary = sweep_tables(result, target_fpir)
-        run["timings"] = {**run.get("timings", {}), "wall_s": time.perf_counter() - started}
+    if arrays and source is not None:
+        raise InputError(f"source: give a dataset or arrays ({', '.join(arrays)}), not both")
+    if source is None and not arrays:
+        raise InputError("source: give a dataset path, a zarr.Group, or the query and gallery arrays")
+    group = in_memory_dataset(arrays) if arrays else ds.open_dataset(source, storage_options)
+    attributes = ds.dataset_attributes(group)
+    options = engine.Options(
+        protocol=protocol or attributes.get("protocol") or "class",
+        similarity=similarity or attributes.get("similarity") or "cosine",
+        ks=tuple(ks), max_rank=max_rank, ties=ties, threshold=threshold, map_at=map_at,
+        judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries).checked()
+    if target_fpir is not None and not 0 <= target_fpir <= 1:
+        raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
+    if workers is not None and client is not None:
+        raise InputError("--workers: give workers or client, not both")
+    if workers is not None and (int(workers) != workers or workers < 1):
+        raise InputError(f"--workers: {workers} must be a positive integer")
+    target = group if arrays or isinstance(source, zarr.Group) else source
+    with execution(group, client, workers, memory_limit) as (run_client, threads, how):
+        result = engine.evaluate(target, options, client=run_client, threads=threads,
+                                 storage_options=dict(storage_options) if storage_options else None,
+                                 chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk)
+    run = dict(result.info)
+    run["execution"] = how
+    if arrays:
+        run["dataset"] = "<arrays in memory: " + ", ".join(arrays) + ">"
+    swept = None
+    if sweep or target_fpir is not None:
+        swept, result.summary = sweep_tables(result, target_fpir)
+    run["timings"] = {**run.get("timings", {}), "wall_s": time.perf_counter() - started}
     return Result(result.per_query, result.summary, result.cmc, run, swept if sweep else None)
 
 
@@ -241,7 +256,8 @@ _FLAG = re.compile(r"--([a-z][a-z-]*)")
 
 @contextlib.contextmanager
 def parameter_names(from_arrays: bool):
-    """Re-word InputErrors for Python callers: ``--max-rank`` -> ``max_rank``, ``gallery/label`` -> ``gallery_labels``."""
+    """Re-word InputErrors for Python callers: ``--max-rank`` -> ``max_rank``; with arrays given,
+    ``gallery/label`` -> ``gallery_labels``."""
     try:
         yield
     except InputError as exc:

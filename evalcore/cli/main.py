@@ -36,7 +36,7 @@ class Parser(argparse.ArgumentParser):
 
 def cmd_evaluate(args) -> int:
     result = run_evaluation(args.dataset, args.out, args, quiet=args.quiet)
-    for warning in result.info.get("warnings", []):
+    for warning in result.warnings:
         print(f"evalcore: warning: {warning}", file=sys.stderr)
     if not args.quiet:
         print_summary(result.summary, None)
@@ -93,7 +93,7 @@ def cmd_demo(args) -> int:
     started = time.perf_counter()
     result = run_evaluation(dataset, report_dir, ns)
     print_summary(result.summary, result.per_query, n_worst=5)
-    print(f"evaluated {result.info['n_queries']} queries x {result.info['n_gallery']} gallery in "
+    print(f"evaluated {result.run['n_queries']} queries x {result.run['n_gallery']} gallery in "
           f"{time.perf_counter() - started:.1f} s; report: {report_dir} (open report.html)")
     return EXIT_OK
 

@@ -79,24 +79,6 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-limit", default="auto", help="memory limit per local worker (default auto)")
 
 
-def options_from_args(args, attributes: dict):
-    """Options from the command line, with the dataset's ``evalcore`` attribute as defaults."""
-    from evalcore.engine.evaluate import Options
-
-    map_at = parse_number("--map-at", args.map_at, int) if args.map_at is not None else None
-    return Options(
-        protocol=args.protocol or attributes.get("protocol") or "class",
-        similarity=args.similarity or attributes.get("similarity") or "cosine",
-        ks=parse_ks(args.ks),
-        max_rank=parse_number("--max-rank", args.max_rank, int),
-        ties=args.ties,
-        threshold=parse_number("--threshold", args.threshold) if args.threshold is not None else None,
-        map_at=map_at,
-        judged_only=bool(args.judged_only),
-        radius=parse_number("--radius", args.radius) if args.radius is not None else None,
-    ).checked()
-
-
 def sweep_options(args) -> tuple[bool, float | None]:
     """(compute the sweep?, target FPIR): --target-fpir implies the sweep's computation."""
     target = getattr(args, "target_fpir", None)
@@ -136,17 +118,9 @@ def progress_reporter(label: str = "chunks"):
     return on_chunk
 
 
-def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_run: dict | None = None):
-    """Evaluate ``dataset`` and write the report folder ``out``; returns the Result."""
-    from evalcore.engine.cluster import dask_client
-    from evalcore.engine.evaluate import evaluate
-    from evalcore.io import dataset as ds
-    from evalcore.io import report
-
-    storage_options = parse_storage_options(getattr(args, "storage_option", None))
-    report.check_out(out, args.overwrite, storage_options)
-    group = ds.open_dataset(dataset, storage_options)
-    options = options_from_args(args, ds.dataset_attributes(group))
+def evaluate_params(args) -> dict:
+    """``evalcore.evaluate`` keyword arguments from the command line, every value checked before any work."""
+    map_at = parse_number("--map-at", args.map_at, int) if args.map_at is not None else None
     chunk_rows = parse_number("--chunk-rows", args.chunk_rows, int) if args.chunk_rows else None
     if chunk_rows is not None and chunk_rows < 1:
         raise InputError(f"--chunk-rows: {chunk_rows} must be at least 1")
@@ -155,32 +129,35 @@ def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_r
     if shards is not None and shards < 1:
         raise InputError(f"--gallery-shards: {shards} must be at least 1")
     sweep, target_fpir = sweep_options(args)
-    with dask_client(args.scheduler, workers_from_args(args), args.memory_limit) as client:
-        result = evaluate(dataset, options, client=client, storage_options=storage_options, chunk_rows=chunk_rows,
-                          gallery_shards=shards, on_chunk=None if quiet else progress_reporter())
-    tables = {"per_query": result.per_query, "summary": result.summary, "cmc": result.cmc}
-    if sweep:
-        from evalcore.core import openset
+    return dict(
+        protocol=args.protocol, similarity=args.similarity, ks=parse_ks(args.ks),
+        max_rank=parse_number("--max-rank", args.max_rank, int), ties=args.ties,
+        threshold=parse_number("--threshold", args.threshold) if args.threshold is not None else None,
+        map_at=map_at, judged_only=bool(args.judged_only),
+        radius=parse_number("--radius", args.radius) if args.radius is not None else None,
+        empty_queries=getattr(args, "empty_queries", None) or "skip",
+        sweep=bool(getattr(args, "sweep", False)), target_fpir=target_fpir,
+        workers=workers_from_args(args), memory_limit=args.memory_limit,
+        chunk_rows=chunk_rows, gallery_shards=shards)
 
-        if result.info["ranked_by"] == "ranking/item" and result.per_query.column("top1_score").null_count \
-                == result.per_query.num_rows and result.per_query.num_rows:
-            raise InputError("--sweep: needs scores (ranking/score) for the precomputed lists")
-        sweep_table, result.summary = openset.sweep_tables(result.per_query, result.summary, target_fpir)
-        tables["summary"] = result.summary
-        if getattr(args, "sweep", False):
-            tables["threshold_sweep"] = sweep_table
-    run = dict(result.info)
-    run.update({"command": redacted_command(sys.argv[1:]), "versions": report.versions(), "warnings": result.info.get("warnings", []),
-                "dataset": dataset, "scheduler": args.scheduler or "local"})
-    run.update(extra_run or {})
-    extra = {"report.html": render_html(tables, run)}
-    report.write_report(out, tables, run, extra=extra, overwrite=args.overwrite, storage_options=storage_options)
+
+def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_run: dict | None = None):
+    """Evaluate ``dataset`` through the Python API and write the report folder ``out``; returns the Result."""
+    from evalcore import api
+    from evalcore.engine.cluster import dask_client
+    from evalcore.io import report
+
+    storage_options = parse_storage_options(getattr(args, "storage_option", None))
+    params = evaluate_params(args)
+    report.check_out(out, args.overwrite, storage_options)
+    on_chunk = None if quiet else progress_reporter()
+    if args.scheduler:
+        with dask_client(args.scheduler) as client:
+            result = api.compute(dataset, **{**params, "workers": None}, client=client,
+                                 storage_options=storage_options, on_chunk=on_chunk)
+    else:  # in this process, or a local cluster when the job is too large or --workers asks for one
+        result = api.compute(dataset, **params, storage_options=storage_options, on_chunk=on_chunk)
+    result.save(out, overwrite=args.overwrite, storage_options=storage_options, run={
+        "command": redacted_command(sys.argv[1:]), "dataset": dataset, "scheduler": args.scheduler or "local",
+        **(extra_run or {})})
     return result
-
-
-def render_html(tables: dict, run: dict) -> str:
-    from evalcore.render import pages
-
-    return pages.render_report_html(tables["per_query"], tables["summary"], tables["cmc"], run,
-                                    sweep=tables.get("threshold_sweep"))
-

@@ -217,6 +217,7 @@ def today() -> str:
 
 def cmd_nightly(args) -> int:
     from evalcore.engine.cluster import ClusterUnreachable
+    from evalcore.io import report
     from evalcore.jobs.common import (
         EXIT_FAILED,
         EXIT_GATE,
@@ -225,7 +226,6 @@ def cmd_nightly(args) -> int:
         parse_storage_options,
         run_evaluation,
     )
-    from evalcore.io import report
     from evalcore.render import pages
 
     job = load_job(args.job)
