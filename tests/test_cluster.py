@@ -137,8 +137,8 @@ def test_evaluate_on_a_dask_cluster_of_processes_equals_a_local_run(tmp_path):
                      "--chunk-rows", "256")
         assert remote.returncode == 0, remote.stderr + cluster.log_tail()
         assert "report written to" in remote.stdout
-        # both workers got work, one task per chunk of 256 queries
-        assert remote.stderr.count("evalcore: chunk ") >= 3, remote.stderr
+        # both workers got work: --chunk-rows 256 rounds up to whole query tiles, a task each
+        assert remote.stderr.count("evalcore: chunk ") >= 2, remote.stderr
     assert_same_tables(tmp_path / "local", tmp_path / "remote")
     run_json = json.loads((tmp_path / "remote" / "run.json").read_text())
     assert run_json["scheduler"] == cluster.address

@@ -13,6 +13,7 @@ from conftest import load_vector, vector_arrays
 from reference import evaluate_all
 
 from evalcore.core import ground_truth as gt
+from evalcore.core.ranking import TILE_ROWS
 from evalcore.engine.evaluate import Options, evaluate
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
@@ -170,20 +171,20 @@ def test_qrels_matches_brute_force(write, judged_only, ties, shuffle):
     compare(result, expected, ks, extra=("ap_at_10",))
     # the data exercise what they should: unknown queries, junk, repeats, several chunks
     assert sum(e["n_relevant"] == 0 for e in expected) >= 60
-    assert len(result.info["chunks"]) == 3
+    assert len(result.info["chunks"]) == -(-600 // TILE_ROWS) > 1
     if judged_only:
         assert all(e["n_junk"] >= 1500 - 40 for e in expected)
 
 
 def test_judged_only_scores_do_not_depend_on_chunking(write):
     rng = np.random.default_rng(5)
-    arrays = qrels_arrays(rng, 700, 900, shuffle=True)
-    arrays["query/emb"] = rng.standard_normal((700, 24)).astype(np.float32)
+    arrays = qrels_arrays(rng, 1300, 900, shuffle=True)
+    arrays["query/emb"] = rng.standard_normal((1300, 24)).astype(np.float32)
     arrays["gallery/emb"] = rng.standard_normal((900, 24)).astype(np.float32)
     path = write(arrays)
     opts = Options(protocol="qrels", judged_only=True, ks=(1, 5))
-    one = evaluate(path, opts, chunk_rows=1024)
-    many = evaluate(path, opts, chunk_rows=256)
+    one = evaluate(path, opts, chunk_rows=4096)
+    many = evaluate(path, opts, chunk_rows=512)
     assert one.info["chunks"] != many.info["chunks"] and len(many.info["chunks"]) == 3
     assert one.per_query.equals(many.per_query)
     # and the scores are the float64 dot products of the normalised rows, rounded to float32

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from conftest import random_reid
 
+from evalcore.core.ranking import TILE_ROWS
 from evalcore.engine.evaluate import Options, evaluate, plan_chunks
 
 OPTS = Options(protocol="reid", ks=(1, 5, 10), threshold=0.7, map_at=5)
@@ -37,7 +38,7 @@ def test_chunks_cover_queries_once_on_tile_boundaries():
         chunks = plan_chunks(n, rows, workers)
         flat = np.concatenate([np.arange(a, b) for a, b in chunks])
         assert np.array_equal(flat, np.arange(n))
-        assert all(a % 256 == 0 for a, _ in chunks)
+        assert all(a % TILE_ROWS == 0 for a, _ in chunks)
 
 
 def test_results_do_not_depend_on_the_order_chunks_finish(write, arrays, monkeypatch):

@@ -76,7 +76,7 @@ def quantized(arrays):
 @pytest.mark.parametrize("ties", ["pessimistic", "optimistic"])
 def test_random_clustered_data_matches_brute_force(write, protocol, ties):
     rng = np.random.default_rng(7 if protocol == "reid" else 8)
-    # Q and G span several 256-row and 4096-column tiles
+    # Q and G span several query-row and 4096-column tiles
     arrays = random_reid(rng, n_query=600, n_gallery=9000, dims=12, n_ids=500)
     ks = (1, 5, 20)
     path = write(arrays, chunk_rows=300)

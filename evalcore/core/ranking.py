@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalcore.core.kernels import fold_tile
+from evalcore.core.kernels import fold_tile, pair_dots
 from evalcore.core.protocols import Truth, segment_ids
 
-TILE_ROWS = 256
+TILE_ROWS = 512
 TILE_COLS = 4096
 #: float32 unit roundoff
 U32 = 2.0 ** -24
@@ -109,7 +109,7 @@ def round_up32(x: np.ndarray) -> np.ndarray:
 
 
 def score_bounds(q: np.ndarray, g: np.ndarray, pair_q: np.ndarray, pair_g: np.ndarray,
-                 dims: int, batch: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
+                 dims: int) -> tuple[np.ndarray, np.ndarray]:
     """Float32 bounds [lo, hi] that surely hold the float32 tile score of each pair.
 
     ``q[pair_q[i]]`` and ``g[pair_g[i]]`` are pair i's normalised float32 rows.
@@ -117,18 +117,15 @@ def score_bounds(q: np.ndarray, g: np.ndarray, pair_q: np.ndarray, pair_g: np.nd
     gamma_D * ||q|| ||g|| of the exact dot product (Cauchy-Schwarz), so the
     tile's score and this float32 estimate are within twice that of each
     other; a few units of roundoff cover the norms and a last-bit difference
-    in normalisation. Pairs go in batches of ``batch`` values.
+    in normalisation.
     """
-    n = len(pair_q)
-    approx = np.empty(n, dtype=np.float32)
-    step = max(1, batch // max(dims, 1))
-    for a in range(0, n, step):
-        b = min(n, a + step)
-        approx[a:b] = np.einsum("ij,ij->i", q[pair_q[a:b]], g[pair_g[a:b]])
+    approx = np.empty(len(pair_q), dtype=np.float32)
+    gn = np.empty(len(pair_q), dtype=np.float64)
+    pair_dots(np.ascontiguousarray(q, dtype=np.float32), np.ascontiguousarray(g, dtype=np.float32),
+              np.asarray(pair_q, dtype=np.int64), np.asarray(pair_g, dtype=np.int64), approx, gn)
     qn = np.sqrt(np.einsum("ij,ij->i", q, q, dtype=np.float64))
-    gn = np.sqrt(np.einsum("ij,ij->i", g, g, dtype=np.float64))
     gamma = dims * U32 / (1 - dims * U32)
-    delta = (2 * gamma + 16 * U32) * qn[pair_q] * gn[pair_g] * (1 + 1e-6) + 1e-30
+    delta = (2 * gamma + 16 * U32) * qn[pair_q] * gn * (1 + 1e-6) + 1e-30
     approx = approx.astype(np.float64)
     return round_down32(approx - delta), round_up32(approx + delta)
 
@@ -271,13 +268,16 @@ def threshold_bounds(query_normalized: np.ndarray, truth: Truth, gallery,
     items = truth.rel_items
     if pairs is not None:
         pair_row, items = pair_row[pairs], items[pairs]
+    whole = getattr(gallery, "whole", None)
+    if whole is not None:  # the normalised gallery is in memory as one array: index it, copy nothing
+        return score_bounds(query_normalized, whole, pair_row, items, dims)
     union, inverse = np.unique(items, return_inverse=True)
     rows = gallery.rows(union) if union.size else np.empty((0, dims), np.float32)
     return score_bounds(query_normalized, rows, pair_row, inverse, dims)
 
 
 def query_tiles(query_normalized: np.ndarray, q0: int, n_query: int) -> list[tuple[int, int, np.ndarray]]:
-    """(a, b, tile) for each 256-row tile the chunk touches: queries a..b inside a tile whose
+    """(a, b, tile) for each TILE_ROWS-row tile the chunk touches: queries a..b inside a tile whose
     shape depends only on its place in the whole dataset, never on the chunk."""
     n, dims = query_normalized.shape
     n_query = max(n_query, q0 + n)
@@ -329,22 +329,42 @@ def merge_states(parts: list[list[_TileState]]) -> list[_TileState]:
 
 def rank_by_embeddings(query: np.ndarray, q0: int, truth: Truth, gallery, *, n_query: int | None = None,
                        similarity: str = "cosine", ties: str = "pessimistic",
-                       gallery_junk: np.ndarray | None = None) -> Ranked:
+                       gallery_junk: np.ndarray | None = None, parts: int = 1, map_fn=map) -> Ranked:
     """Ranks of every relevant item for queries ``q0 .. q0+len(query)`` (global indices).
 
     ``gallery`` gives normalised float32 rows: ``gallery.blocks()`` yields
     ``(g0, rows g0..g1)`` in order with g0 a multiple of TILE_COLS, and
-    ``gallery.rows(idx)`` the rows at sorted indices; ``gallery.n_rows`` is G.
+    ``gallery.rows(idx)`` the rows at sorted indices; ``gallery.n_rows`` is G;
+    ``gallery.whole``, where not None, is all G normalised rows as one array.
     ``n_query`` (Q of the whole dataset) lets the last query tile be as short
     as it always is instead of padded; the last gallery tile likewise.
     Memory: the query chunk, one gallery block and one score tile.
+
+    ``parts > 1`` scans that many column ranges of the gallery through
+    ``map_fn`` (a thread pool's ``map``: the product and the kernel release
+    the GIL) and adds their states, as gallery shards do: the same tiles, so
+    the same numbers.
     """
     qn = normalize_rows(query, similarity)
     lo, hi = threshold_bounds(qn, truth, gallery)
     tiles = query_tiles(qn, q0, n_query or 0)
-    states = new_states(tiles, q0, truth, lo, hi)
-    scan_gallery(tiles, states, gallery.blocks(), gallery_junk)
+
+    def scan(span: tuple[int, int]) -> list[_TileState]:
+        states = new_states(tiles, q0, truth, lo, hi)
+        scan_gallery(tiles, states, gallery.blocks(*span), gallery_junk)
+        return states
+
+    spans = column_spans(gallery.n_rows, parts)
+    states = scan(spans[0]) if len(spans) == 1 else merge_states(list(map_fn(scan, spans)))
     return finish_states(states, truth, ties)
+
+
+def column_spans(n_gallery: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` gallery ranges of whole score tiles, as equal as the tiles allow."""
+    n_tiles = max(1, -(-n_gallery // TILE_COLS))
+    parts = max(1, min(parts, n_tiles))
+    edges = [round(i * n_tiles / parts) * TILE_COLS for i in range(parts + 1)]
+    return [(a, min(b, n_gallery)) for a, b in zip(edges[:-1], edges[1:])]
 
 
 def tile_mask(col0: int, width: int, gallery_junk: np.ndarray | None) -> np.ndarray | None:

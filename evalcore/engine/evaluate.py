@@ -128,7 +128,7 @@ def describe(group, options: Options) -> dict:
 
 
 def plan_chunks(n_queries: int, chunk_rows: int, n_workers: int = 1) -> list[tuple[int, int]]:
-    """Query ranges for the tasks: whole 256-row tiles, balanced across the workers.
+    """Query ranges for the tasks: whole query tiles (TILE_ROWS), balanced across the workers.
 
     At most ``chunk_rows`` (the Zarr chunk, rounded up to whole tiles) per
     task; the number of tasks is a multiple of the worker count (at least two
@@ -204,7 +204,7 @@ def _nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
     return pa.array(values, mask=null)
 
 
-def rank_chunk(group, options: Options, info: dict, truth: p.Truth, q0: int, q1: int) -> Ranked:
+def rank_chunk(group, options: Options, info: dict, truth: p.Truth, q0: int, q1: int, pool=None) -> Ranked:
     """Relevant ranks for one chunk, from embeddings or from precomputed lists."""
     gallery_junk = gallery_side(group, info.get("run_id"), ("junk",)).get("junk")
     if info["ranked_by"] == "ranking/item":
@@ -215,8 +215,9 @@ def rank_chunk(group, options: Options, info: dict, truth: p.Truth, q0: int, q1:
 
         return truth_io.rank_among_allowed(group, options, truth, q0, q1)
     query, gallery = chunk_inputs(group, options, q0, q1, info, cache=True)
+    split = {} if pool is None else {"parts": pool._max_workers, "map_fn": pool.map}
     return rank_by_embeddings(query, q0, truth, gallery, n_query=info["n_queries"], similarity=options.similarity,
-                              ties=options.ties, gallery_junk=gallery_junk)
+                              ties=options.ties, gallery_junk=gallery_junk, **split)
 
 
 def chunk_inputs(group, options: Options, q0: int, q1: int, info: dict, span=None, cache: bool = False):
@@ -264,11 +265,32 @@ class GalleryBlocks:
                 del _BLOCK_CACHE[other]  # one run, one shard at a time: memory stays within the budget
             self.cache = _BLOCK_CACHE.setdefault(key, {})
 
-    def _read(self, g0: int) -> np.ndarray:
+    @property
+    def whole(self) -> np.ndarray | None:
+        """All rows as one normalised array, when ``prefetch`` read them into one (else None)."""
+        return None if self.cache is None else self.cache.get("whole")
+
+    def prefetch(self, map_fn=map) -> None:
+        """Read and normalise every block into one contiguous array, the blocks as views of it."""
+        if self.cache is None or "whole" in self.cache:
+            return
+        whole = np.empty((self.n_rows, self.array.shape[1]), dtype=np.float32)
+
+        def fill(g0: int) -> None:
+            block = self._read(g0, into=whole[g0:g0 + self.block_rows])
+            self.cache[g0] = block
+
+        list(map_fn(fill, range(0, self.n_rows, self.block_rows)))
+        self.cache["whole"] = whole
+
+    def _read(self, g0: int, into: np.ndarray | None = None) -> np.ndarray:
         if self.cache is not None and g0 in self.cache:
             return self.cache[g0]
         raw = np.asarray(self.array[g0:g0 + self.block_rows])
-        if raw.dtype != np.float32:
+        if into is not None:
+            into[...] = raw  # float16 is upcast on the way
+            raw = into
+        elif raw.dtype != np.float32:
             raw = raw.astype(np.float32)  # float16 products are slow in numpy: upcast the block once
         norms = row_norms(raw)
         problems = ds.check_embeddings("gallery/emb", g0, raw, self.similarity == "cosine", norms=norms)
@@ -441,7 +463,7 @@ def run_here(source, options, chunks, storage_options, info, shards, threads: in
             on_chunk(result[1], done, len(chunks))
 
     with threadpool_limits(limits=1, user_api="blas"):
-        if threads <= 1 or len(chunks) <= 1:
+        if threads <= 1:
             for i, (q0, q1) in enumerate(chunks):
                 finished(i, run_chunk_here(source, options, q0, q1, storage_options, info, shards), i + 1)
             return
@@ -449,7 +471,12 @@ def run_here(source, options, chunks, storage_options, info, shards, threads: in
 
         with ThreadPoolExecutor(threads, thread_name_prefix="evalcore") as pool:
             if shards is None and info["ranked_by"] == "embeddings" and not options.judged_only:
+                # chunks one after another, each scan split over the threads by gallery columns:
+                # the threads finish together, however few chunks there are
                 prefetch_gallery(pool, source, options, storage_options, info)
+                for i, (q0, q1) in enumerate(chunks):
+                    finished(i, evaluate_chunk(source, options, q0, q1, storage_options, info, pool=pool), i + 1)
+                return
             futures = {pool.submit(run_chunk_here, source, options, q0, q1, storage_options, info, shards): i
                        for i, (q0, q1) in enumerate(chunks)}
             try:
@@ -464,9 +491,7 @@ def run_here(source, options, chunks, storage_options, info, shards, threads: in
 def prefetch_gallery(pool, source, options, storage_options, info) -> None:
     """Read and normalise the gallery blocks into the run's cache, a block per thread, when they fit."""
     group = ds.open_dataset(source, storage_options)
-    gallery = GalleryBlocks(group, options.similarity, info["run_id"], info.get("cache_bytes", 0))
-    if gallery.cache is not None:
-        list(pool.map(gallery._read, range(0, gallery.n_rows, gallery.block_rows)))
+    GalleryBlocks(group, options.similarity, info["run_id"], info.get("cache_bytes", 0)).prefetch(pool.map)
 
 
 def forget_run(run_id: str) -> None:
@@ -502,14 +527,14 @@ def plan_shards(group, info: dict, gallery_shards: int | None) -> list[tuple[int
 
 
 def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_options: dict | None = None,
-                   info: dict | None = None) -> tuple[pa.Table, dict]:
-    """The task: per-query rows for queries q0..q1 and a few counters."""
+                   info: dict | None = None, pool=None) -> tuple[pa.Table, dict]:
+    """The task: per-query rows for queries q0..q1 and a few counters (``pool``: threads that split the scan)."""
     started = time.perf_counter()
     group = ds.open_dataset(path, storage_options)
     info = info or describe(group, options)
     try:
         truth = load_truth(group, options, q0, q1, info["n_gallery"], info.get("run_id"))
-        ranked = rank_chunk(group, options, info, truth, q0, q1)
+        ranked = rank_chunk(group, options, info, truth, q0, q1, pool)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
         return None, {"q0": q0, "q1": q1, "input_error": str(exc), "near_ties": 0,
                       "seconds": time.perf_counter() - started}
@@ -634,7 +659,7 @@ def evaluate(path, options: Options = Options(), *, client=None, threads: int = 
     info["run_id"] = uuid.uuid4().hex
     info["cache_bytes"] = cache_budget(client)
     zarr_rows = (group["ranking/item"] if info["ranked_by"] == "ranking/item" else group["query/emb"]).chunks[0]
-    n_workers = len(client.scheduler_info()["workers"]) if client is not None else max(1, threads)
+    n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
     chunks = plan_chunks(info["n_queries"], chunk_rows or zarr_rows, n_workers)
     shards = plan_shards(group, info, gallery_shards)
     info["gallery_shards"] = [list(x) for x in shards] if shards else None

@@ -59,7 +59,7 @@ class Peak:
 def matrix_product_floor(path: str, threads: int) -> float:
     """Seconds for the bare float32 Q x G product on ``threads`` BLAS threads, data in memory.
 
-    The faster of two block shapes (cache-sized 256 x 4096 output tiles, and
+    The faster of two block shapes (cache-sized 512 x 4096 output tiles, and
     large 2048 x 16384 blocks), so the floor is as low as plain numpy gets.
     """
     import zarr
@@ -74,7 +74,7 @@ def matrix_product_floor(path: str, threads: int) -> float:
         g[a:a + step] = gallery[a:a + step]
     best = float("inf")
     with threadpool_limits(limits=threads, user_api="blas"):
-        for rows, cols in ((256, 4096), (2048, 16384)):
+        for rows, cols in ((512, 4096), (2048, 16384)):
             started = time.perf_counter()
             for a in range(0, q.shape[0], rows):
                 for b in range(0, g.shape[0], cols):
