@@ -179,8 +179,10 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
     scheduler_log.addFilter(quiet)
     try:
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                          memory_limit=memory_limit, silence_logs=logging.ERROR, preload=PRELOAD,
-                          # no dashboard; its health/metrics routes on a free loopback port, not on :8787
+                          memory_limit=memory_limit, silence_logs=logging.CRITICAL, preload=PRELOAD,
+                          # CRITICAL: a worker losing its scheduler at shutdown logs a traceback that means nothing;
+                          # failures reach the user through _explained. No dashboard; its health/metrics
+                          # routes on a free loopback port, not on :8787
                           scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
                 Client(cluster) as client, _explained(client, None):
             yield client
