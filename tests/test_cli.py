@@ -66,7 +66,7 @@ def test_worked_examples_through_the_command_line_on_two_worker_processes(tmp_pa
 @pytest.mark.cluster
 def test_report_folder_is_complete_and_run_json_says_how(tmp_path):
     rng = np.random.default_rng(1)
-    data = random_reid(rng, n_query=300, n_gallery=3000, dims=16)
+    data = random_reid(rng, n_query=1100, n_gallery=3000, dims=16)
     path = tmp_path / "ds.zarr"
     ds.write_dataset(path, data, {"protocol": "reid"}, chunk_rows=128)
     out = tmp_path / "report"
@@ -80,15 +80,15 @@ def test_report_folder_is_complete_and_run_json_says_how(tmp_path):
     assert run_json["options"]["protocol"] == "reid"      # from the dataset attribute
     assert run_json["fingerprint"] and run_json["versions"]["zarr"]
     assert "tile grid" in run_json["scores"]
-    assert run_json["counts"]["queries"] == 300
+    assert run_json["counts"]["queries"] == 1100
     unknown = run_json["counts"]["unknown"]
-    assert unknown > 0 and any(w.startswith(f"{unknown} of 300 queries") for w in run_json["warnings"])
+    assert unknown > 0 and any(w.startswith(f"{unknown} of 1100 queries") for w in run_json["warnings"])
     assert "evalcore: warning:" in result.stderr
     summary = pq.read_table(out / "summary.parquet").to_pylist()
     assert [r["group"] for r in summary] == ["all", "g0", "g1", "g2"]
     assert sum(r["n_queries"] for r in summary[1:]) == summary[0]["n_queries"]
     assert summary[0]["fnir_at_target_fpir"] is not None
-    # the non-TTY progress: one line per chunk
+    # the non-TTY progress: one line per chunk (1,100 queries are three query tiles)
     assert result.stderr.count("chunk ") >= 2
     shown = run("show", out)
     assert shown.returncode == 0 and "g1" in shown.stdout
