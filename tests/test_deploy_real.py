@@ -109,7 +109,7 @@ def write_dataset(path: Path, n_query: int, n_gallery: int, dims: int, seed: int
     # Several query chunks and gallery blocks, distractors, junk and unknown
     # queries: the distributed paths all get exercised.
     synthetic.write_clustered(path, n_query=n_query, n_gallery=n_gallery, dims=dims, n_ids=max(20, n_query // 4),
-                              distractors=0.14, junk=0.02, unknown=0.02, seed=seed, query_chunk=256,
+                              distractors=0.14, junk=0.02, unknown=0.02, seed=seed, query_chunk=256, separation=2.0,
                               gallery_chunk=2048)
 
 
@@ -213,12 +213,15 @@ def test_demo_in_the_image_equals_a_local_demo(image, tmp_path):
 
 
 def compose_cmd() -> list[str]:
+    """podman-compose >= 1.1 (deploy/test-here.sh puts 1.6.0 in its tools venv). Debian 12's
+    1.0.3 ignores `--scale`, so the stack would silently run one worker."""
     exe = os.environ.get("EVALCORE_COMPOSE")  # e.g. "podman-compose"
     if exe:
         return exe.split()
-    if shutil.which("podman-compose"):
-        return ["podman-compose"]
-    pytest.skip(f"podman-compose is not installed: {HERE}")
+    tools = STATE / "tools" / "bin" / "podman-compose"
+    if tools.exists():
+        return [str(tools)]
+    pytest.skip(f"no podman-compose >= 1.1 (set EVALCORE_COMPOSE): {HERE}")
 
 
 def test_compose_stack_report_equals_local_run(image, dataset, local_report, tmp_path):
@@ -260,9 +263,15 @@ def test_compose_stack_report_equals_local_run(image, dataset, local_report, tmp
         assert job.returncode == 0, f"job exited {job.returncode}\n{job.stdout[-3000:]}\n{job.stderr[-3000:]}"
         assert_reports_equal(data / "report", local_report)
     finally:
-        down = run([*compose, "down"], env=env, timeout=300, check=False)
+        # podman-compose's `down` only knows the first replica of a scaled service;
+        # --remove-orphans takes down the other workers too (docker compose does it anyway).
+        down = run([*compose, "down", "--remove-orphans"], env=env, timeout=300, check=False)
     left = containers()
     assert not left, f"`down` left containers behind: {left}\n{down.stdout[-2000:]}{down.stderr[-2000:]}"
+    pods = run(["podman", "pod", "ps", "-q", "--filter", f"name={project}"], env=env).stdout.split()
+    nets = [n for n in run(["podman", "network", "ls", "--format", "{{.Name}}"], env=env).stdout.split()
+            if n.startswith(project)]
+    assert not pods and not nets, f"`down` left pods {pods} / networks {nets}"
     assert not loopback_listeners(8786)["127.0.0.1"], "port 8786 still open after `down`"
 
 
