@@ -99,7 +99,7 @@ fi
 podman image ls "$BASE_IMAGE"
 
 say "pytest tests/test_deploy_real.py (marked deploy: image build, demo in the container, compose, Slurm, Kubernetes validation)"
-export MPLBACKEND=Agg
+export MPLBACKEND=Agg EVALCORE_DEPLOY_TESTS=1
 start=$(date +%s)
 set +e
 "$VENV/bin/pytest" -p no:cacheprovider -rs -v tests/test_deploy_real.py tests/test_deploy.py "$@"

@@ -150,6 +150,15 @@ def loopback_listeners(port: int) -> dict[str, bool]:
 # --------------------------------------------------------------------------- shared fixtures
 
 
+def need_heavy(request):
+    """Building the image and running compose/Slurm takes minutes of both cores: only
+    with `pytest -m deploy` or EVALCORE_DEPLOY_TESTS=1 (deploy/test-here.sh sets it),
+    even where podman and Slurm are installed, so a plain `pytest` stays fast."""
+    asked = "deploy" in (request.config.getoption("markexpr") or "")
+    if not asked and os.environ.get("EVALCORE_DEPLOY_TESTS") != "1":
+        pytest.skip("builds/runs containers or Slurm jobs: run deploy/test-here.sh (or pytest -m deploy)")
+
+
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("deploy-data") / "ds.zarr"
@@ -175,7 +184,8 @@ def need_podman():
 
 
 @pytest.fixture(scope="module")
-def image() -> str:
+def image(request) -> str:
+    need_heavy(request)
     need_podman()
     started = time.monotonic()
     podman("build", "--network", "host", "--build-arg", f"BASE={BASE_IMAGE}",
@@ -279,7 +289,8 @@ def test_compose_stack_report_equals_local_run(image, dataset, local_report, tmp
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
+def slurm(request, tmp_path_factory):
+    need_heavy(request)
     for exe in ("slurmctld", "slurmd", "munged", "sbatch"):
         if not shutil.which(exe):
             pytest.skip(f"{exe} is not installed (Slurm/munge): {HERE}")
