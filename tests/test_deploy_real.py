@@ -341,7 +341,7 @@ def sbatch(env, workdir: Path, dataset: Path, out: Path) -> str:
     (workdir / "local").mkdir(exist_ok=True)
     proc = run(["sbatch", "--parsable", "--nodes=1", "--ntasks=3", "--ntasks-per-node=3", "--mem=6G",
                 "--time=00:20:00", f"--chdir={workdir}", f"--output={workdir}/evalcore-%j.out",
-                SBATCH, dataset, out], env=job_env)
+                SBATCH, dataset, out], env=job_env, cwd=workdir)  # SLURM_SUBMIT_DIR: .evalcore goes here
     return proc.stdout.strip().split(";")[0]
 
 
@@ -353,6 +353,7 @@ def test_sbatch_job_report_equals_local_run(slurm, dataset, local_report, tmp_pa
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", f"{info}\n{log[-4000:]}"
     assert "waiting for 2 workers" in log, log[-2000:]
     assert_reports_equal(out, local_report)
+    assert (tmp_path / ".evalcore").is_dir(), "the job never used its shared dir"
     assert not list((tmp_path / ".evalcore").glob(f"*{job_id}*")), "scheduler/multi-prog files left behind"
     deadline = time.monotonic() + 30
     while job_processes(job_id):
@@ -386,6 +387,7 @@ def test_scancel_leaves_no_report_and_no_processes(slurm, tmp_path):
     assert not out.exists(), f"scancel left a report at {out}: {list(out.iterdir())}"
     partial = [p.name for p in tmp_path.iterdir() if p.name.startswith(f".{out.name}.tmp-")]
     assert not partial, f"scancel left a partial report: {partial}"
+    assert (tmp_path / ".evalcore").is_dir(), "the job never used its shared dir"
     assert not list((tmp_path / ".evalcore").glob(f"*{job_id}*")), "scheduler/multi-prog files left behind"
 
 
