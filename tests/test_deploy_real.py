@@ -207,6 +207,17 @@ def test_image_runs_as_non_root_with_the_pinned_stack(image):
     assert "evaluate" in podman("run", "--rm", "--network", "none", image, "evalcore", "--help").stdout
 
 
+def test_the_kernel_is_compiled_into_the_image_not_at_start(image):
+    # numba writes an index (.nbi) and one object file (.nbc) per compiled signature; a container that
+    # finds them loads the kernel instead of compiling it, and must not write anything new
+    probe = ("import os, glob; from evalcore.core import kernels; d = os.environ['NUMBA_CACHE_DIR']; "
+             "before = sorted(glob.glob(d + '/**/*.nb*', recursive=True)); kernels.warm_up(); "
+             "after = sorted(glob.glob(d + '/**/*.nb*', recursive=True)); "
+             "print(len(before), before == after, os.access(d, os.W_OK))")
+    out = podman("run", "--rm", "--network", "none", image, "python", "-c", probe).stdout.split()
+    assert int(out[0]) >= 2 and out[1:] == ["True", "True"], out
+
+
 def test_demo_in_the_image_equals_a_local_demo(image, tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
