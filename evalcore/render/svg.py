@@ -138,7 +138,9 @@ def nice_step(span: float, max_ticks: int = 7, integer: bool = False) -> float:
 
 
 def linear_ticks(lo: float, hi: float, max_ticks: int = 7, integer: bool = False) -> list[float]:
-    """Multiples of :func:`nice_step` inside [lo, hi]: [0, 1] gives 0, 0.2, ..., 1.0."""
+    """Multiples of :func:`nice_step` inside [lo, hi]: [0, 1] gives 0, 0.2, ..., 1.0; none for an infinite range."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
     step = nice_step(hi - lo, max_ticks, integer)
     first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
     # %.12g drops float noise such as 0.6000000000000001.
