@@ -41,7 +41,7 @@ FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 #: Rough advance width of a character as a fraction of the font size (for legend layout only).
 _CHAR_WIDTH = 0.6
 _LEGEND_LABEL_MAX = 40
-_MARGIN = {"left": 64, "right": 18, "top": 32, "bottom": 46}
+_MARGIN = {"left": 66, "right": 18, "top": 34, "bottom": 48}
 
 
 # --------------------------------------------------------------------------- data
@@ -194,7 +194,7 @@ def _truncate(label: str, width: int = _LEGEND_LABEL_MAX) -> str:
 
 
 def _legend_font(count: int) -> float:
-    return 10.0 if count <= 8 else 9.0
+    return 11.0 if count <= 8 else 9.5
 
 
 def _entry_width(entries: list[LegendEntry], font: float) -> float:
@@ -229,16 +229,16 @@ def _axes(frame: Frame, title: str, xlabel: str, ylabel: str, xinteger: bool, yi
     for value, text in zip(xticks, xtexts):
         x = _num(frame.x(value))
         parts.append(f'<g class="xtick"><line x1="{x}" y1="{_num(frame.top)}" x2="{x}" y2="{_num(frame.bottom + 4)}" stroke="#000000" stroke-opacity="0.12"/>'
-                     f'<text x="{x}" y="{_num(frame.bottom + 16)}" text-anchor="middle" font-size="10">{_esc(text)}</text></g>')
+                     f'<text x="{x}" y="{_num(frame.bottom + 17)}" text-anchor="middle" font-size="11">{_esc(text)}</text></g>')
     for value, text in zip(yticks, ytexts):
         y = _num(frame.y(value))
         parts.append(f'<g class="ytick"><line x1="{_num(frame.left - 4)}" y1="{y}" x2="{_num(frame.right)}" y2="{y}" stroke="#000000" stroke-opacity="0.12"/>'
-                     f'<text x="{_num(frame.left - 7)}" y="{y}" dy="0.32em" text-anchor="end" font-size="10">{_esc(text)}</text></g>')
+                     f'<text x="{_num(frame.left - 7)}" y="{y}" dy="0.32em" text-anchor="end" font-size="11">{_esc(text)}</text></g>')
     middle_x, middle_y = (frame.left + frame.right) / 2, (frame.top + frame.bottom) / 2
     parts += [
-        f'<text class="title" x="{_num(WIDTH / 2)}" y="20" text-anchor="middle" font-size="13">{_esc(title)}</text>',
-        f'<text class="xlabel" x="{_num(middle_x)}" y="{_num(frame.bottom + 34)}" text-anchor="middle" font-size="11">{_esc(xlabel)}</text>',
-        f'<text class="ylabel" x="16" y="{_num(middle_y)}" text-anchor="middle" font-size="11" '
+        f'<text class="title" x="{_num(WIDTH / 2)}" y="21" text-anchor="middle" font-size="14">{_esc(title)}</text>',
+        f'<text class="xlabel" x="{_num(middle_x)}" y="{_num(frame.bottom + 36)}" text-anchor="middle" font-size="12">{_esc(xlabel)}</text>',
+        f'<text class="ylabel" x="16" y="{_num(middle_y)}" text-anchor="middle" font-size="12" '
         f'transform="rotate(-90 16 {_num(middle_y)})">{_esc(ylabel)}</text>',
     ]
     return parts
@@ -270,7 +270,7 @@ def _legend(entries: list[LegendEntry], frame: Frame, placement: str) -> str:
         columns, rows = _below_layout(entries, frame.right - frame.left)
         width = columns * column
         x0 = (frame.left + frame.right) / 2 - width / 2
-        y0 = frame.bottom + 44
+        y0 = frame.bottom + 46
         box = ""
     else:
         columns = 1 if len(entries) <= 8 else 2
@@ -391,7 +391,8 @@ def histogram_chart(
             if count:
                 bars.append(f'<rect x="{_num(x0)}" y="{_num(y)}" width="{_num(x1 - x0)}" height="{_num(base - y)}"/>')
         outline.append(f"V{_num(base)}")
-        parts.append(f'<g class="series" data-series="{_esc(label)}"><g fill="{color}" fill-opacity="0.45">{"".join(bars)}</g>'
+        # crisp edges: anti-aliased seams would show between adjacent translucent bars
+        parts.append(f'<g class="series" data-series="{_esc(label)}"><g fill="{color}" fill-opacity="0.45" shape-rendering="crispEdges">{"".join(bars)}</g>'
                      f'<path d="{"".join(outline)}" fill="none" stroke="{color}" stroke-width="1"/></g>')
     if threshold is not None and math.isfinite(threshold):
         parts.append(_vline(VLine(threshold), frame))
