@@ -7,9 +7,14 @@ import math
 import re
 import shutil
 import subprocess
+import warnings
+import xml.etree.ElementTree as ET
 
+import numpy as np
 import pyarrow as pa
 import pytest
+
+import evalcore
 
 from evalcore.errors import InputError
 from evalcore.render.pages import (
@@ -20,6 +25,8 @@ from evalcore.render.pages import (
 )
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SVG_URI = "data:image/svg+xml;base64,"
+SVG = "{http://www.w3.org/2000/svg}"
 IMG = re.compile(r'<img alt="([^"]*)" src="([^"]*)"')
 SCRIPT_KEY = "<script>alert(1)</script>.jpg"
 UNKNOWN = {3, 11, 19, 27}
@@ -154,6 +161,52 @@ def images(page: str) -> dict[str, str]:
     return dict(IMG.findall(page))
 
 
+def svg_root(uri: str) -> ET.Element:
+    """The parsed SVG of a ``data:image/svg+xml;base64`` URI."""
+    assert uri.startswith(SVG_URI)
+    return ET.fromstring(base64.b64decode(uri[len(SVG_URI):], validate=True))
+
+
+def plot(page: str, alt_start: str) -> ET.Element:
+    (uri,) = [uri for alt, uri in images(page).items() if alt.startswith(alt_start)]
+    return svg_root(uri)
+
+
+def axis_map(root: ET.Element, axis: str, log: bool = False):
+    """Pixel -> value on an axis, fitted through the tick labels (what a reader sees), not the plotter's scale."""
+    ticks = []
+    for tick in root.iter(SVG + "g"):
+        if tick.get("class") == f"{axis}tick":
+            line = tick.find(SVG + "line")
+            ticks.append((float(tick.find(SVG + "text").text), float(line.get("x1" if axis == "x" else "y1"))))
+    assert len(ticks) >= 2, f"{axis} axis has fewer than two ticks"
+    values = np.log10([v for v, _ in ticks]) if log else np.array([v for v, _ in ticks])
+    slope, intercept = np.polyfit([p for _, p in ticks], values, 1)
+    per_pixel = abs(slope)
+
+    def value(pixel: float) -> float:
+        fitted = slope * pixel + intercept
+        return 10 ** fitted if log else fitted
+
+    return value, per_pixel
+
+
+def series_groups(root: ET.Element) -> list[ET.Element]:
+    return [g for g in root.iter(SVG + "g") if g.get("class") == "series"]
+
+
+def polyline_points(group: ET.Element) -> list[tuple[float, float]]:
+    return [tuple(map(float, p.split(","))) for p in group.find(SVG + "polyline").get("points").split()]
+
+
+def legend_labels(root: ET.Element) -> list[str]:
+    return [g.find(SVG + "text").text for g in root.iter(SVG + "g") if g.get("class") == "legend-entry"]
+
+
+def reference_lines(root: ET.Element) -> list[ET.Element]:
+    return [line for line in root.iter(SVG + "line") if line.get("class") == "refline"]
+
+
 # --------------------------------------------------------------------------- worst_queries
 
 
@@ -182,7 +235,7 @@ def test_worst_queries_only_present_columns():
 # --------------------------------------------------------------------------- report page
 
 
-def test_page_has_inline_png_plots(page):
+def test_page_has_inline_svg_plots(page):
     found = images(page)
     alts = list(found)
     assert any(a.startswith("CMC") for a in alts)
@@ -191,15 +244,130 @@ def test_page_has_inline_png_plots(page):
     assert any("FPIR" in a for a in alts)
     assert len(found) == 4
     for uri in found.values():
-        assert uri.startswith("data:image/png;base64,")
-        assert base64.b64decode(uri.split(",", 1)[1], validate=True).startswith(PNG_MAGIC)
+        root = svg_root(uri)
+        assert root.tag == SVG + "svg" and root.get("viewBox") == "0 0 600 380"
 
 
 def test_page_loads_nothing_from_outside(page):
     sources = re.findall(r'src="([^"]*)"', page)
-    assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert sources and all(s.startswith(SVG_URI) for s in sources)
     for forbidden in ("http://", "https://", "href=", "<link", "url(", "@import", "<iframe", "<script"):
         assert forbidden not in page.lower(), forbidden
+    for uri in sources:  # nor do the images: no script, no links, no external resources
+        text = base64.b64decode(uri[len(SVG_URI):]).decode("utf-8").lower()
+        for forbidden in ("<script", "href", "url(", "<image", "<foreignobject", "on" + "load="):
+            assert forbidden not in text, forbidden
+
+
+def test_page_draws_no_matplotlib(tables):
+    code = ("import sys, pyarrow as pa, pyarrow.parquet as pq\n"
+            "from evalcore.render.pages import render_report_html\n"
+            "t = {n: pq.read_table(sys.argv[1] + '/' + n + '.parquet') for n in ('per_query', 'summary', 'cmc', 'sweep')}\n"
+            "render_report_html(t['per_query'], t['summary'], t['cmc'], {}, sweep=t['sweep'])\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))\n")
+    import os
+    import sys
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as folder:
+        for name, table in tables.items():
+            pq.write_table(table, os.path.join(folder, name + ".parquet"))
+        done = subprocess.run([sys.executable, "-c", code, folder], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_cmc_plot_maps_back_to_values(tables, page):
+    root = plot(page, "CMC")
+    x_value, x_per_pixel = axis_map(root, "x")
+    y_value, y_per_pixel = axis_map(root, "y")
+    rows = tables["cmc"].to_pylist()
+    groups = series_groups(root)
+    assert [g.get("data-series") for g in groups] == ["all", "day", "night"]
+    for group in groups:
+        expected = sorted((r["k"], r["cmc"]) for r in rows if r["group"] == group.get("data-series"))
+        points = polyline_points(group)
+        assert len(points) == len(expected) == 20
+        # each point within a pixel of (k, cmc)
+        assert all(abs(x_value(x) - k) <= x_per_pixel and abs(y_value(y) - v) <= y_per_pixel for (x, y), (k, v) in zip(points, expected))
+        assert len(group.findall(SVG + "circle")) == 20  # markers on short curves
+    assert legend_labels(root) == ["all", "day", "night"]
+    texts = [t.text for t in root.iter(SVG + "text")]
+    assert "rank k" in texts and "Cumulative match characteristic" in texts
+
+
+def test_cmc_plot_log_axis_beyond_rank_100():
+    k = np.arange(1, 501)
+    cmc = pa.table({"group": ["all"] * 500, "k": k, "cmc": 1 - 0.6 / np.sqrt(k)})
+    page = render_report_html(make_per_query(), pa.table({"group": ["all"]}), cmc, {})
+    root = plot(page, "CMC")
+    ticks = [t.find(SVG + "text").text for t in root.iter(SVG + "g") if t.get("class") == "xtick"]
+    assert ticks == ["1", "10", "100"]
+    x_value, _ = axis_map(root, "x", log=True)
+    (group,) = series_groups(root)
+    points = polyline_points(group)
+    assert len(points) == 500 and not group.findall(SVG + "circle")
+    assert np.allclose([x_value(x) for x, _ in points], k, rtol=0.01)
+
+
+def test_score_histograms_follow_counts(tables, page):
+    data = [r for r in tables["per_query"].to_pylist() if r["n_relevant"] > 0]
+    correct = np.array([r["top1_score"] for r in data if r["first_rank"] == 1])
+    wrong = np.array([r["top1_score"] for r in data if r["first_rank"] != 1])
+    every = np.concatenate([correct, wrong])
+    bins = np.linspace(every.min(), every.max(), 31)  # 30 shared bins over the scores' range
+    root = plot(page, "Rank-1 scores of known queries whose")
+    y_value, y_per_pixel = axis_map(root, "y")
+    groups = series_groups(root)
+    assert [g.get("data-series") for g in groups] == ["correct at rank 1", "incorrect at rank 1"]
+    for group, scores in zip(groups, (correct, wrong)):
+        counts = np.histogram(scores, bins)[0]
+        heights = np.array([float(r.get("height")) for r in group.iter(SVG + "rect")])
+        assert len(heights) == np.count_nonzero(counts)
+        # height in axis units is the count, within a pixel
+        assert np.all(np.abs(heights * y_per_pixel - counts[counts > 0]) <= y_per_pixel)
+    assert legend_labels(root) == [f"correct at rank 1 (n={len(correct)})", f"incorrect at rank 1 (n={len(wrong)})", "threshold 0.6"]
+    x_value, x_per_pixel = axis_map(root, "x")
+    (line,) = reference_lines(root)
+    assert abs(x_value(float(line.get("x1"))) - 0.6) <= x_per_pixel
+
+
+def test_sweep_plot_lines_and_threshold(tables, page):
+    root = plot(page, "Open-set error rates")
+    groups = series_groups(root)
+    assert len(groups) == 6  # FPIR and FNIR for all, day, night
+    y_value, y_per_pixel = axis_map(root, "y")
+    x_value, x_per_pixel = axis_map(root, "x")
+    rows = tables["sweep"].to_pylist()
+    for group in groups:
+        rate, name = group.get("data-series").split()
+        expected = sorted((r["threshold"], r[rate.lower()]) for r in rows if r["group"] == name)
+        points = polyline_points(group)
+        assert len(points) == 21
+        assert all(abs(x_value(x) - t) <= x_per_pixel and abs(y_value(y) - v) <= y_per_pixel for (x, y), (t, v) in zip(points, expected))
+        dashed = group.find(SVG + "polyline").get("stroke-dasharray") is not None
+        assert dashed == (rate == "FNIR")
+    assert legend_labels(root) == ["FPIR", "FNIR", "all", "day", "night", "threshold 0.6"]
+    (line,) = reference_lines(root)
+    assert abs(x_value(float(line.get("x1"))) - 0.6) <= x_per_pixel
+
+
+@pytest.mark.parametrize("case", ["no queries", "empty gallery"])
+def test_page_of_empty_evaluation_is_quiet(case, capfd):
+    # Real tables of evaluations with Q = 0 or G = 0: nothing to plot, notes instead, and not a word on stderr.
+    eye = np.eye(4, dtype=np.float32)
+    arrays = {"no queries": dict(query=np.zeros((0, 4), np.float32), gallery=eye, query_labels=np.zeros(0, int), gallery_labels=[0, 1, 2, 3]),
+              "empty gallery": dict(query=eye[:3], gallery=np.zeros((0, 4), np.float32), query_labels=[0, 1, 2], gallery_labels=np.zeros(0, int))}
+    result = evalcore.evaluate(**arrays[case], threshold=0.5, sweep=True)
+    capfd.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        page = render_report_html(result.per_query, result.summary, result.cmc, {}, sweep=result.sweep)
+    assert "No CMC data" in page and "No rank-1 scores" in page and "The threshold sweep is empty" in page
+    assert "<img" not in page
+    assert capfd.readouterr().err == ""
 
 
 def test_page_lists_worst_queries_worst_first(tables, page):

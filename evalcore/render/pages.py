@@ -2,14 +2,16 @@
 
 Everything here is a pure function of pyarrow tables and the ``run.json`` dict
 (reading a report folder is :func:`evalcore.io.report.read_report`). Pages are
-self-contained: CSS is inline and plots are inline PNGs
-(``data:image/png;base64,...``), so a page can be mailed, archived or opened
-from an object store without anything else.
+self-contained: CSS is inline and plots are inline images (``data:`` URIs), so
+a page can be mailed, archived or opened from an object store without
+anything else.
 
-Matplotlib is imported lazily inside the plotting helpers and only its Agg
-canvas is used (``Figure`` + ``FigureCanvasAgg``, never ``pyplot``), so
-rendering works headless and never changes the backend or the figures of the
-calling process.
+The report page draws its plots as SVG with :mod:`evalcore.render.svg` (no
+plotting library: rendering a report takes milliseconds). Only the nightly
+trend page uses matplotlib (dates on x; not latency-critical): it is imported
+lazily there and only its Agg canvas is used (``Figure`` + ``FigureCanvasAgg``,
+never ``pyplot``), so rendering works headless and never changes the backend
+or the figures of the calling process.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from evalcore.errors import InputError
+from evalcore.render import svg
 
 #: Columns of :func:`worst_queries`, in order (those present in per_query).
 WORST_COLUMNS = ("query", "key", "top1_key", "top1_score", "relevant_score", "first_rank", "ap")
@@ -169,7 +172,7 @@ def _fmt(value, missing: str = "–") -> str:
 
 
 def _new_figure(width: float = 6.0, height: float = 3.8):
-    """A pyplot-free Agg figure and its single axes."""
+    """A pyplot-free Agg figure and its single axes (trend page only)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -187,14 +190,12 @@ def _png_uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _group_colors(groups: list[str]) -> dict[str, object]:
-    """A colour per group; ``all`` is black."""
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if len(groups) <= 10 else "tab20"]
+def _group_colors(groups: list[str]) -> dict[str, str]:
+    """A hex colour per group from the tab10 (tab20 beyond 10 groups) palette; ``all`` is black."""
+    palette = svg.palette(len(groups))
     others = [g for g in groups if g != "all"]
-    colors = {g: cmap(i % cmap.N) for i, g in enumerate(others)}
-    colors["all"] = "black"
+    colors = {g: palette[i % len(palette)] for i, g in enumerate(others)}
+    colors["all"] = svg.COLORS["black"]
     return colors
 
 
@@ -220,9 +221,11 @@ def _groups_in_order(values: list) -> list[str]:
 
 
 def _plot_cmc(cmc: pa.Table) -> str | None:
-    """CMC curves, one line per group; None without data."""
-    from matplotlib.ticker import MaxNLocator
+    """CMC curves, one line per group; None without data.
 
+    The x axis (rank k) is logarithmic beyond k = 100, else on integer ticks;
+    markers when a curve has at most 20 points.
+    """
     k = _column(cmc, "k")
     values = _column(cmc, "cmc")
     if not k or values is None:
@@ -231,33 +234,27 @@ def _plot_cmc(cmc: pa.Table) -> str | None:
     groups = ["all" if g is None else str(g) for g in groups]
     order = _groups_in_order(groups)
     colors = _group_colors(order)
-    fig, ax = _new_figure()
+    series = []
     for name in order:
         points = sorted((kk, v) for kk, v, g in zip(k, values, groups) if g == name and kk is not None and not _is_missing(v))
         if points:
             xs, ys = zip(*points)
-            ax.plot(xs, ys, color=colors[name], lw=2.2 if name == "all" else 1.4, marker="o" if len(xs) <= 20 else None, ms=3, label=name)
+            series.append(svg.Series(name, xs, ys, colors[name], width=2.2 if name == "all" else 1.4, markers=len(xs) <= 20))
+    if not series:
+        return None  # every value null (no known queries): a note, not empty axes
     max_k = max(kk for kk in k if kk is not None)
-    if max_k > 100:
-        ax.set_xscale("log")
-    else:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlim(1, max(max_k, 2))
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("rank k")
-    ax.set_ylabel("CMC (fraction with a match in top k)")
-    ax.set_title("Cumulative match characteristic")
-    _legend(ax, len(order))
-    return _png_uri(fig)
+    legend = [svg.LegendEntry(s.label, s.color, width=s.width, markers=s.markers) for s in series]
+    return svg.data_uri(svg.line_chart(
+        series, title="Cumulative match characteristic", xlabel="rank k", ylabel="CMC (fraction with a match in top k)",
+        xlim=(1, max(max_k, 2)), ylim=(0, 1.02), xlog=max_k > 100, xinteger=True, legend=legend, legend_at="lower right",
+    ))
 
 
 def _plot_histograms(series: list[tuple[str, list, str]], title: str, threshold: float | None) -> str | None:
-    """Overlaid score histograms on shared bins; None when every series is empty.
+    """Overlaid score histograms on 30 shared bins over the scores' range; None when every series is empty.
 
     ``series`` holds (label, values, colour) triples.
     """
-    from matplotlib.ticker import MaxNLocator
-
     series = [(name, [float(v) for v in vals if not _is_missing(v)], color) for name, vals, color in series]
     if not any(vals for _, vals, _ in series):
         return None
@@ -266,18 +263,7 @@ def _plot_histograms(series: list[tuple[str, list, str]], title: str, threshold:
     if hi <= lo:
         lo, hi = lo - 0.5, hi + 0.5
     bins = np.linspace(lo, hi, 31)
-    fig, ax = _new_figure()
-    for name, vals, color in series:
-        if vals:
-            ax.hist(vals, bins=bins, histtype="stepfilled", alpha=0.45, color=color, edgecolor=color, label=f"{name} (n={len(vals)})")
-    if threshold is not None:
-        ax.axvline(threshold, color="black", ls="--", lw=1, label=f"threshold {threshold:.4g}")
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("rank-1 score")
-    ax.set_ylabel("queries")
-    ax.set_title(title)
-    _legend(ax, len(series) + (threshold is not None), below=True)
-    return _png_uri(fig)
+    return svg.data_uri(svg.histogram_chart(series, bins, title=title, xlabel="rank-1 score", ylabel="queries", threshold=threshold))
 
 
 def _plot_sweep(sweep: pa.Table, threshold: float | None) -> str | None:
@@ -288,31 +274,34 @@ def _plot_sweep(sweep: pa.Table, threshold: float | None) -> str | None:
     groups = ["all" if g is None else str(g) for g in (_column(sweep, "group") or ["all"] * len(thresholds))]
     order = _groups_in_order(groups)
     colors = _group_colors(order)
-    from matplotlib.lines import Line2D
-
-    fig, ax = _new_figure()
-    handles, plotted = [], set()
-    for rate, style in (("fpir", "-"), ("fnir", "--")):
+    series, legend, plotted = [], [], set()
+    for rate, dash in (("fpir", None), ("fnir", svg.DASHED)):
         values = _column(sweep, rate)
         if values is None:
             continue
-        handles.append(Line2D([], [], color="grey", ls=style, label=rate.upper()))
+        legend.append(svg.LegendEntry(rate.upper(), svg.COLORS["grey"], dash=dash))
         for name in order:
-            points = sorted((t, v) for t, v, g in zip(thresholds, values, groups) if g == name and not _is_missing(t) and not _is_missing(v))
+            # the sweep's end points sit at thresholds of +-inf (accept all / reject all): not drawable
+            points = sorted((t, v) for t, v, g in zip(thresholds, values, groups)
+                            if g == name and not _is_missing(t) and math.isfinite(t) and not _is_missing(v))
             if points:
                 xs, ys = zip(*points)
-                ax.plot(xs, ys, ls=style, color=colors[name], lw=2 if name == "all" else 1.2)
+                series.append(svg.Series(f"{rate.upper()} {name}", xs, ys, colors[name], width=2 if name == "all" else 1.2, dash=dash))
                 plotted.add(name)
-    handles += [Line2D([], [], color=colors[name], lw=2 if name == "all" else 1.2, label=name) for name in order if name in plotted]
+    if not series:
+        return None  # rates all null (no known or no unknown queries): a note, not empty axes
+    legend += [svg.LegendEntry(name, colors[name], width=2 if name == "all" else 1.2) for name in order if name in plotted]
+    xs = [x for s in series for x in s.xs]
+    lo, hi = min(xs), max(xs)
+    vlines = []
     if threshold is not None:
-        ax.axvline(threshold, color="grey", ls=":", lw=1.2)
-        handles.append(Line2D([], [], color="grey", ls=":", label=f"threshold {threshold:.4g}"))
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("threshold on the rank-1 score")
-    ax.set_ylabel("rate")
-    ax.set_title("Open-set error rates (FPIR solid, FNIR dashed)")
-    _legend(ax, len(handles), below=True, handles=handles)
-    return _png_uri(fig)
+        lo, hi = min(lo, threshold), max(hi, threshold)
+        vlines.append(svg.VLine(threshold, svg.COLORS["grey"], svg.DOTTED, 1.2))
+        legend.append(svg.LegendEntry(f"threshold {threshold:.4g}", svg.COLORS["grey"], dash=svg.DOTTED, width=1.2))
+    return svg.data_uri(svg.line_chart(
+        series, title="Open-set error rates (FPIR solid, FNIR dashed)", xlabel="threshold on the rank-1 score", ylabel="rate",
+        xlim=svg.padded(lo, hi), ylim=(0, 1.02), vlines=vlines, legend=legend, legend_at="below",
+    ))
 
 
 # --------------------------------------------------------------------------- HTML
@@ -467,7 +456,7 @@ def _score_figures(per_query: pa.Table, threshold: float | None) -> list[str]:
     correct = [s for s, k, f in zip(scores, known, first) if k and f == 1]
     wrong = [s for s, k, f in zip(scores, known, first) if k and f != 1]
     figures = [_figure(
-        _plot_histograms([("correct at rank 1", correct, "tab:green"), ("incorrect at rank 1", wrong, "tab:red")], "Rank-1 score, known queries", threshold),
+        _plot_histograms([("correct at rank 1", correct, svg.COLORS["green"]), ("incorrect at rank 1", wrong, svg.COLORS["red"])], "Rank-1 score, known queries", threshold),
         "Rank-1 scores of known queries whose rank-1 item is relevant (correct) or not (incorrect).",
         "No rank-1 scores of known queries to plot.",
     )]
@@ -475,7 +464,7 @@ def _score_figures(per_query: pa.Table, threshold: float | None) -> list[str]:
         known_scores = [s for s, k in zip(scores, known) if k]
         unknown_scores = [s for s, u in zip(scores, unknown) if u]
         figures.append(_figure(
-            _plot_histograms([("known", known_scores, "tab:blue"), ("unknown", unknown_scores, "tab:orange")], "Rank-1 score, known vs unknown queries", threshold),
+            _plot_histograms([("known", known_scores, svg.COLORS["blue"]), ("unknown", unknown_scores, svg.COLORS["orange"])], "Rank-1 score, known vs unknown queries", threshold),
             "Rank-1 scores of known queries and of unknown (open-set) queries, which have no relevant item.",
             "No rank-1 scores to plot.",
         ))
