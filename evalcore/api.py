@@ -28,6 +28,7 @@ from evalcore.engine import evaluate as engine
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
+from evalcore.render import pages
 
 #: keyword argument -> the dataset array it becomes
 ARRAY_PARAMETERS = {
@@ -79,10 +80,6 @@ class Result:
         The folder appears whole or not at all; an existing one is replaced
         only with ``overwrite=True``. ``run`` adds entries to run.json.
         """
-        from evalcore.render import (
-            pages,  # matplotlib: imported only when a page is drawn
-        )
-
         record = {**self.run, "versions": report.versions(), **(run or {})}
         html = pages.render_report_html(self.per_query, self.summary, self.cmc, record, sweep=self.sweep)
         return report.write_report(out, self.tables(), record, extra={"report.html": html}, overwrite=overwrite,
