@@ -311,3 +311,9 @@ def test_random_runs_equal_the_brute_force_trec_eval_reference(tmp_path, seed):
             assert got[qid][name] == pytest.approx(want[name], abs=1e-12), (qid, name)
     assert result.summary.to_pylist()[0]["n_evaluated"] == allm["num_q"]
     assert sum(r["n_relevant"] for r in rows) == allm["num_rel"]
+
+
+def test_skip_warns_how_many_left_out_queries_trec_eval_would_count(write):
+    warnings = evaluate(empty_query_dataset(write), Options(protocol="qrels", ks=(1,))).info["warnings"]
+    assert any("2 of 3 queries have no relevant" in w and "1 of them are judged" in w and "--empty-queries zero" in w
+               for w in warnings), warnings

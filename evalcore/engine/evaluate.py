@@ -658,12 +658,21 @@ def run_warnings(per_query: pa.Table, options: Options) -> list[str]:
     if unknown:
         out.append(f"{unknown} of {len(n_relevant)} queries have no relevant gallery item (unknown, open set): "
                    "their metrics are null and they are left out of every mean"
-                   + ("" if options.threshold is not None else "; pass --threshold to score them as open-set queries"))
+                   + ("" if options.threshold is not None else "; pass --threshold to score them as open-set queries")
+                   + _judged_empty_note(per_query, options))
     if "first_rank" in per_query.column_names:
         unranked = int(((n_relevant > 0) & per_query.column("first_rank").is_null().to_numpy(zero_copy_only=False)).sum())
         if unranked:
             out.append(f"{unranked} known queries have no relevant item in their ranking lists: rr, hit and ap are 0")
     return out
+
+
+def _judged_empty_note(per_query: pa.Table, options: Options) -> str:
+    """Under qrels/skip: how many left-out queries trec_eval would count as 0."""
+    if options.empty_queries != "skip" or "n_judged" not in per_query.column_names:
+        return ""
+    judged = int(((per_query.column("n_relevant").to_numpy() == 0) & (per_query.column("n_judged").to_numpy() > 0)).sum())
+    return f"; {judged} of them are judged, which trec_eval counts as 0 (--empty-queries zero)" if judged else ""
 
 
 def _raise_input_error(stats: dict) -> None:
