@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from reference import evaluate_all
 
@@ -174,7 +175,6 @@ def test_cli_ties_flag_reaches_precomputed_lists(tmp_path, write):
         out = tmp_path / ties
         proc = run("evaluate", path, "--out", out, "--ks", "1", "--workers", "1", "--ties", ties, "--quiet")
         assert proc.returncode == 0, proc.stderr
-        import pyarrow.parquet as pq
         maps[ties] = pq.read_table(out / "summary.parquet").column("map")[0].as_py()
         assert ties in json.loads((out / "run.json").read_text())["scores"]
     assert maps == pytest.approx({"pessimistic": (1 / 5 + 2 / 6) / 2, "optimistic": 1.0})
