@@ -145,6 +145,6 @@ def test_trec_qrels_merged_into_a_dataset_round_trip(tmp_path, source):
             junk[:] = True
         for (qi, gi), r in judged.items():
             rel[qi, gi] = r > 0
-            junk[qi, gi] = r < 0
+            junk[qi, gi] = False   # a negative TREC grade is judged, not relevant (trec_eval), never junk
         scores = cosine_scores(source["query/emb"], source["gallery/emb"], "dot")
         compare(result, evaluate_all(scores, rel, junk, KS), KS)

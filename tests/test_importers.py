@@ -377,16 +377,16 @@ def test_trec_round_trip(tmp_path):
     got = _read(out)
     assert _keys(got["query/key"]) == ["101", "102", "103"]
     assert _keys(got["gallery/key"]) == ["docA", "docB", "docC", "docD"]
-    # (101, docB) is repeated with the same graded relevance (2 and 5 both -> 1) and collapsed
+    # (101, docB) is repeated with the same graded relevance (2 and 5 both -> 1) and collapsed;
+    # a negative grade is judged, not relevant (trec_eval), never junk
     assert list(zip(got["qrels/query"].tolist(), got["qrels/item"].tolist(), got["qrels/rel"].tolist())) == [
-        (0, 1, 1), (0, 3, 0), (1, 0, -1), (2, 2, 1)]
+        (0, 1, 1), (0, 3, 0), (1, 0, 0), (2, 2, 1)]
     assert got["qrels/rel"].dtype == np.int8 and got["qrels/item"].dtype == np.int64
     assert _attrs(out)["protocol"] == "qrels"
     assert summary["qrels"] == 4
 
 
 @pytest.mark.parametrize("qrels, match", [
-    ("101 0 docA 1\n999 0 docB 1\n", r"qrels\.txt: line 2, field qid: unknown query '999'"),
     ("101 0 docA 1\n101 0 docZ 1\n", r"qrels\.txt: line 2, field docid: unknown document 'docZ'"),
     ("101 0 docA 1\n101 docB 1\n", r"qrels\.txt: line 2: 3 fields, expected 4"),
     ("101 0 docA 1\n\n101 0 docB yes\n", r"qrels\.txt: line 3, field rel: 'yes' is not an integer"),

@@ -7,6 +7,7 @@ which the main command line turns into exit status 2.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from evalcore.io.importers import FORMATS, FORMATS_HELP, import_to
 
@@ -22,13 +23,15 @@ FORMAT_OPTIONS = (
     "query_index", "reference_index", "results_dir",
     # trec
     "queries", "gallery", "dataset",
+    # trec-run
+    "qrels", "order",
 )
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``import`` subcommand to ``parser.add_subparsers(dest="command")``."""
     parser = subparsers.add_parser(
-        "import", help="convert another tool's files (mat, npy, parquet, faiss-json, trec) to a dataset",
+        "import", help="convert another tool's files (mat, npy, parquet, faiss-json, trec, trec-run) to a dataset",
         description="Convert another tool's output into an evalcore dataset (Zarr). Everything is "
                     "validated before anything is written.\n\nFormats:\n\n" + FORMATS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,6 +65,11 @@ def register(subparsers) -> argparse.ArgumentParser:
     trec.add_argument("--gallery", metavar="FILE", help="gallery ids, one per line, in row order")
     trec.add_argument("--dataset", metavar="DATASET",
                       help="take ids from this dataset's query/key and gallery/key and copy its arrays")
+    run_group = parser.add_argument_group("trec-run")
+    run_group.add_argument("--qrels", metavar="FILE", help="the TREC qrels file judging the run (required)")
+    run_group.add_argument("--order", choices=["score", "trec_eval"],
+                           help="score (default): by score, ranking/score kept, ties follow evaluate --ties; "
+                                "trec_eval: trec_eval's order (ties by docno descending), no ranking/score")
     parser.set_defaults(run=run)
     return parser
 
@@ -75,5 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if "ranking_k" in summary:
         counts.append(f"top-{summary['ranking_k']} rankings")
     protocol = summary.get("protocol") or "none"
+    for warning in summary.get("warnings", []):
+        print(f"evalcore: warning: {warning}", file=sys.stderr)
     print(f"imported {args.format} into {summary['out']}: {', '.join(counts)} (protocol {protocol})")
     return 0

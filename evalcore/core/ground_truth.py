@@ -110,13 +110,15 @@ def qrels_truth(rows: np.ndarray, item: np.ndarray, rel: np.ndarray, n_queries: 
     """Truth from collapsed judgements (``rows`` relative to the chunk's first query).
 
     relevant = {g : rel(q, g) = 1}, junk = {g : rel(q, g) = -1} (plus ``gallery/junk``);
-    unjudged items are not relevant. With ``judged_only``:
+    unjudged items are not relevant; column n_judged(q) = #{judgements of q}. With ``judged_only``:
     allowed(q) = {g judged for q : rel >= 0, g not in gallery/junk},
     relevant(q) = {g in allowed(q) : rel = 1}, n_junk(q) = G - |allowed(q)|.
     """
     rows, item, rel = (np.asarray(a, dtype=np.int64) for a in (rows, item, rel))
     relevant, junk = rel == 1, rel == -1
-    truth = truth_from_pairs(n_queries, rows[relevant], item[relevant], rows[junk], item[junk], gallery_junk)
+    # n_judged: judgements of any grade; a query with one is "known-judged" (--empty-queries zero)
+    truth = truth_from_pairs(n_queries, rows[relevant], item[relevant], rows[junk], item[junk], gallery_junk,
+                             columns={"n_judged": np.bincount(rows, minlength=n_queries).astype(np.int64)})
     if not judged_only:
         return truth
     allowed = rel >= 0

@@ -3,7 +3,10 @@
 Every per-query metric is a function of one query's sorted relevant ranks
 r_1 < r_2 < ... (a CSR list ``indptr, ranks``) and R = ``n_relevant``. The
 functions here never see embeddings. A query with R = 0 is unknown: its
-metrics are NaN here and null in the report.
+metrics are NaN here and null in the report, and it is left out of every
+mean; except that a query named in ``zero_empty`` (a judged query with no
+relevant item, under ``--empty-queries zero``) scores 0 on every metric and
+counts, which is trec_eval's rule.
 """
 from __future__ import annotations
 
@@ -104,8 +107,13 @@ def average_precision_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
     return _known(n_relevant, total / np.maximum(np.minimum(n_relevant, k), 1))
 
 
-def per_query_metrics(indptr, ranks, n_relevant, ks, map_at: int | None = None) -> dict[str, np.ndarray]:
-    """Every per-query column of section 5, in report order (NaN / -1 mark nulls)."""
+def per_query_metrics(indptr, ranks, n_relevant, ks, map_at: int | None = None,
+                      zero_empty: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Every per-query column, in report order (NaN / -1 mark nulls).
+
+    ``zero_empty`` (bool per query): where it holds and R = 0 every metric is
+    0 instead of null (first_rank and last_rank stay null: there is no rank).
+    """
     cols = {
         "first_rank": first_rank(indptr, ranks, n_relevant),
         "last_rank": last_rank(indptr, ranks, n_relevant),
@@ -120,6 +128,11 @@ def per_query_metrics(indptr, ranks, n_relevant, ks, map_at: int | None = None) 
         cols[f"precision_at_{k}"] = precision_at(indptr, ranks, n_relevant, k)
     if map_at:
         cols[f"ap_at_{map_at}"] = average_precision_at(indptr, ranks, n_relevant, map_at)
+    if zero_empty is not None:
+        zero = np.asarray(zero_empty, dtype=bool) & (np.asarray(n_relevant) == 0)
+        for name in cols:
+            if not name.endswith("_rank"):
+                cols[name] = np.where(zero, 0.0, cols[name])
     return cols
 
 
@@ -159,16 +172,23 @@ def exact_mean(values: np.ndarray) -> float | None:
 
 
 def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, metric_names: list[str],
-                outcome: np.ndarray | None = None, threshold: float | None = None) -> dict:
-    """One summary row over the given queries (section 7)."""
+                outcome: np.ndarray | None = None, threshold: float | None = None,
+                counted: np.ndarray | None = None) -> dict:
+    """One summary row over the given queries.
+
+    Means are over the ``counted`` queries: those with R > 0, plus any R = 0
+    query scored 0 under ``--empty-queries zero``. n_evaluated counts them and
+    n_unknown the rest. The open-set figures always split on R > 0.
+    """
     known = n_relevant > 0
-    row = {"n_queries": int(len(n_relevant)), "n_evaluated": int(known.sum()),
-           "n_unknown": int((~known).sum())}
+    counted = known if counted is None else (np.asarray(counted, dtype=bool) | known)
+    row = {"n_queries": int(len(n_relevant)), "n_evaluated": int(counted.sum()),
+           "n_unknown": int((~counted).sum())}
     for name in metric_names:
-        row[summary_column(name)] = exact_mean(np.asarray(columns[name], dtype=np.float64)[known])
+        row[summary_column(name)] = exact_mean(np.asarray(columns[name], dtype=np.float64)[counted])
     if outcome is not None:
         counts = {o: int((outcome == o).sum()) for o in ("TP", "FP", "FN", "TN")}
-        n_unknown, n_known = row["n_unknown"], row["n_evaluated"]
+        n_unknown, n_known = int((~known).sum()), int(known.sum())
         unknown_rejected = int(((outcome == "TN") & ~known).sum())
         known_ok = int(((outcome == "TP") & known).sum())
         rejection = unknown_rejected / n_unknown if n_unknown else None
@@ -179,9 +199,10 @@ def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, metric_n
     return row
 
 
-def cmc_curve(first: np.ndarray, n_relevant: np.ndarray, max_rank: int) -> np.ndarray:
-    """cmc[k-1] = fraction of known queries with r_1 <= k, k = 1..max_rank."""
-    known = n_relevant > 0
+def cmc_curve(first: np.ndarray, n_relevant: np.ndarray, max_rank: int,
+              counted: np.ndarray | None = None) -> np.ndarray:
+    """cmc[k-1] = fraction of counted queries with r_1 <= k, k = 1..max_rank (counted as in summary_row)."""
+    known = (n_relevant > 0) if counted is None else (np.asarray(counted, dtype=bool) | (n_relevant > 0))
     n_known = int(known.sum())
     if not n_known:
         return np.full(max_rank, np.nan)

@@ -30,6 +30,7 @@ import numpy as np
 
 from evalcore.core.kernels import fold_tile, pair_dots
 from evalcore.core.protocols import Truth, segment_ids
+from evalcore.errors import InputError
 
 TILE_ROWS = 512
 TILE_COLS = 4096
@@ -387,12 +388,73 @@ def finish_states(states: list[_TileState], truth: Truth, ties: str) -> Ranked:
                   near_ties=int(sum(p[4] for p in parts)))
 
 
+def _rows_text(rows, limit: int = 5) -> str:
+    rows = [int(r) for r in rows]
+    shown = ", ".join(str(r) for r in rows[:limit])
+    return shown + (f", ... ({len(rows)} rows)" if len(rows) > limit else "")
+
+
+def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> list[str]:
+    """What makes precomputed lists unusable, naming ``ranking/item`` / ``ranking/score`` and rows.
+
+    * an item named twice in one row: a duplicate would count as a second hit
+      (the same relevant item "found" twice), so it is refused rather than
+      silently dropped;
+    * a NaN score on a listed item: it has no place in a tie group;
+    * scores that rise along a list: the list is best first, so its scores
+      must not increase (distances must be stored negated), else "equal
+      scores form a tie group" would not describe a contiguous stretch.
+    ``q0`` is the global row of ``items[0]``.
+    """
+    found = []
+    valid = items >= 0
+    if items.shape[1] > 1:
+        ordered = np.sort(np.where(valid, items, -1 - np.arange(items.shape[1])), axis=1)
+        dup = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+        if dup.size:
+            row = ordered[dup[0]]
+            item = int(row[1:][row[1:] == row[:-1]][0])
+            where = np.flatnonzero(items[dup[0]] == item)
+            found.append(f"ranking/item: rows {_rows_text(dup + q0)} name a gallery item more than once "
+                         f"(row {int(dup[0]) + q0}: item {item} at positions {', '.join(map(str, where))}); "
+                         "each item may appear once per list")
+    if scores is not None:
+        s = np.asarray(scores, dtype=np.float32)
+        nan = np.flatnonzero((np.isnan(s) & valid).any(axis=1))
+        if nan.size:
+            found.append(f"ranking/score: rows {_rows_text(nan + q0)} hold NaN scores for listed items")
+        else:
+            # compare each listed item's score with the previous listed item's (pads skipped)
+            filled = np.where(valid, s, np.float32(np.inf))
+            prev = np.maximum.accumulate(np.where(valid, -filled, -np.inf), axis=1)  # -(min so far)
+            rises = valid[:, 1:] & (filled[:, 1:] > -prev[:, :-1])
+            bad = np.flatnonzero(rises.any(axis=1))
+            if bad.size:
+                found.append(f"ranking/score: rows {_rows_text(bad + q0)} rise along the list (ranking/item is "
+                             "best first, so scores must not increase; store distances negated)")
+    return found
+
+
 def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
-                  gallery_junk: np.ndarray | None = None) -> Ranked:
+                  gallery_junk: np.ndarray | None = None, ties: str = "pessimistic", q0: int = 0) -> Ranked:
     """Ranks from precomputed top-K lists (``ranking/item``): the given order, junk removed.
 
     Relevant items missing from a list have no rank; R still counts them.
+    With ``scores`` (``ranking/score``, compared as float32), listed items of
+    equal score form a tie group and ``ties`` orders each group whatever order
+    the list gives: ``pessimistic`` puts its non-relevant items first,
+    ``optimistic`` its relevant ones; otherwise the list order stands. So
+
+        rank(g) = #{kept items in earlier groups} + #{kept items of g's group placed before g} + 1
+
+    and a list that scores everything alike gets the ranks of a list that
+    put every relevant item last (pessimistic). Without scores ties cannot be
+    seen and the given order stands. Bad lists (an item twice in a row, NaN or
+    rising scores) raise InputError naming the rows (``q0`` = first global row).
     """
+    problems = list_problems(items, scores, q0)
+    if problems:
+        raise InputError(problems[0] + (f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""))
     n, k = items.shape
     rows = np.repeat(np.arange(n, dtype=np.int64), k)
     flat = items.reshape(-1).astype(np.int64)
@@ -411,23 +473,41 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
         junk |= valid & gallery_junk[np.where(valid, flat, 0)]
     if truth.allowed_indptr is not None:
         junk |= valid & ~member(truth.allowed_indptr, truth.allowed_items)
-    kept = (valid & ~junk).reshape(n, k)
-    rel = (member(truth.rel_indptr, truth.rel_items) & valid & ~junk).reshape(n, k)
-    position = np.cumsum(kept, axis=1)
-    rel_rows, rel_cols = np.nonzero(rel)
-    ranks = position[rel_rows, rel_cols]
-    counts = np.bincount(rel_rows, minlength=n)
+    kept = valid & ~junk
+    rel = member(truth.rel_indptr, truth.rel_items) & kept
+    # the order that counts: tie group (a new group wherever the kept score changes), then the
+    # policy's side of the group, then the list position
+    (idx,) = np.nonzero(kept)
+    krow = rows[idx]
+    if scores is not None:
+        s = np.asarray(scores, dtype=np.float32).reshape(-1)[idx]
+        new_group = np.ones(idx.size, dtype=bool)
+        new_group[1:] = (krow[1:] != krow[:-1]) | (s[1:] != s[:-1])
+        group = np.cumsum(new_group)
+        side = rel[idx] if ties == "pessimistic" else ~rel[idx]
+        order = np.lexsort((idx, side, group))
+    else:
+        order = np.arange(idx.size)
+    idx = idx[order]            # kept entries in ranking order, rows still ascending
+    krow = rows[idx]
+    start = np.searchsorted(krow, np.arange(n + 1))
+    position = np.arange(idx.size, dtype=np.int64) - start[krow] + 1
+    is_rel = rel[idx]
+    ranks = position[is_rel]
+    counts = np.bincount(krow[is_rel], minlength=n)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
-    has = kept.any(axis=1)
-    first = np.argmax(kept, axis=1)
-    top1 = np.where(has, items[np.arange(n), first], -1).astype(np.int64)
+    has = start[1:] > start[:-1]
+    first = idx[start[:-1][has]]
+    top1 = np.full(n, -1, dtype=np.int64)
+    top1[has] = flat[first]
     top1_score = np.full(n, np.nan)
     relevant_score = np.full(n, np.nan)
     if scores is not None:
-        top1_score = np.where(has, scores[np.arange(n), first].astype(np.float64), np.nan)
-        has_rel = rel.any(axis=1)
-        first_rel = np.argmax(rel, axis=1)
-        relevant_score = np.where(has_rel, scores[np.arange(n), first_rel].astype(np.float64), np.nan)
+        flat_scores = np.asarray(scores, dtype=np.float32).reshape(-1).astype(np.float64)
+        top1_score[has] = flat_scores[first]
+        rel_idx = idx[is_rel]
+        has_rel = counts > 0
+        relevant_score[has_rel] = flat_scores[rel_idx[indptr[:-1][has_rel]]]
     return Ranked(indptr, ranks.astype(np.int64), truth.n_relevant.astype(np.int64), top1, top1_score,
                   relevant_score)

@@ -50,6 +50,7 @@ class Options:
     map_at: int | None = None
     judged_only: bool = False
     radius: float | None = None
+    #: qrels: a judged query with no relevant item is left out of the means (skip) or scores 0 (zero)
     empty_queries: str = "skip"
 
     def checked(self) -> "Options":
@@ -74,10 +75,13 @@ class Options:
             raise InputError(f"--radius: {self.radius} must be a finite number >= 0")
         if self.radius is not None and self.protocol not in ("geo", "xy"):
             raise InputError(f"--radius: only applies to the geo and xy protocols, not {self.protocol!r}")
-        if self.empty_queries not in ("skip", "zero"):
-            raise InputError(f"--empty-queries: {self.empty_queries!r} is not skip or zero")
         if self.judged_only and self.protocol != "qrels":
             raise InputError(f"--judged-only: only applies to the qrels protocol, not {self.protocol!r}")
+        if self.empty_queries not in ("skip", "zero"):
+            raise InputError(f"--empty-queries: {self.empty_queries!r} is not skip or zero")
+        if self.empty_queries == "zero" and self.protocol != "qrels":
+            raise InputError(f"--empty-queries: zero only applies to the qrels protocol, not {self.protocol!r} "
+                             "(there a query with no relevant item is an open-set query; see --threshold)")
         return replace(self, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank))
 
 
@@ -115,6 +119,7 @@ def describe(group, options: Options) -> dict:
     if by_lists:
         k = group["ranking/item"].shape[1]
         info["list_length"] = int(k)
+        info["list_scores"] = bool(ds.has(group, "ranking/score"))
         too_long = [x for x in (*options.ks, options.map_at or 0) if x > k]
         if too_long:
             raise InputError(f"--ks: {too_long[0]} is larger than the ranking lists (ranking/item has K = {k})")
@@ -210,7 +215,7 @@ def rank_chunk(group, options: Options, info: dict, truth: p.Truth, q0: int, q1:
     if info["ranked_by"] == "ranking/item":
         items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
         scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
-        return rank_by_lists(items, scores, truth, gallery_junk)
+        return rank_by_lists(items, scores, truth, gallery_junk, ties=options.ties, q0=q0)
     if truth.allowed_indptr is not None:
 
         return truth_io.rank_among_allowed(group, options, truth, q0, q1)
@@ -555,7 +560,8 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
         cols["group"] = pa.array([str(x) for x in ds.read(group, "query/group", slice(q0, q1))], pa.string())
     cols["n_relevant"] = pa.array(r.n_relevant.astype(np.int64))
     cols["n_junk"] = pa.array(truth.n_junk.astype(np.int64))
-    values = m.per_query_metrics(r.indptr, r.ranks, r.n_relevant, options.ks, options.map_at)
+    zero_empty = truth.columns["n_judged"] > 0 if options.empty_queries == "zero" else None
+    values = m.per_query_metrics(r.indptr, r.ranks, r.n_relevant, options.ks, options.map_at, zero_empty)
     for name, v in values.items():
         if name in ("first_rank", "last_rank"):
             cols[name] = _nullable(v.astype(np.int64), v < 0)
@@ -570,6 +576,9 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
         cols["accepted"] = pa.array(accepted)
         cols["outcome"] = pa.array(outcome.tolist(), pa.string())
     for name, v in truth.columns.items():
+        if np.asarray(v).dtype.kind in "iu":  # counts (n_judged) stay integers
+            cols[name] = pa.array(np.asarray(v, dtype=np.int64))
+            continue
         cols[name] = _nullable(np.asarray(v, dtype=np.float64), np.isnan(np.asarray(v, dtype=np.float64)))
     if "gt_distance" in truth.columns:
 
@@ -598,6 +607,7 @@ def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table
     names = metric_columns(per_query)
     columns = {c: per_query.column(c).to_numpy(zero_copy_only=False).astype(np.float64) for c in names}
     n_relevant = per_query.column("n_relevant").to_numpy()
+    counted = counted_queries(per_query, options)
     first = per_query.column("first_rank").fill_null(-1).to_numpy()
     outcome = (np.asarray(per_query.column("outcome").to_pylist(), dtype=object)
                if "outcome" in per_query.column_names else None)
@@ -609,9 +619,9 @@ def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table
     for name, sel in groups:
         row = {"group": name}
         row.update(m.summary_row({c: v[sel] for c, v in columns.items()}, n_relevant[sel], names,
-                                 None if outcome is None else outcome[sel], options.threshold))
+                                 None if outcome is None else outcome[sel], options.threshold, counted[sel]))
         rows.append(row)
-        curve = m.cmc_curve(first[sel], n_relevant[sel], options.max_rank)
+        curve = m.cmc_curve(first[sel], n_relevant[sel], options.max_rank, counted[sel])
         cmc_rows["group"] += [name] * options.max_rank
         cmc_rows["k"] += list(range(1, options.max_rank + 1))
         cmc_rows["cmc"] += [None if math.isnan(x) else float(x) for x in curve]
@@ -619,6 +629,14 @@ def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table
     cmc = pa.table({"group": pa.array(cmc_rows["group"], pa.string()), "k": pa.array(cmc_rows["k"], pa.int64()),
                     "cmc": pa.array(cmc_rows["cmc"], pa.float64())})
     return summary, cmc
+
+
+def counted_queries(per_query: pa.Table, options: Options) -> np.ndarray:
+    """Queries in the means: R > 0, and under ``--empty-queries zero`` a judged query with R = 0 too."""
+    counted = per_query.column("n_relevant").to_numpy() > 0
+    if options.empty_queries == "zero" and "n_judged" in per_query.column_names:
+        counted |= per_query.column("n_judged").to_numpy() > 0
+    return counted
 
 
 def _summary_schema(rows: list[dict]) -> pa.Schema:
@@ -716,15 +734,29 @@ def run_warnings(per_query: pa.Table, options: Options) -> list[str]:
     out = []
     n_relevant = per_query.column("n_relevant").to_numpy()
     unknown = int((n_relevant == 0).sum())
+    zeroed = int(((n_relevant == 0) & counted_queries(per_query, options)).sum())
+    if zeroed:
+        out.append(f"{zeroed} judged queries have no relevant item: they count with every metric 0 "
+                   "(--empty-queries zero)")
+        unknown -= zeroed
     if unknown:
         out.append(f"{unknown} of {len(n_relevant)} queries have no relevant gallery item (unknown, open set): "
                    "their metrics are null and they are left out of every mean"
-                   + ("" if options.threshold is not None else "; pass --threshold to score them as open-set queries"))
+                   + ("" if options.threshold is not None else "; pass --threshold to score them as open-set queries")
+                   + _judged_empty_note(per_query, options))
     if "first_rank" in per_query.column_names:
         unranked = int(((n_relevant > 0) & per_query.column("first_rank").is_null().to_numpy(zero_copy_only=False)).sum())
         if unranked:
             out.append(f"{unranked} known queries have no relevant item in their ranking lists: rr, hit and ap are 0")
     return out
+
+
+def _judged_empty_note(per_query: pa.Table, options: Options) -> str:
+    """Under qrels/skip: how many left-out queries trec_eval would count as 0."""
+    if options.empty_queries != "skip" or "n_judged" not in per_query.column_names:
+        return ""
+    judged = int(((per_query.column("n_relevant").to_numpy() == 0) & (per_query.column("n_judged").to_numpy() > 0)).sum())
+    return f"; {judged} of them are judged, which trec_eval counts as 0 (--empty-queries zero)" if judged else ""
 
 
 def _raise_input_error(stats: dict) -> None:
@@ -751,7 +783,10 @@ def cache_budget(client) -> int:
 def score_note(info: dict, options: Options) -> str:
     """How scores were computed, for run.json (DESIGN.md: record it)."""
     if info["ranked_by"] == "ranking/item":
-        return "given: ranking/item order (ranking/score where present)"
+        if info.get("list_scores"):
+            return (f"given: ranking/item order; items of equal ranking/score (as float32) form tie groups, "
+                    f"each ordered {options.ties} (--ties) whatever order the list gives")
+        return "given: ranking/item order as it stands (no ranking/score, so ties cannot be seen; --ties does not apply)"
     if options.judged_only:
         return ("judged-only: per (query, judged item) pair, float64 dot product of the normalised float32 rows "
                 "summed in dimension order, rounded to float32")

@@ -73,9 +73,32 @@ Formats (``FORMATS_HELP`` is the same text for the command line):
     FILE --gallery FILE`` (one id per line; the line order is the row order),
     or ``--dataset DATASET`` to take ``query/key``/``gallery/key`` from an
     existing dataset and write a copy of it with the qrels added (existing
-    qrels are replaced). rel > 0 -> 1, 0 -> 0, < 0 -> -1 (junk). A repeated
-    (qid, docid) with the same relevance is collapsed; with a different one it
-    is an error. Protocol ``qrels``.
+    qrels are replaced). As in trec_eval (relevance level 1): rel >= 1 -> 1
+    relevant; 0 and negative -> 0 judged, not relevant (a negative grade is
+    trec_eval's "unjudged in pool", never junk). Judgements of queries not
+    among the query ids are left out with a warning (trec_eval ignores
+    queries without results). A repeated (qid, docid) with the same relevance
+    is collapsed; with a different one it is an error. Protocol ``qrels``.
+
+``trec-run``
+    A TREC run file, one result per line ``qid Q0 docno rank score tag``
+    (whitespace separated; ``Q0``, ``rank`` and ``tag`` are ignored, as
+    trec_eval ignores them), with its qrels: ``--qrels FILE`` (read as for
+    ``trec``). Writes ``ranking/item`` (best first, -1 pads), ``query/key``,
+    ``gallery/key`` (every docno of the run and the qrels, sorted) and
+    ``qrels/*``. Queries are those with both results and judgements, sorted
+    by qid; the others are left out with a warning (trec_eval's default).
+    ``--order score`` (default): results sorted by score, highest first, and
+    ``ranking/score`` written (float32), so equal scores are tie groups that
+    ``evaluate --ties`` orders (pessimistic by default). ``--order trec_eval``:
+    trec_eval's own order (score descending, equal scores by docno
+    descending) and no ``ranking/score``, so that order stands; with
+    ``evaluate --empty-queries zero`` the numbers are trec_eval's (map,
+    recip_rank = mrr, P_k = precision_at_k, recall_k, success_k = hit_at_k).
+    A line without 6 fields, a score that is not a finite number, and a docno
+    listed twice for one query are errors naming the file and line
+    (duplicates in ``ranking/item`` are refused the same way at evaluation:
+    a second listing would count as a second hit).
 """
 from __future__ import annotations
 
@@ -92,7 +115,7 @@ from evalcore.errors import InputError
 
 __all__ = [
     "FORMATS", "FORMATS_HELP", "import_to", "read_faiss_json", "read_mat", "read_npy",
-    "read_parquet", "read_trec",
+    "read_parquet", "read_trec", "read_trec_run",
 ]
 
 FORMATS_HELP = __doc__[__doc__.index("``mat``"):]
@@ -748,6 +771,26 @@ def _read_ids(path) -> list[str]:
     return ids
 
 
+#: attrs key under which a reader hands back warnings; import_to takes it out before writing
+WARNINGS = "_import_warnings"
+
+
+def trec_relevance(grade: int) -> int:
+    """A TREC judgement as qrels/rel: grade >= 1 -> 1 relevant; anything else -> 0 judged, not relevant.
+
+    trec_eval's default relevance level is 1, and it reads a negative grade as
+    "judged, not relevant" (unjudged-in-pool), not as something to remove from
+    the ranking; so no TREC grade becomes junk (-1).
+    """
+    return 1 if grade >= 1 else 0
+
+
+def _skipped_queries(name: str, skipped: dict[str, int], why: str) -> str:
+    shown = ", ".join(f"{q!r} (line {n})" for q, n in list(skipped.items())[:5])
+    more = f", ... ({len(skipped)} queries)" if len(skipped) > 5 else ""
+    return f"{name}: judged queries {why} are left out: {shown}{more}"
+
+
 def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
               storage_options: Mapping | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """TREC qrels against query/gallery id lists, or against an existing dataset's keys."""
@@ -788,6 +831,7 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
     if not os.path.isfile(qrels_path):
         raise InputError(f"{name}: no such file")
     judged: dict[tuple[int, int], tuple[int, int]] = {}  # (query, item) -> (rel, line)
+    skipped: dict[str, int] = {}  # judged query ids absent from the ids -> first line
     try:
         with open(qrels_path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
@@ -798,8 +842,9 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
                     raise InputError(f"{name}: line {number}: {len(fields)} fields, expected 4 "
                                      "(qid iter docid rel)")
                 qid, _, docid, rel_text = fields
-                if qid not in qpos:
-                    raise InputError(f"{name}: line {number}, field qid: unknown query {qid!r} (not in {qsource})")
+                if qid not in qpos:  # trec_eval too evaluates only queries that have results
+                    skipped.setdefault(qid, number)
+                    continue
                 if docid not in gpos:
                     raise InputError(f"{name}: line {number}, field docid: unknown document {docid!r} "
                                      f"(not in {gsource})")
@@ -807,7 +852,7 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
                     rel = int(rel_text)
                 except ValueError:
                     raise InputError(f"{name}: line {number}, field rel: {rel_text!r} is not an integer") from None
-                rel = 1 if rel > 0 else (-1 if rel < 0 else 0)
+                rel = trec_relevance(rel)
                 pair = (qpos[qid], gpos[docid])
                 if pair in judged and judged[pair][0] != rel:
                     raise InputError(f"{name}: line {number}, field rel: ({qid}, {docid}) judged {rel_text} "
@@ -816,12 +861,146 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
     except UnicodeDecodeError as exc:
         raise InputError(f"{name}: not UTF-8 text ({exc})") from None
     if not judged:
-        raise InputError(f"{name}: no judgements")
+        raise InputError(f"{name}: no judgements" + (f" for the queries of {qsource}" if skipped else ""))
     pairs = np.asarray(list(judged), dtype=np.int64).reshape(-1, 2)
     arrays["qrels/query"] = pairs[:, 0]
     arrays["qrels/item"] = pairs[:, 1]
     arrays["qrels/rel"] = np.asarray([r for r, _ in judged.values()], dtype=np.int8)
-    return arrays, {**attrs, "protocol": "qrels"}
+    warnings = [_skipped_queries(name, skipped, f"not in {qsource}")] if skipped else []
+    return arrays, {**attrs, "protocol": "qrels", WARNINGS: warnings}
+
+
+# --------------------------------------------------------------------------- trec-run
+
+
+def _open_text(path):
+    name = _name(path)
+    if not os.path.isfile(path):
+        raise InputError(f"{name}: no such file")
+    return open(path, encoding="utf-8")
+
+
+def _read_trec_qrels(path) -> dict[str, dict[str, tuple[int, int]]]:
+    """qid -> docno -> (qrels/rel, line) from a TREC qrels file (``qid iter docno grade``)."""
+    name = _name(path)
+    judged: dict[str, dict[str, tuple[int, int]]] = {}
+    try:
+        with _open_text(path) as handle:
+            for number, line in enumerate(handle, start=1):
+                fields = line.split()
+                if not fields or fields[0].startswith("#"):
+                    continue
+                if len(fields) != 4:
+                    raise InputError(f"{name}: line {number}: {len(fields)} fields, expected 4 (qid iter docno rel)")
+                qid, _, docno, grade = fields
+                try:
+                    rel = trec_relevance(int(grade))
+                except ValueError:
+                    raise InputError(f"{name}: line {number}, field rel: {grade!r} is not an integer") from None
+                seen = judged.setdefault(qid, {})
+                if docno in seen and seen[docno][0] != rel:
+                    raise InputError(f"{name}: line {number}, field rel: ({qid}, {docno}) judged {grade} here "
+                                     f"but differently on line {seen[docno][1]}")
+                seen.setdefault(docno, (rel, number))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: not UTF-8 text ({exc})") from None
+    if not judged:
+        raise InputError(f"{name}: no judgements")
+    return judged
+
+
+def _read_trec_lines(path) -> dict[str, list[tuple[str, float, int]]]:
+    """qid -> [(docno, score, line), ...] in file order, from ``qid Q0 docno rank score tag`` lines.
+
+    The rank field is ignored, as trec_eval ignores it. A docno listed twice
+    for one query is an error naming both lines: trec_eval refuses such a run
+    too, and counting it twice would count a hit twice.
+    """
+    name = _name(path)
+    runs: dict[str, list[tuple[str, float, int]]] = {}
+    first_line: dict[tuple[str, str], int] = {}
+    try:
+        with _open_text(path) as handle:
+            for number, line in enumerate(handle, start=1):
+                fields = line.split()
+                if not fields or fields[0].startswith("#"):
+                    continue
+                if len(fields) != 6:
+                    raise InputError(f"{name}: line {number}: {len(fields)} fields, expected 6 "
+                                     "(qid Q0 docno rank score tag)")
+                qid, _, docno, _, score_text, _ = fields
+                try:
+                    score = float(score_text)
+                except ValueError:
+                    raise InputError(f"{name}: line {number}, field score: {score_text!r} is not a number") from None
+                if not math.isfinite(score):
+                    raise InputError(f"{name}: line {number}, field score: {score_text!r} is not a finite number")
+                earlier = first_line.setdefault((qid, docno), number)
+                if earlier != number:
+                    raise InputError(f"{name}: line {number}, field docno: {docno!r} listed twice for query "
+                                     f"{qid!r} (also line {earlier}); each document may appear once per query")
+                runs.setdefault(qid, []).append((docno, score, number))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: not UTF-8 text ({exc})") from None
+    if not runs:
+        raise InputError(f"{name}: no results")
+    return runs
+
+
+def trec_order(results: list[tuple[str, float, int]], order: str) -> list[tuple[str, float, int]]:
+    """One query's results best first.
+
+    ``score``: score descending (exact ties keep the file order; equal float32
+    scores are tie groups that ``--ties`` orders at evaluation). ``trec_eval``:
+    score descending, equal scores by docno descending (byte order), which is
+    trec_eval's own sort, so its numbers come out exactly.
+    """
+    if order == "trec_eval":
+        by_docno = sorted(results, key=lambda r: r[0].encode(), reverse=True)
+        return sorted(by_docno, key=lambda r: -r[1])
+    return sorted(results, key=lambda r: -r[1])
+
+
+def read_trec_run(run_path, *, qrels=None, order: str = "score") -> tuple[dict[str, np.ndarray], dict]:
+    """A TREC run file plus its qrels as precomputed rankings with TREC judgements (protocol qrels)."""
+    if qrels is None:
+        raise InputError("trec-run: --qrels FILE is required (qid iter docno rel)")
+    if order not in ("score", "trec_eval"):
+        raise InputError(f"--order: {order!r} is not score or trec_eval")
+    judged = _read_trec_qrels(qrels)
+    runs = _read_trec_lines(run_path)
+    # trec_eval evaluates the queries that have both results and judgements
+    qids = sorted(q for q in runs if q in judged)
+    if not qids:
+        raise InputError(f"{_name(run_path)}: no query of the run is judged in {_name(qrels)}")
+    warnings = []
+    unjudged = {q: runs[q][0][2] for q in runs if q not in judged}
+    if unjudged:
+        warnings.append(_skipped_queries(_name(run_path), unjudged, f"without judgements in {_name(qrels)}")
+                        .replace("judged queries", "queries"))
+    no_results = {q: min(n for _, n in judged[q].values()) for q in judged if q not in runs}
+    if no_results:
+        warnings.append(_skipped_queries(_name(qrels), no_results, f"without results in {_name(run_path)}"))
+    ranked = {q: trec_order(runs[q], order) for q in qids}
+    gids = sorted({d for q in qids for d, _, _ in ranked[q]} | {d for q in qids for d in judged[q]})
+    gpos = {g: i for i, g in enumerate(gids)}
+    k = max(len(ranked[q]) for q in qids)
+    item = np.full((len(qids), k), -1, dtype=np.int64)
+    score = np.full((len(qids), k), np.nan, dtype=np.float32)
+    for i, q in enumerate(qids):
+        item[i, :len(ranked[q])] = [gpos[d] for d, _, _ in ranked[q]]
+        score[i, :len(ranked[q])] = [s for _, s, _ in ranked[q]]
+    pairs = [(i, gpos[d], rel) for i, q in enumerate(qids) for d, (rel, _) in sorted(judged[q].items())]
+    arrays = {
+        "query/key": np.asarray(qids, dtype=object), "gallery/key": np.asarray(gids, dtype=object),
+        "ranking/item": item,
+        "qrels/query": np.asarray([p[0] for p in pairs], dtype=np.int64),
+        "qrels/item": np.asarray([p[1] for p in pairs], dtype=np.int64),
+        "qrels/rel": np.asarray([p[2] for p in pairs], dtype=np.int8),
+    }
+    if order == "score":
+        arrays["ranking/score"] = score
+    return arrays, {"protocol": "qrels", "trec_order": order, WARNINGS: warnings}
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -834,6 +1013,7 @@ FORMATS = {
     "parquet": (read_parquet, 1, 2, "one Parquet file with a side column, or a query and a gallery file"),
     "faiss-json": (read_faiss_json, 0, 1, "a folder with query_index.json, reference_index.json, results/"),
     "trec": (read_trec, 1, 1, "a TREC qrels file"),
+    "trec-run": (read_trec_run, 1, 1, "a TREC run file (qid Q0 docno rank score tag)"),
 }
 
 
@@ -882,9 +1062,10 @@ def import_to(format: str, inputs, out, overwrite: bool = False, *, chunk_rows: 
         if options.get("dataset") is not None and _same_path(options["dataset"], out):
             raise InputError(f"--out {out}: is the --dataset being read; write the merged dataset elsewhere")
     arrays, attrs = read_format(format, inputs, **options)
+    warnings = attrs.pop(WARNINGS, [])
     write_dataset(out, arrays, attrs, chunk_rows=chunk_rows, storage_options=storage_options,
                   overwrite=overwrite)
-    summary = {"format": format, "out": str(out), "protocol": attrs.get("protocol")}
+    summary = {"format": format, "out": str(out), "protocol": attrs.get("protocol"), "warnings": warnings}
     for side, label in (("query", "queries"), ("gallery", "gallery")):
         for leaf in ("emb", "key", "label", "lat"):
             if f"{side}/{leaf}" in arrays:

@@ -61,6 +61,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", help="open-set acceptance threshold on the rank-1 score")
     p.add_argument("--map-at", help="also report ap_at_K / map_at_K")
     p.add_argument("--judged-only", action="store_true", help="qrels: rank each query among its judged items")
+    p.add_argument("--empty-queries", choices=["skip", "zero"], default="skip",
+                   help="qrels: a judged query with no relevant item is left out of the means (skip, default) "
+                        "or counted with every metric 0 (zero, as trec_eval does)")
     p.add_argument("--radius", help="geo/xy: every gallery item within this distance is relevant")
     p.add_argument("--sweep", action="store_true", help="write threshold_sweep.parquet (open-set trade-off)")
     p.add_argument("--target-fpir", help="report the lowest threshold whose FPIR is at most this")
