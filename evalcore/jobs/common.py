@@ -107,6 +107,63 @@ def sweep_options(args) -> tuple[bool, float | None]:
     return bool(getattr(args, "sweep", False) or target is not None), target
 
 
+def check_memory_limit(text, option: str = "--memory-limit"):
+    """``auto`` or a size dask understands (4GiB, 500MB, 2e9 bytes), else an InputError naming the option.
+
+    Checked with ``dask.utils.parse_bytes`` before any work (the cluster would
+    otherwise refuse it only when it starts). A size under one byte (``0``,
+    ``0.5``) is refused: dask would read it as "no limit".
+    """
+    if text is None or str(text).strip().lower() == "auto":
+        return text
+    from dask.utils import parse_bytes
+
+    try:
+        n = parse_bytes(str(text))
+    except (ValueError, TypeError):
+        raise InputError(f"{option}: {text!r} is not a size like 4GiB, 500MB or auto") from None
+    if n < 1:
+        raise InputError(f"{option}: {text!r} must be a positive size like 4GiB (or auto)")
+    return text
+
+
+def check_scheduler(address, option: str = "--scheduler") -> str:
+    """A scheduler address with a host and a port (tcp://HOST:PORT), else an InputError naming the option."""
+    from evalcore.engine.cluster import check_address
+
+    try:
+        check_address(address)
+    except InputError:
+        raise InputError(f"{option}: {address!r} is not an address like tcp://HOST:PORT") from None
+    port = re.search(r"\]?:(\d{1,5})$", address.split("://", 1)[1])
+    if not port or not 0 < int(port.group(1)) < 65536:
+        raise InputError(f"{option}: {address!r} has no port; give tcp://HOST:PORT "
+                         "(`dask scheduler` listens on 8786 by default)")
+    return address
+
+
+def check_cluster_options(args) -> None:
+    """--workers, --scheduler and --memory-limit, before any work starts."""
+    workers_from_args(args)
+    if getattr(args, "scheduler", None):
+        check_scheduler(args.scheduler)
+    check_memory_limit(getattr(args, "memory_limit", None))
+
+
+def cap_max_rank(max_rank: int, n_gallery: int) -> tuple[int, str | None]:
+    """(the CMC curve's length, a warning or None): at most the gallery size G.
+
+    No query can have its first relevant item at a rank above G, so
+    cmc[k] = cmc[G] for every k > G: a longer curve adds nothing but rows
+    (--max-rank 20000000 over 2,000 items wrote 85 MB and used 7 GB).
+    """
+    cap = max(1, int(n_gallery))
+    if max_rank <= cap:
+        return max_rank, None
+    return cap, (f"--max-rank {max_rank} is more than the {n_gallery} gallery items: the CMC curve stops at "
+                 f"rank {cap} (it cannot rise beyond the gallery size)")
+
+
 def workers_from_args(args) -> int | None:
     if getattr(args, "workers", None) is None:
         return None
@@ -144,9 +201,18 @@ def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_r
     from evalcore.io import report
 
     storage_options = parse_storage_options(getattr(args, "storage_option", None))
+    # everything the user passed is checked here, before the cluster starts: nothing is written yet
+    check_cluster_options(args)
     report.check_out(out, args.overwrite, storage_options)
+    report.check_apart("--out", out, {"dataset": dataset})
     group = ds.open_dataset(dataset, storage_options)
     options = options_from_args(args, ds.dataset_attributes(group))
+    from dataclasses import replace
+
+    from evalcore.engine.evaluate import describe
+
+    max_rank, capped = cap_max_rank(options.max_rank, describe(group, options)["n_gallery"])
+    options = replace(options, max_rank=max_rank)
     chunk_rows = parse_number("--chunk-rows", args.chunk_rows, int) if args.chunk_rows else None
     if chunk_rows is not None and chunk_rows < 1:
         raise InputError(f"--chunk-rows: {chunk_rows} must be at least 1")
@@ -158,6 +224,8 @@ def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_r
     with dask_client(args.scheduler, workers_from_args(args), args.memory_limit) as client:
         result = evaluate(dataset, options, client=client, storage_options=storage_options, chunk_rows=chunk_rows,
                           gallery_shards=shards, on_chunk=None if quiet else progress_reporter())
+    if capped:
+        result.info["warnings"] = [*result.info.get("warnings", []), capped]
     tables = {"per_query": result.per_query, "summary": result.summary, "cmc": result.cmc}
     if sweep:
         from evalcore.core import openset
