@@ -135,9 +135,8 @@ def test_demo_overwrite_refuses_a_folder_demo_did_not_write(tmp_path, monkeypatc
 def npz_inputs(folder: Path) -> Path:
     rng = np.random.default_rng(0)
     good = folder / "good.npz"
-    np.savez(good, query_f=rng.standard_normal((4, 3)), gallery_f=rng.standard_normal((6, 3)),
-             query_label=np.arange(4), gallery_label=np.arange(6) % 4, query_cam=np.zeros(4, int),
-             gallery_cam=np.ones(6, int))
+    np.savez(good, qf=rng.standard_normal((4, 3)), gf=rng.standard_normal((6, 3)), q_pids=np.arange(4),
+             g_pids=np.arange(6) % 4, q_camids=np.zeros(4, int), g_camids=np.ones(6, int))
     return good
 
 
@@ -152,6 +151,7 @@ def test_import_into_the_current_folder_holding_the_input_is_refused(tmp_path):
 
 
 def test_import_overwrite_replaces_only_a_dataset_evalcore_wrote(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
     good = npz_inputs(tmp_path / "in")
     folder = tmp_path / "folder"
     folder.mkdir()
@@ -176,8 +176,8 @@ def test_import_overwrite_replaces_only_a_dataset_evalcore_wrote(tmp_path, capsy
     rng = np.random.default_rng(1)
     other = tmp_path / "in" / "other.npz"
     qf = rng.standard_normal((5, 3))
-    np.savez(other, query_f=qf, gallery_f=rng.standard_normal((6, 3)), query_label=np.arange(5),
-             gallery_label=np.arange(6) % 4, query_cam=np.zeros(5, int), gallery_cam=np.ones(6, int))
+    np.savez(other, qf=qf, gf=rng.standard_normal((6, 3)), q_pids=np.arange(5), g_pids=np.arange(6) % 4,
+             q_camids=np.zeros(5, int), g_camids=np.ones(6, int))
     assert main(["import", "npy", str(other), "--out", str(out), "--overwrite"]) == 0
     np.testing.assert_allclose(ds.read(ds.open_dataset(out), "query/emb"), qf.astype(np.float32))
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
@@ -331,7 +331,8 @@ REPLACER = textwrap.dedent("""
 def test_two_processes_replacing_one_report_at_once(tmp_path):
     out = tmp_path / "r"
     report.write_report(out, tables(), {"writer": "first"})
-    procs = [subprocess.Popen([sys.executable, "-c", REPLACER, str(out), tag], stderr=subprocess.PIPE, text=True)
+    procs = [subprocess.Popen([sys.executable, "-c", REPLACER, str(out), tag], stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path)   # not the repository: evalcore as installed (or PYTHONPATH)
              for tag in ("a", "b")]
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errors
@@ -366,7 +367,7 @@ def test_a_report_write_killed_midway_is_cleaned_by_the_next_run(tmp_path):
     out = folder / "r"
     report.write_report(out, tables(), {"x": 0})
     ready = tmp_path / "ready"
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(out), str(ready)])
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(out), str(ready)], cwd=tmp_path)
     deadline = time.time() + 60
     while not ready.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)

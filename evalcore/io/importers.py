@@ -904,6 +904,14 @@ def check_import_out(out, overwrite: bool, inputs: Mapping | None = None,
             raise InputError(f"--out {out}: is not a dataset evalcore wrote (no Zarr group with the evalcore "
                              "attribute); --overwrite only replaces those, choose another --out")
         return
+    with report.lock_if_folder(report._local(out).parent):  # a concurrent import's swap must wait
+        check_local_import_out(out, overwrite)
+
+
+def check_local_import_out(out, overwrite: bool) -> None:
+    """``check_import_out`` of a local folder; the caller holds ``folder_lock`` on its parent (if that exists)."""
+    from evalcore.io import report
+
     p = report._local(out)
     if os.path.lexists(p) and not p.is_dir():
         raise InputError(f"--out {out}: exists and is not a folder")
@@ -961,7 +969,7 @@ def import_to(format: str, inputs, out, overwrite: bool = False, *, chunk_rows: 
         tmp = report.leftover_path(target, "tmp")
         try:
             write_dataset(tmp, arrays, attrs, chunk_rows=chunk_rows)
-            report.swap_into_place(tmp, target, lambda: check_import_out(out, overwrite))
+            report.swap_into_place(tmp, target, lambda: check_local_import_out(out, overwrite))
         except BaseException:
             import shutil
 

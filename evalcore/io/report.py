@@ -103,17 +103,26 @@ def check_out(out, overwrite: bool, storage_options: Mapping | None = None) -> N
             except ValueError:
                 manifest = {}
             _refuse_unless_ours(out, names, manifest, remote=True)
+        if exists and not overwrite:
+            raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
     else:
-        p = _local(out)
-        if p.exists() and not p.is_dir():
-            raise InputError(f"--out {out}: exists and is not a folder")
-        exists = p.is_dir() and any(p.iterdir())
-        if exists and overwrite:
-            manifest, _ = _read_manifest(p, None)
-            _refuse_unless_ours(out, [e.name for e in p.iterdir()], manifest)
-        check_creatable("--out", out)
-    if exists and not overwrite:
+        # under the parent's lock: a concurrent run's swap must not move the folder while we look at it
+        with lock_if_folder(_local(out).parent):
+            check_local_out(out, overwrite)
+
+
+def check_local_out(out, overwrite: bool) -> None:
+    """``check_out`` of a local folder; the caller holds ``folder_lock`` on its parent (if that exists)."""
+    p = _local(out)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+    names = [e.name for e in p.iterdir()] if p.is_dir() else []
+    if names and not overwrite:
         raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
+    if names:
+        manifest, _ = _read_manifest(p, None)
+        _refuse_unless_ours(out, names, manifest)
+    check_creatable("--out", out)
 
 
 def is_our_manifest(manifest) -> bool:
@@ -258,6 +267,11 @@ def remove_stale_leftovers(folder) -> list[str]:
     return done
 
 
+def lock_if_folder(folder):
+    """``folder_lock(folder)`` when the folder exists (nothing to race with otherwise)."""
+    return folder_lock(folder) if Path(folder).is_dir() else contextlib.nullcontext()
+
+
 @contextlib.contextmanager
 def folder_lock(folder):
     """An exclusive ``fcntl.flock`` on the folder itself (nothing is created; released when the process dies)."""
@@ -331,7 +345,7 @@ def write_report(out, tables: Mapping[str, pa.Table], run: Mapping, *, extra: Ma
                 target.write_bytes(content)
             sizes[name] = target.stat().st_size
         (tmp / MANIFEST).write_bytes(_manifest_bytes(sizes))
-        swap_into_place(tmp, out, lambda: check_out(out, overwrite, storage_options))
+        swap_into_place(tmp, out, lambda: check_local_out(out, overwrite))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

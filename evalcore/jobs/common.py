@@ -203,8 +203,8 @@ def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_r
     storage_options = parse_storage_options(getattr(args, "storage_option", None))
     # everything the user passed is checked here, before the cluster starts: nothing is written yet
     check_cluster_options(args)
-    report.check_out(out, args.overwrite, storage_options)
     report.check_apart("--out", out, {"dataset": dataset})
+    report.check_out(out, args.overwrite, storage_options)
     group = ds.open_dataset(dataset, storage_options)
     options = options_from_args(args, ds.dataset_attributes(group))
     from dataclasses import replace
