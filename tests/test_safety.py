@@ -287,13 +287,13 @@ def test_huge_max_rank_writes_a_gallery_sized_cmc_equal_to_brute_force(tmp_path)
     path = tmp_path / "ds.zarr"
     ds.write_dataset(path, arrays, {"protocol": "reid"})
     out = tmp_path / "out"
-    result = run("evaluate", path, "--out", out, "--max-rank", "20000000", "--workers", "1", "--quiet")
+    result = run("evaluate", path, "--out", out, "--max-rank", "100000", "--workers", "1", "--quiet")
     assert result.returncode == 0, result.stderr
-    assert "--max-rank 20000000" in result.stderr   # the warning is printed too
+    assert "--max-rank 100000" in result.stderr   # the warning is printed too
     cmc = [r for r in pq.read_table(out / "cmc.parquet").to_pylist() if r["group"] == "all"]
     assert [r["k"] for r in cmc] == list(range(1, 121))
     run_json = json.loads((out / "run.json").read_text())
-    assert any("--max-rank 20000000" in w for w in run_json["warnings"])
+    assert any("--max-rank 100000" in w for w in run_json["warnings"])
     # brute force: fraction of known queries whose first relevant item is within k
     scores = cosine_scores(arrays["query/emb"], arrays["gallery/emb"])
     rel, junk = relevance_reid(arrays["query/label"], arrays["query/cam"], arrays["gallery/label"],
@@ -450,8 +450,9 @@ def test_evaluate_killed_by_sigterm_exits_143_and_leaves_nothing(tmp_path):
     proc.send_signal(signal.SIGTERM)
     rest = proc.communicate(timeout=120)[1]
     assert proc.returncode == 143, "".join(lines) + rest
-    assert rest.strip().splitlines()[-1] == "evalcore: terminated"
-    assert "Traceback" not in rest
+    # one line, besides the progress lines of chunks that finished before the signal
+    assert [line for line in rest.splitlines() if line and not line.startswith("evalcore: chunk ")] \
+        == ["evalcore: terminated"], rest
     assert not out.exists() and snapshot(tmp_path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds.zarr"]
 

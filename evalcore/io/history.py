@@ -70,11 +70,12 @@ def atomic_write(path, data: bytes | pa.Table) -> None:
     The temporary file is named ``.NAME.tmp-PID@HOST-RAND`` (``report.leftover_path``), so
     one a killed writer left is recognised and removed by a later write in that folder.
     """
-    from evalcore.io.report import leftover_path, remove_stale_leftovers
+    from evalcore.io.report import folder_lock, leftover_path, remove_stale_leftovers
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_leftovers(path.parent)
+    with folder_lock(path.parent):  # a swap in progress in this folder must not see its parts cleaned
+        remove_stale_leftovers(path.parent)
     tmp = leftover_path(path, "tmp")
     try:
         if isinstance(data, pa.Table):

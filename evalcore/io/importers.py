@@ -887,7 +887,7 @@ def check_import_out(out, overwrite: bool, inputs: Mapping | None = None,
     from evalcore.io import report
     from evalcore.io.dataset import is_url
 
-    report.check_apart("--out", out, inputs or {})
+    report.check_apart("--out", out, inputs or {}, plain_folders_may_hold_out=True)
     if is_url(out):
         fs, root = report._fs(out, storage_options)
         root = root.rstrip("/")
@@ -895,7 +895,7 @@ def check_import_out(out, overwrite: bool, inputs: Mapping | None = None,
         if not report._listing(fs, root):
             return
         if not overwrite:
-            raise InputError(f"--out {out}: already exists (pass --overwrite to replace it)")
+            raise InputError(f"output {out}: already exists (pass --overwrite to replace it)")
         try:
             meta = json.loads(fs.cat_file(f"{root}/zarr.json"))
         except (FileNotFoundError, ValueError):
@@ -920,7 +920,7 @@ def check_local_import_out(out, overwrite: bool) -> None:
     if not entries:
         return
     if not overwrite:
-        raise InputError(f"--out {out}: already exists (pass --overwrite to replace it)")
+        raise InputError(f"output {out}: already exists (pass --overwrite to replace it)")
     try:
         meta = json.loads((p / "zarr.json").read_text())
     except (OSError, ValueError):
@@ -934,7 +934,7 @@ def check_local_import_out(out, overwrite: bool) -> None:
 
 def import_inputs(inputs, options: Mapping) -> dict:
     """{what: path} of every input file or folder of an import, for ``check_import_out``."""
-    found = {f"input {path}": path for path in inputs}
+    found = {"input" + (f" {i + 1}" if i else ""): path for i, path in enumerate(inputs)}
     found.update({f"--{k.replace('_', '-')}": v for k, v in options.items()
                   if k in PATH_OPTIONS and isinstance(v, (str, os.PathLike))})
     return found

@@ -183,15 +183,21 @@ def _real(path) -> str:
     return os.path.realpath(_local(path)) if not is_url(path) else str(path).rstrip("/")
 
 
-def check_apart(option: str, out, inputs: Mapping[str, object]) -> None:
+def check_apart(option: str, out, inputs: Mapping[str, object], plain_folders_may_hold_out: bool = False) -> None:
     """``out`` is neither one of ``inputs`` ({what: path}) nor inside one, nor holds one (replacing it would
-    delete the input)."""
+    delete the input).
+
+    ``plain_folders_may_hold_out``: an input that is a plain folder (not a Zarr
+    group), read for named files only, may hold the output (import faiss-json DIR --out DIR/ds.zarr).
+    """
     o = _real(out)
     for what, path in inputs.items():
         if path is None:
             continue
         i = _real(path)
-        if o == i or o.startswith(i.rstrip("/") + "/"):
+        plain = plain_folders_may_hold_out and not is_url(path) and os.path.isdir(i) and not any(
+            os.path.exists(os.path.join(i, m)) for m in ("zarr.json", ".zgroup", ".zarray"))
+        if o == i or (o.startswith(i.rstrip("/") + "/") and not plain):
             raise InputError(f"{option} {out}: is {'' if o == i else 'inside '}the {what} {path}; "
                              "write the output elsewhere")
         if i.startswith(o.rstrip("/") + "/"):
