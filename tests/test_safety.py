@@ -493,3 +493,48 @@ def test_empty_queries_or_gallery_render_without_warnings(write, n_query, n_gall
         html = common.render_html({"per_query": result.per_query, "summary": result.summary, "cmc": result.cmc},
                                   run_json)
     assert "No CMC data." in html
+
+
+# =========================================================================== what each command wrote, replaced
+
+
+@pytest.mark.cluster
+def test_score_overwrites_its_own_folder_and_cleans_a_killed_runs_copy(tmp_path):
+    from test_score import good_submission, make_truth, reference_map, save_npy
+
+    truth = make_truth(tmp_path / "truth.zarr", n_query=20, n_gallery=300, judged=30, seed=3)
+    query, gallery = good_submission(truth, 300, seed=4)
+    sub = save_npy(tmp_path / "subs" / "run-1", query, gallery)
+    results = tmp_path / "results"
+    results.mkdir()
+    dead = dead_pid()
+    copy = results / f".alpha.score-{dead}@{report._host_tag()}-1234abcd"   # a SIGKILLed score's copy
+    ds.write_dataset(copy / "combined.zarr", {"query/emb": query})
+    out = results / "alpha"
+    base = ["score", sub, "--truth", tmp_path / "truth.zarr", "--out", out, "--team", "alpha", "--workers", "1",
+            "--quiet"]
+    first = run(*base)
+    assert first.returncode == 0, first.stderr
+    assert not copy.exists()
+    assert sorted(p.name for p in results.iterdir()) == [".leaderboard.parquet.lock", "alpha", "leaderboard.parquet",
+                                                         "leaderboard_best.parquet"]
+    assert run(*base).returncode == 2                       # exists, no --overwrite
+    again = run(*base, "--overwrite")
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["organizer", "result.json"]
+    want, _ = reference_map(truth, query, gallery)
+    assert json.loads((out / "result.json").read_text())["score"] == pytest.approx(want, abs=1e-9)
+
+
+@pytest.mark.cluster
+def test_demo_overwrites_a_demo_folder(tmp_path):
+    out = tmp_path / "demo"
+    assert run("demo", "--out", out, "--dims", "8", "--workers", "1").returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == ["dataset.zarr", "evalcore-demo.json", "report"]
+    first = (out / "report" / "run.json").read_bytes()
+    again = run("demo", "--out", out, "--dims", "16", "--workers", "1", "--overwrite")
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["dataset.zarr", "evalcore-demo.json", "report"]
+    assert (out / "report" / "run.json").read_bytes() != first
+    assert ds.open_dataset(out / "dataset.zarr")["query/emb"].shape[1] == 16
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
