@@ -104,9 +104,16 @@ def test_existing_report_is_refused_then_replaced_with_overwrite(tmp_path):
     refused = run("evaluate", path, "--out", out, "--protocol", "reid", "--workers", "1")
     assert refused.returncode == 2 and "--out" in refused.stderr and "--overwrite" in refused.stderr
     assert (out / "keep.txt").read_text() == "earlier work"
+    # --overwrite replaces only a report evalcore wrote: a folder holding other files is refused too
+    refused = run("evaluate", path, "--out", out, "--protocol", "reid", "--workers", "1", "--overwrite")
+    assert refused.returncode == 2 and "--out" in refused.stderr and "keep.txt" in refused.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+    (out / "keep.txt").unlink()
+    assert run("evaluate", path, "--out", out, "--protocol", "reid", "--workers", "1").returncode == 0
+    first = (out / "run.json").read_bytes()
     replaced = run("evaluate", path, "--out", out, "--protocol", "reid", "--workers", "1", "--overwrite")
     assert replaced.returncode == 0, replaced.stderr
-    assert not (out / "keep.txt").exists() and (out / "per_query.parquet").exists()
+    assert (out / "per_query.parquet").exists() and (out / "run.json").read_bytes() != first
 
 
 def bad_datasets(tmp_path):

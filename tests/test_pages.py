@@ -15,7 +15,6 @@ import pyarrow as pa
 import pytest
 
 import evalcore
-
 from evalcore.errors import InputError
 from evalcore.render.pages import (
     format_terminal,

@@ -90,17 +90,23 @@ def test_an_existing_s3_report_is_refused_then_overwritten_without_stale_files(s
     _, url = dataset
     out = f"s3://{s3.bucket}/reports/r2"
     client = s3.client()
-    old = {"manifest.json": b'{"files": ["run.json"], "complete": true}', "run.json": b"{}",
-           "threshold_sweep.parquet": b"old", "notes.txt": b"old"}
-    for name, body in old.items():
-        client.put_object(Bucket=s3.bucket, Key=f"reports/r2/{name}", Body=body)
+    report.write_report(out, {**_tables(3), "threshold_sweep": pa.table({"t": [0.1]})}, {"n": 1},
+                        storage_options=s3.storage_options)
+    old = names_under(s3, "reports/r2/")
+    assert "threshold_sweep.parquet" in old
     client.put_object(Bucket=s3.bucket, Key="reports/r2-other/keep.txt", Body=b"a sibling, not part of r2")
 
     # endpoint and credentials from the environment only (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...)
     refused = run("evaluate", url, "--out", out, "--workers", "1", env=s3.env())
     assert refused.returncode == 2, refused.stderr
     assert "--overwrite" in refused.stderr
-    assert names_under(s3, "reports/r2/") == set(old)
+    assert names_under(s3, "reports/r2/") == old
+    # a file evalcore did not write makes the folder not a report: --overwrite is refused, nothing deleted
+    client.put_object(Bucket=s3.bucket, Key="reports/r2/notes.txt", Body=b"mine")
+    refused = run("evaluate", url, "--out", out, "--workers", "1", "--overwrite", env=s3.env())
+    assert refused.returncode == 2 and "notes.txt" in refused.stderr, refused.stderr
+    assert names_under(s3, "reports/r2/") == old | {"notes.txt"}
+    client.delete_object(Bucket=s3.bucket, Key="reports/r2/notes.txt")
 
     # ... on a cluster of `dask worker` processes, which get endpoint and credentials from their own
     # environment, as in deploy/ (nothing travels with the tasks: no --storage-option)
@@ -108,7 +114,7 @@ def test_an_existing_s3_report_is_refused_then_overwritten_without_stale_files(s
         done = run("evaluate", url, "--out", out, "--scheduler", cluster.address, "--overwrite", "--quiet",
                    env=s3.env())
         assert done.returncode == 0, done.stderr + cluster.log_tail()
-    assert names_under(s3, "reports/r2/") == EVALUATE_FILES  # the old sweep and notes are gone
+    assert names_under(s3, "reports/r2/") == EVALUATE_FILES  # the old sweep is gone
     assert s3.keys("reports/r2-other/") == ["reports/r2-other/keep.txt"]
     got = report.read_report(out, s3.storage_options)
     assert "threshold_sweep" not in got

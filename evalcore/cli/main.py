@@ -1,13 +1,19 @@
 """The ``evalcore`` command line (CONTRACT.md section 9).
 
 Exit status: 0 done; 2 bad input or usage (one message naming the array or
-option, no traceback); 1 anything else; 3 a nightly regression gate failed.
+option, no traceback); 1 anything else; 3 a nightly regression gate failed;
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM), each with one line and no
+partial output left.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import signal
 import sys
+import threading
 import time
 
 from evalcore.cli import import_cmd
@@ -18,10 +24,37 @@ from evalcore.jobs.common import (
     EXIT_INPUT,
     EXIT_OK,
     add_run_options,
+    check_cluster_options,
     parse_number,
     parse_storage_options,
     run_evaluation,
 )
+
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 128 + signal.SIGTERM
+#: the file ``evalcore demo`` writes first into its folder: what --overwrite may replace there
+DEMO_MARKER = "evalcore-demo.json"
+DEMO_ENTRIES = ("dataset.zarr", "report")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C, so every ``finally`` and cleanup runs."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_raises():
+    """While the command runs, SIGTERM raises ``Terminated`` (default: die at once, leaving temporaries)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Parser(argparse.ArgumentParser):
@@ -71,25 +104,65 @@ def cmd_validate(args) -> int:
     return EXIT_OK
 
 
+def check_demo_out(out: str, overwrite: bool) -> None:
+    """The demo folder is new, empty, or (with ``overwrite``) one ``evalcore demo`` wrote.
+
+    Ours: it holds ``DEMO_MARKER`` and nothing but the demo's dataset.zarr and
+    report/ (each what evalcore writes) and evalcore's leftovers of them.
+    """
+    from evalcore.io import report
+    from evalcore.io.importers import check_import_out
+
+    p = report._local(out)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+    report.check_creatable("--out", out)
+    if not (p.is_dir() and any(p.iterdir())):
+        return
+    if not overwrite:
+        raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
+    try:
+        ours = json.loads((p / DEMO_MARKER).read_text()).get("written_by") == "evalcore demo"
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    foreign = sorted(e.name for e in p.iterdir() if e.name not in (DEMO_MARKER, *DEMO_ENTRIES)
+                     and not ((m := report.LEFTOVER.match(e.name)) and m["name"] in DEMO_ENTRIES))
+    if not ours or foreign:
+        raise InputError(f"--out {out}: holds {(foreign or ['no ' + DEMO_MARKER])[0]!r}, so it is not a folder "
+                         "evalcore demo wrote; --overwrite only replaces a demo folder, choose another --out")
+    if (p / "report").exists():
+        report.check_out(p / "report", True)
+    if (p / "dataset.zarr").exists():
+        check_import_out(p / "dataset.zarr", True)
+
+
 def cmd_demo(args) -> int:
+    from evalcore.io import report
+    from evalcore.io.history import atomic_write
     from evalcore.jobs import synthetic
 
     out = args.out or "evalcore-demo"
     dataset = os.path.join(out, "dataset.zarr")
     report_dir = os.path.join(out, "report")
-    from evalcore.io import report
-
-    report.check_out(out, args.overwrite)
-    if args.overwrite and os.path.isdir(out):
-        import shutil
-
-        shutil.rmtree(out)
-    print(f"writing a synthetic Market-1501-shaped dataset to {dataset} ...", flush=True)
-    synthetic.write_market_like(dataset, dims=parse_number("--dims", args.dims, int), seed=0)
+    dims = parse_number("--dims", args.dims, int)
+    check_demo_out(out, args.overwrite)
     ns = argparse.Namespace(protocol=None, similarity=None, ks="1,5,10", max_rank="50", ties="pessimistic",
                             threshold=args.threshold, map_at=None, judged_only=False, radius=None, sweep=True,
                             target_fpir="0.1", scheduler=None, workers=args.workers, memory_limit="auto",
-                            storage_option=None, chunk_rows=None, gallery_shards=None, overwrite=False)
+                            storage_option=None, chunk_rows=None, gallery_shards=None, overwrite=True)
+    check_cluster_options(ns)
+    # the marker first: a demo killed midway is still recognised as one by --overwrite
+    atomic_write(os.path.join(out, DEMO_MARKER), (json.dumps({"written_by": "evalcore demo"}) + "\n").encode())
+    print(f"writing a synthetic Market-1501-shaped dataset to {dataset} ...", flush=True)
+    tmp = report.leftover_path(dataset, "tmp")
+    try:
+        synthetic.write_market_like(tmp, dims=dims, seed=0)
+        report.swap_into_place(tmp, dataset)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     started = time.perf_counter()
     result = run_evaluation(dataset, report_dir, ns)
     print_summary(result.summary, result.per_query, n_worst=5)
@@ -164,8 +237,12 @@ def main(argv: list[str] | None = None) -> int:
 
     debug = bool(os.environ.get("EVALCORE_DEBUG"))
     try:
-        args = build_parser().parse_args(argv)
-        return (getattr(args, "func", None) or args.run)(args)
+        with sigterm_raises():
+            args = build_parser().parse_args(argv)
+            return (getattr(args, "func", None) or args.run)(args)
+    except Terminated:
+        print("evalcore: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except InputError as exc:
         print(f"evalcore: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -178,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("evalcore: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one message, exit 1
         if debug:
             raise

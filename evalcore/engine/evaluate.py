@@ -132,6 +132,22 @@ def describe(group, options: Options) -> dict:
     return info
 
 
+def cap_max_rank(max_rank: int, n_gallery: int) -> tuple[int, str | None]:
+    """(the CMC curve's length, a warning or None): at most max(G, 50).
+
+    No query can have its first relevant item at a rank above G, so
+    cmc[k] = cmc[G] for every k > G: a longer curve adds nothing but rows
+    (--max-rank 20000000 over 2,000 items wrote 85 MB and used 7 GB). Curves
+    up to the default length 50 are kept as asked even for tiny galleries, so
+    k = 1..max_rank holds for every ordinary request.
+    """
+    cap = max(int(n_gallery), Options.max_rank)
+    if max_rank <= cap:
+        return max_rank, None
+    return cap, (f"--max-rank {max_rank} is more than the {n_gallery} gallery items: the CMC curve stops at "
+                 f"rank {cap} (it cannot rise beyond the gallery size)")
+
+
 def plan_chunks(n_queries: int, chunk_rows: int, n_workers: int = 1) -> list[tuple[int, int]]:
     """Query ranges for the tasks: whole query tiles (TILE_ROWS), balanced across the workers.
 
@@ -670,6 +686,8 @@ def evaluate(path, options: Options = Options(), *, client=None, threads: int = 
     group = ds.open_dataset(path, storage_options)
     source = group if isinstance(path, zarr.Group) else str(path)
     info = describe(group, options)
+    max_rank, capped = cap_max_rank(options.max_rank, info["n_gallery"])
+    options = replace(options, max_rank=max_rank)
     # structure here, once; embedding values are checked by the tasks as they read them
     problems = validate_dataset(group, options.protocol, similarity=options.similarity, judged_only=options.judged_only,
                            scan_values=False)
@@ -720,7 +738,7 @@ def evaluate(path, options: Options = Options(), *, client=None, threads: int = 
                    "unknown": int(summary.column("n_unknown")[0].as_py())},
         "scores": score_note(info, options),
         "near_ties_resolved": int(sum(s["near_ties"] for s in stats)),
-        "warnings": run_warnings(per_query, options),
+        "warnings": run_warnings(per_query, options) + ([capped] if capped else []),
         "timings": {"validate_s": validated - started, "rank_s": ranked - validated,
                     "reduce_s": finished - ranked, "total_s": finished - started,
                     "chunk_s": [round(s["seconds"], 4) for s in stats]},

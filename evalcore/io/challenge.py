@@ -34,6 +34,7 @@ import hashlib
 import math
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,10 @@ SAFE_CODECS = frozenset({
 LEADERBOARD_COLUMNS = ("team", "submission", "fingerprint", "score", "n_queries", "n_evaluated", "scored_at")
 RESULT_KEYS = ("team", "submission", "fingerprint", "score", "n_queries", "n_evaluated", "timestamp")
 TEAM = re.compile(r"^[^\x00-\x1f\x7f]{1,100}$")
+#: Unicode categories refused in names: controls (U+0085 too), format characters (bidi overrides such as
+#: U+202E, zero-width), line / paragraph separators (U+2028, U+2029: ``splitlines`` splits there),
+#: surrogates, private use and unassigned code points
+REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 
 
 # =========================================================================== pure checks
@@ -193,10 +198,19 @@ def check_codecs(name: str, metadata) -> None:
                          f"({', '.join(sorted(c for c in SAFE_CODECS if '.' not in c))})")
 
 
+def unprintable(text: str) -> list[str]:
+    """The characters of ``text`` in ``REFUSED_CATEGORIES``, as U+XXXX."""
+    return [f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in REFUSED_CATEGORIES]
+
+
 def check_label(option: str, text: str) -> str:
-    """A team or submission name: 1 to 100 printable characters (no newlines or control characters)."""
+    """A team or submission name: 1 to 100 printable characters (no control, format, separator characters)."""
     if not isinstance(text, str) or not TEAM.match(text) or not text.strip():
         raise InputError(f"{option}: {text!r} must be 1 to 100 printable characters")
+    bad = unprintable(text)
+    if bad:
+        raise InputError(f"{option}: {text!r} must be 1 to 100 printable characters "
+                         f"(holds {', '.join(dict.fromkeys(bad))})")
     return text.strip()
 
 

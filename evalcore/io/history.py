@@ -24,7 +24,6 @@ import datetime as _dt
 import math
 import os
 import re
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -66,10 +65,18 @@ def check_date(text, what: str = "--date") -> str:
 
 
 def atomic_write(path, data: bytes | pa.Table) -> None:
-    """Write bytes or a Parquet table to ``path`` via a temporary file in the same folder + os.replace."""
+    """Write bytes or a Parquet table to ``path`` via a temporary file in the same folder + os.replace.
+
+    The temporary file is named ``.NAME.tmp-PID@HOST-RAND`` (``report.leftover_path``), so
+    one a killed writer left is recognised and removed by a later write in that folder.
+    """
+    from evalcore.io.report import folder_lock, leftover_path, remove_stale_leftovers
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
+    with folder_lock(path.parent):  # a swap in progress in this folder must not see its parts cleaned
+        remove_stale_leftovers(path.parent)
+    tmp = leftover_path(path, "tmp")
     try:
         if isinstance(data, pa.Table):
             pq.write_table(data, tmp)

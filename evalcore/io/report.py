@@ -9,13 +9,27 @@ anything else and removes the old report's other objects before the new
 manifest appears, so a complete report never contains files of an older one.
 The manifest lists every file with its size; readers read only those files
 and check the sizes.
+
+``--overwrite`` replaces only what evalcore wrote: an empty folder, or a report
+folder whose ``manifest.json`` is evalcore's and lists every file in it.
+The local swap (old report aside, new one in) holds an ``flock`` on the parent
+folder, so two runs replacing one report at once take turns. The hidden
+siblings a run makes carry its pid and host (``.NAME.tmp-PID@HOST-RAND``,
+``.NAME.old-...``, ``.NAME.score-...``); a later run removes those whose
+owner is dead (or that are older than a day), and puts an earlier report that a
+kill left moved aside back in place.
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import platform
+import re
 import shutil
+import socket
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +42,16 @@ from evalcore.io.dataset import is_url
 
 MANIFEST = "manifest.json"
 TABLES = ("per_query", "summary", "cmc")
+#: the keys of an evalcore manifest (see ``_manifest_bytes``)
+MANIFEST_KEYS = frozenset({"files", "sizes", "complete"})
+#: every file a report folder may hold (an object-store overwrite killed midway leaves some of them, no manifest)
+REPORT_FILES = frozenset({f"{t}.parquet" for t in (*TABLES, "threshold_sweep")} | {"run.json", "report.html"})
+#: hidden siblings evalcore makes while writing NAME: ``.NAME.KIND-PID@HOST-RAND``; the older
+#: unnamed forms (``.NAME.tmp-<8 or 12 hex>``, ``.NAME.old-<8 hex>``, ``.NAME.score-<mkdtemp 8>``) count by age only
+LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old|score)-(?:(?P<pid>\d{1,10})@(?P<host>[0-9a-f]{8})-"
+                      r"(?P<rand>[0-9a-f]{8})|(?P<legacy>[0-9a-f]{8}|[0-9a-f]{12}|[0-9a-z_]{8}))$")
+#: a leftover whose owner cannot be asked (another host, an older evalcore) is stale after this long
+STALE_SECONDS = 24 * 3600
 
 
 def versions() -> dict:
@@ -55,7 +79,12 @@ def _fs(path, storage_options: Mapping | None):
 
 
 def check_out(out, overwrite: bool, storage_options: Mapping | None = None) -> None:
-    """Refuse an existing non-empty ``--out`` unless ``overwrite`` (checked before any work)."""
+    """Refuse ``--out`` unless it is new, empty, or (with ``overwrite``) a report folder evalcore wrote.
+
+    Checked before any work, and again under the lock just before the swap. A
+    new local folder must be creatable: its nearest existing parent is a folder
+    we can write in.
+    """
     if is_url(out):
         fs, root = _fs(out, storage_options)
         root = root.rstrip("/")
@@ -71,13 +100,225 @@ def check_out(out, overwrite: bool, storage_options: Mapping | None = None) -> N
             if nested:
                 raise InputError(f"--out {out}: holds {nested[0][len(root) + 1:]!r}, so it is not a report "
                                  "folder; --overwrite only replaces report folders, choose another --out")
+            names = [p[len(root) + 1:] for p in objects]
+            try:
+                manifest = json.loads(fs.cat_file(f"{root}/{MANIFEST}")) if MANIFEST in names else None
+            except ValueError:
+                manifest = {}
+            _refuse_unless_ours(out, names, manifest, remote=True)
+        if exists and not overwrite:
+            raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
     else:
-        p = _local(out)
-        if p.exists() and not p.is_dir():
-            raise InputError(f"--out {out}: exists and is not a folder")
-        exists = p.is_dir() and any(p.iterdir())
-    if exists and not overwrite:
+        # under the parent's lock: a concurrent run's swap must not move the folder while we look at it
+        with lock_if_folder(_local(out).parent):
+            check_local_out(out, overwrite)
+
+
+def check_local_out(out, overwrite: bool) -> None:
+    """``check_out`` of a local folder; the caller holds ``folder_lock`` on its parent (if that exists)."""
+    p = _local(out)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+    names = [e.name for e in p.iterdir()] if p.is_dir() else []
+    if names and not overwrite:
         raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
+    if names:
+        manifest, _ = _read_manifest(p, None)
+        _refuse_unless_ours(out, names, manifest)
+    check_creatable("--out", out)
+
+
+def is_our_manifest(manifest) -> bool:
+    """An evalcore manifest: exactly its keys, ``complete``, a list of file names with run.json among them."""
+    return (isinstance(manifest, dict) and set(manifest) == MANIFEST_KEYS and manifest["complete"] is True
+            and isinstance(manifest["files"], list) and all(isinstance(f, str) for f in manifest["files"])
+            and "run.json" in manifest["files"] and isinstance(manifest["sizes"], dict))
+
+
+def foreign_entries(names, manifest, remote: bool = False) -> list[str]:
+    """Entries of a folder that are not part of the report evalcore's ``manifest`` describes.
+
+    Without a manifest nothing is ours locally (a local report appears whole,
+    manifest included); on object storage report file names are, since an
+    overwrite killed after removing the old manifest leaves those.
+    """
+    if is_our_manifest(manifest):
+        ours = {MANIFEST, *manifest["files"]}
+    else:
+        ours = set(REPORT_FILES) if remote and manifest is None else set()
+    return sorted(n for n in names if n not in ours)
+
+
+def _refuse_unless_ours(out, names, manifest, remote: bool = False) -> None:
+    foreign = foreign_entries(names, manifest, remote)
+    if foreign:
+        what = "has no evalcore manifest.json" if manifest is None else (
+            "has a manifest.json evalcore did not write" if not is_our_manifest(manifest)
+            else "is not part of its report")
+        raise InputError(f"--out {out}: holds {foreign[0]!r} ({len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} "
+                         f"evalcore did not write; the folder {what}); --overwrite only replaces a report folder "
+                         "evalcore wrote, or an empty folder: choose another --out")
+
+
+def check_creatable(option: str, path) -> None:
+    """``path`` can be created (or replaced): its nearest existing parent is a folder we can write in.
+
+    Probed by making and removing a hidden folder there (permission bits do not
+    tell for root or for /proc), so nothing is left behind.
+    """
+    path = _local(path).absolute()
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        if parent.is_symlink():  # a dangling link: mkdir would fail later
+            break
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: {parent} is {'a file' if parent.exists() else 'missing'}, not a folder")
+    probe = leftover_path(parent / path.name, "tmp")
+    try:
+        probe.mkdir()
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write in {parent} ({exc.strerror or exc})") from None
+    probe.rmdir()
+
+
+def _real(path) -> str:
+    return os.path.realpath(_local(path)) if not is_url(path) else str(path).rstrip("/")
+
+
+def check_apart(option: str, out, inputs: Mapping[str, object], plain_folders_may_hold_out: bool = False) -> None:
+    """``out`` is neither one of ``inputs`` ({what: path}) nor inside one, nor holds one (replacing it would
+    delete the input).
+
+    ``plain_folders_may_hold_out``: an input that is a plain folder (not a Zarr
+    group), read for named files only, may hold the output (import faiss-json DIR --out DIR/ds.zarr).
+    """
+    o = _real(out)
+    for what, path in inputs.items():
+        if path is None:
+            continue
+        i = _real(path)
+        plain = plain_folders_may_hold_out and not is_url(path) and os.path.isdir(i) and not any(
+            os.path.exists(os.path.join(i, m)) for m in ("zarr.json", ".zgroup", ".zarray"))
+        if o == i or (o.startswith(i.rstrip("/") + "/") and not plain):
+            raise InputError(f"{option} {out}: is {'' if o == i else 'inside '}the {what} {path}; "
+                             "write the output elsewhere")
+        if i.startswith(o.rstrip("/") + "/"):
+            raise InputError(f"{option} {out}: holds the {what} {path}; write the output elsewhere")
+
+
+# --------------------------------------------------------------------------- leftovers and the local swap
+
+
+def _host_tag() -> str:
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def leftover_path(target, kind: str) -> Path:
+    """The hidden sibling ``.NAME.KIND-PID@HOST-RAND`` of ``target`` this process writes (kind tmp, old, score)."""
+    target = Path(target)
+    return target.parent / f".{target.name}.{kind}-{os.getpid()}@{_host_tag()}-{uuid.uuid4().hex[:8]}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def is_stale(path, now: float | None = None) -> bool:
+    """A leftover of evalcore (by name) whose writer is gone: its pid on this host is dead, or it is a day old."""
+    path = Path(path)
+    m = LEFTOVER.match(path.name)
+    if not m:
+        return False
+    if m["pid"] and m["host"] == _host_tag() and int(m["pid"]) != os.getpid():
+        if not _alive(int(m["pid"])):
+            return True
+    try:
+        age = (time.time() if now is None else now) - path.lstat().st_mtime
+    except FileNotFoundError:
+        return False
+    return m["pid"] != str(os.getpid()) and age > STALE_SECONDS
+
+
+def remove_stale_leftovers(folder) -> list[str]:
+    """Remove the stale leftovers in ``folder``; returns their names.
+
+    A stale ``.NAME.old-*`` whose NAME is missing is the earlier output a kill
+    left moved aside in the middle of a swap: it is renamed back, not removed.
+    Call it holding ``folder_lock(folder)``.
+    """
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return []
+    done = []
+    for p in entries:
+        try:
+            if not is_stale(p):
+                continue
+            m = LEFTOVER.match(p.name)
+            target = p.parent / m["name"]
+            if m["kind"] == "old" and not os.path.lexists(target):
+                os.replace(p, target)
+            elif p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+            done.append(p.name)
+        except OSError:
+            continue  # another run got there first
+    return done
+
+
+def lock_if_folder(folder):
+    """``folder_lock(folder)`` when the folder exists (nothing to race with otherwise)."""
+    return folder_lock(folder) if Path(folder).is_dir() else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def folder_lock(folder):
+    """An exclusive ``fcntl.flock`` on the folder itself (nothing is created; released when the process dies)."""
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def swap_into_place(tmp, out, check=None) -> None:
+    """Rename the finished folder ``tmp`` to ``out``, moving an earlier ``out`` aside first and removing it after.
+
+    Holds ``folder_lock`` on the parent so concurrent swaps take turns (without
+    it, a second run's rename meets the first run's new folder: "Directory not
+    empty"). Under the lock: stale leftovers go, then ``check()`` (the --out rules
+    again: what is there now may differ from what was checked before the work).
+    """
+    tmp, out = Path(tmp), Path(out)
+    old = None
+    with folder_lock(out.parent):
+        remove_stale_leftovers(out.parent)
+        if check is not None:
+            check()
+        if os.path.lexists(out):
+            old = leftover_path(out, "old")
+            os.replace(out, old)
+        try:
+            os.replace(tmp, out)
+        except BaseException:
+            if old is not None:
+                os.replace(old, out)
+            raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _json_bytes(value) -> bytes:
@@ -101,7 +342,7 @@ def write_report(out, tables: Mapping[str, pa.Table], run: Mapping, *, extra: Ma
         return _write_remote(out, tables, run, extra, storage_options)
     out = _local(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = leftover_path(out, "tmp")
     tmp.mkdir()
     try:
         sizes = {}
@@ -113,18 +354,7 @@ def write_report(out, tables: Mapping[str, pa.Table], run: Mapping, *, extra: Ma
                 target.write_bytes(content)
             sizes[name] = target.stat().st_size
         (tmp / MANIFEST).write_bytes(_manifest_bytes(sizes))
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-            os.replace(out, old)
-        try:
-            os.replace(tmp, out)
-        except BaseException:
-            if old is not None:
-                os.replace(old, out)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        swap_into_place(tmp, out, lambda: check_local_out(out, overwrite))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -92,6 +92,49 @@ def sweep_options(args) -> tuple[bool, float | None]:
     return bool(getattr(args, "sweep", False) or target is not None), target
 
 
+def check_memory_limit(text, option: str = "--memory-limit"):
+    """``auto`` or a size dask understands (4GiB, 500MB, 2e9 bytes), else an InputError naming the option.
+
+    Checked with ``dask.utils.parse_bytes`` before any work (the cluster would
+    otherwise refuse it only when it starts). A size under one byte (``0``,
+    ``0.5``) is refused: dask would read it as "no limit".
+    """
+    if text is None or str(text).strip().lower() == "auto":
+        return text
+    from dask.utils import parse_bytes
+
+    try:
+        n = parse_bytes(str(text))
+    except (ValueError, TypeError):
+        raise InputError(f"{option}: {text!r} is not a size like 4GiB, 500MB or auto") from None
+    if n < 1:
+        raise InputError(f"{option}: {text!r} must be a positive size like 4GiB (or auto)")
+    return text
+
+
+def check_scheduler(address, option: str = "--scheduler") -> str:
+    """A scheduler address with a host and a port (tcp://HOST:PORT), else an InputError naming the option."""
+    from evalcore.engine.cluster import check_address
+
+    try:
+        check_address(address)
+    except InputError:
+        raise InputError(f"{option}: {address!r} is not an address like tcp://HOST:PORT") from None
+    port = re.search(r"\]?:(\d{1,5})$", address.split("://", 1)[1])
+    if not port or not 0 < int(port.group(1)) < 65536:
+        raise InputError(f"{option}: {address!r} has no port; give tcp://HOST:PORT "
+                         "(`dask scheduler` listens on 8786 by default)")
+    return address
+
+
+def check_cluster_options(args) -> None:
+    """--workers, --scheduler and --memory-limit, before any work starts."""
+    workers_from_args(args)
+    if getattr(args, "scheduler", None):
+        check_scheduler(args.scheduler)
+    check_memory_limit(getattr(args, "memory_limit", None))
+
+
 def workers_from_args(args) -> int | None:
     if getattr(args, "workers", None) is None:
         return None
@@ -123,6 +166,7 @@ def progress_reporter(label: str = "chunks"):
 
 def evaluate_params(args) -> dict:
     """``evalcore.evaluate`` keyword arguments from the command line, every value checked before any work."""
+    check_cluster_options(args)
     map_at = parse_number("--map-at", args.map_at, int) if args.map_at is not None else None
     chunk_rows = parse_number("--chunk-rows", args.chunk_rows, int) if args.chunk_rows else None
     if chunk_rows is not None and chunk_rows < 1:
@@ -151,7 +195,9 @@ def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_r
     from evalcore.io import report
 
     storage_options = parse_storage_options(getattr(args, "storage_option", None))
+    # everything the user passed is checked here, before any work starts: nothing is written yet
     params = evaluate_params(args)
+    report.check_apart("--out", out, {"dataset": dataset})
     report.check_out(out, args.overwrite, storage_options)
     on_chunk = None if quiet else progress_reporter()
     if args.scheduler:

@@ -223,6 +223,7 @@ def cmd_nightly(args) -> int:
         EXIT_GATE,
         EXIT_INPUT,
         EXIT_OK,
+        check_cluster_options,
         parse_storage_options,
         run_evaluation,
     )
@@ -232,6 +233,11 @@ def cmd_nightly(args) -> int:
     run_date = h.check_date(args.date) if args.date else today()
     reports, history_dir = job["reports"], job["history"].removeprefix("file://")
     day = _join(reports, run_date)
+    # the command line and the job file's cluster options and folders, before any evaluation starts
+    check_cluster_options(run_namespace(job["evaluation"][0], args, job))
+    if "://" not in reports or reports.startswith("file://"):
+        report.check_creatable(f"{args.job}: reports", _join(day, job["evaluation"][0]["name"]))
+    report.check_creatable(f"{args.job}: history", _join(history_dir, job["evaluation"][0]["name"]))
     done, errors = {}, {}
     for ev in job["evaluation"]:
         name = ev["name"]

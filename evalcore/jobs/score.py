@@ -1,11 +1,15 @@
 """``evalcore score SUBMISSION --truth TRUTH --out DIR --team NAME``: score one challenge submission.
 
-1. Check everything first, writing nothing: ``--out`` (empty or new), the
+1. Check everything first, writing nothing: ``--out`` (new, empty, or with
+   ``--overwrite`` a folder an earlier score wrote: result.json and
+   organizer/ only; never the submission or the truth, nor inside them), the
    leaderboard (readable, if it exists), the truth bundle, the submission
    (headers, dtype, shape, every value: ``evalcore.io.challenge``). A problem is
    one line and exit status 2.
 2. Write a combined dataset (the submission's vectors as float32 + the
-   truth's arrays) into a hidden temporary folder next to ``DIR``, and
+   truth's arrays) into a hidden temporary folder next to ``DIR``
+   (``.DIR.score-PID@HOST-RAND``: removed at the end, or by a later run
+   once its owner is dead), and
    evaluate it: protocol qrels, judged-only, cosine similarity, pessimistic
    ties (a constant submission gets the worst AP, not a lucky one) into the
    organizer's report ``DIR/organizer/`` (per query; private).
@@ -19,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -57,10 +60,46 @@ def write_combined(path, sub: ch.Submission, truth, n_query: int, n_gallery: int
             out[start:start + step] = np.asarray(src[start:start + step], dtype=np.float32)
 
 
+#: what a score folder holds; --overwrite replaces nothing else
+SCORE_ENTRIES = ("result.json", "organizer")
+
+
+def check_score_out(out: Path, overwrite: bool) -> None:
+    """``--out`` of score: new, empty, or (with ``overwrite``) a folder an earlier score wrote.
+
+    Ours: nothing but ``result.json`` (exactly the participant's keys),
+    ``organizer/`` (a report folder evalcore wrote) and evalcore's leftovers of them.
+    """
+    from evalcore.io import report
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+    report.check_creatable("--out", out)
+    entries = sorted(e.name for e in out.iterdir()) if out.is_dir() else []
+    if not entries:
+        return
+    if not overwrite:
+        raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
+    foreign = [n for n in entries if n not in SCORE_ENTRIES
+               and not ((m := report.LEFTOVER.match(n)) and m["name"] in SCORE_ENTRIES)]
+    if "result.json" in entries and not foreign:
+        try:
+            record = json.loads((out / "result.json").read_text())
+        except (OSError, ValueError):
+            record = None
+        if not (isinstance(record, dict) and set(record) == set(ch.RESULT_KEYS)):
+            foreign = ["result.json"]
+    if foreign:
+        raise InputError(f"--out {out}: holds {foreign[0]!r}, which an earlier score did not write; --overwrite "
+                         "only replaces a score folder (result.json and organizer/), choose another --out")
+    if (out / "organizer").exists():
+        report.check_out(out / "organizer", True)
+
+
 def cmd_score(args) -> int:
     from evalcore.io import dataset as ds
     from evalcore.io import report
-    from evalcore.jobs.common import EXIT_OK, run_evaluation, workers_from_args
+    from evalcore.jobs.common import EXIT_OK, check_cluster_options, run_evaluation
 
     # -- 1. checks, nothing written
     team = ch.check_team(args.team)
@@ -68,17 +107,16 @@ def cmd_score(args) -> int:
         if value is not None and not ch.is_local(value):
             raise InputError(f"{option} {value}: must be a local (or shared) path: it is locked and renamed")
     out = Path(ch.local_path(args.out)).absolute()
-    report.check_out(out, args.overwrite)
+    check_score_out(out, args.overwrite)
+    inputs = {"submission": ch.local_path(args.submission), "truth": ch.local_path(args.truth)}
+    report.check_apart("--out", out, inputs)
     leaderboard = Path(ch.local_path(args.leaderboard)).absolute() if args.leaderboard \
         else out.parent / "leaderboard.parquet"
     if leaderboard.is_dir():
         raise InputError(f"--leaderboard {leaderboard}: is a folder, give a .parquet file")
+    report.check_apart("--leaderboard", leaderboard, inputs)
     ch.read_leaderboard(leaderboard)
-    workers_from_args(args)
-    if args.scheduler:
-        from evalcore.engine.cluster import check_address
-
-        check_address(args.scheduler)
+    check_cluster_options(args)
     try:
         truth = ds.open_dataset(args.truth)
     except InputError as exc:
@@ -89,8 +127,13 @@ def cmd_score(args) -> int:
     fingerprint = ch.check_submission(sub, n_query, n_gallery, dims)
 
     # -- 2. evaluate
+    made = [p for p in out.parents if not p.exists()]  # removed again if the run fails
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.score-", dir=out.parent))
+    with report.folder_lock(out.parent):
+        report.remove_stale_leftovers(out.parent)  # e.g. the combined copy of a killed run's submission
+    tmp = report.leftover_path(out, "score")
+    tmp.mkdir()
+    done = False
     try:
         combined = tmp / "combined.zarr"
         write_combined(combined, sub, truth, n_query, n_gallery, dims)
@@ -104,8 +147,14 @@ def cmd_score(args) -> int:
             "dataset": str(args.submission), "truth": str(args.truth),
             "challenge": {"team": team, "submission": name, "fingerprint": fingerprint,
                           "submission_kind": sub.kind}})
+        done = True
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        for folder in [] if done else made:  # innermost first; only the empty folders this run made
+            try:
+                folder.rmdir()
+            except OSError:
+                break
     content = report.read_report(organizer)
     summary_all = next(r for r in content["summary"].to_pylist() if r["group"] == "all")
 

@@ -233,10 +233,14 @@ def _plot_cmc(cmc: pa.Table) -> str | None:
     groups = _column(cmc, "group") or ["all"] * len(k)
     groups = ["all" if g is None else str(g) for g in groups]
     order = _groups_in_order(groups)
+    lines = {name: sorted((kk, v) for kk, v, g in zip(k, values, groups) if g == name and kk is not None and not _is_missing(v))
+             for name in order}
+    if not any(lines.values()):
+        return None  # no known query (Q = 0, or G = 0): an empty plot would only warn about an empty legend
     colors = _group_colors(order)
     series = []
     for name in order:
-        points = sorted((kk, v) for kk, v, g in zip(k, values, groups) if g == name and kk is not None and not _is_missing(v))
+        points = lines[name]
         if points:
             xs, ys = zip(*points)
             series.append(svg.Series(name, xs, ys, colors[name], width=2.2 if name == "all" else 1.4, markers=len(xs) <= 20))
