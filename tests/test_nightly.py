@@ -12,6 +12,7 @@ import pytest
 from conftest import random_reid
 
 from evalcore.cli.main import main
+from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import history as h
 
@@ -242,3 +243,17 @@ def test_concurrent_writers_never_corrupt_the_history(tmp_path):
     assert sorted(set(zip(table["evaluation"].to_pylist(), table["run_date"].to_pylist()))) == \
         sorted((e, d) for e in "ab" for d in days)
     assert not [p for p in tmp_path.rglob("*") if ".tmp-" in p.name]
+
+
+def test_job_file_accepts_empty_queries_and_refuses_other_values(tmp_path):
+    from evalcore.jobs.nightly import load_job
+
+    def job(value):
+        path = tmp_path / f"job-{value}.toml"
+        path.write_text(f'reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\ndataset = "d.zarr"\n'
+                        f'protocol = "qrels"\nempty_queries = "{value}"\n')
+        return load_job(path)
+
+    assert job("zero")["evaluation"][0]["empty_queries"] == "zero"
+    with pytest.raises(InputError, match="empty_queries 'none' is not one of skip, zero"):
+        job("none")

@@ -32,7 +32,8 @@ from evalcore.io import history as h
 TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "trend_metrics", "evaluation", "gates",
             "baseline"}
 EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at",
-                   "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates"}
+                   "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
+                   "empty_queries"}
 GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better"}
 PROTOCOLS = ("reid", "class", "qrels", "geo", "xy")
 
@@ -82,7 +83,8 @@ def _evaluation(i: int, ev, where: str) -> dict:
         h.check_name(ev["name"])
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
-    choices = {"protocol": PROTOCOLS, "similarity": ("cosine", "dot"), "ties": ("pessimistic", "optimistic")}
+    choices = {"protocol": PROTOCOLS, "similarity": ("cosine", "dot"), "ties": ("pessimistic", "optimistic"),
+               "empty_queries": ("skip", "zero")}
     for key, allowed in choices.items():
         if key in ev and ev[key] not in allowed:
             raise InputError(f"{label}: {key} {ev[key]!r} is not one of {', '.join(allowed)}")
@@ -183,6 +185,7 @@ def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
         ks=",".join(map(str, ev.get("ks", [1, 3, 5, 10]))), max_rank=str(ev.get("max_rank", 50)),
         ties=ev.get("ties", "pessimistic"), threshold=text("threshold"), map_at=text("map_at"),
         judged_only=bool(ev.get("judged_only", False)), radius=text("radius"), sweep=bool(ev.get("sweep", False)),
+        empty_queries=ev.get("empty_queries", "skip"),
         target_fpir=text("target_fpir"), scheduler=scheduler, workers=None if workers is None else str(workers),
         memory_limit=args.memory_limit or job.get("memory_limit", "auto"), storage_option=storage,
         chunk_rows=text("chunk_rows"), overwrite=True)
