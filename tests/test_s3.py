@@ -50,8 +50,8 @@ def assert_same_report(a: dict, b: dict, tables=("per_query", "summary", "cmc"))
 def local_run(path, *cli_args) -> dict:
     """The same evaluation in this process, on the local copy, chunk after chunk (no cluster)."""
     from evalcore.cli.main import build_parser
-    from evalcore.jobs.common import options_from_args
     from evalcore.engine.evaluate import evaluate
+    from evalcore.jobs.common import options_from_args
 
     args = build_parser().parse_args(["evaluate", str(path), "--out", "unused", *cli_args])
     options = options_from_args(args, ds.dataset_attributes(ds.open_dataset(path)))

@@ -93,7 +93,8 @@ def evalcore_ranks(ties, seed=0):
 
 def test_planted_scores_are_exact_in_float32():
     gallery, _, _ = planted_gallery()
-    assert np.array_equal((QUERY.astype(np.float32) @ gallery.T).astype(np.float64), QUERY @ gallery.astype(np.float64).T)
+    float32 = (QUERY.astype(np.float32) @ gallery.T).astype(np.float64)
+    assert np.array_equal(float32, QUERY @ gallery.astype(np.float64).T)
     s = QUERY[0] @ gallery[TILE_COLS + 4].astype(np.float64)
     assert s == 1 + E23 and np.float32(s) == np.nextafter(np.float32(1), np.float32(2))
 

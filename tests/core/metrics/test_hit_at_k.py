@@ -32,8 +32,8 @@ def test_hit_at_k_under_tied_scores_below_rank_one(ties, want):
 def test_hit_at_k_under_a_tie_at_rank_one_is_zero_pessimistically_and_one_optimistically():
     indptr, items = np.array([0, 2]), np.arange(2)
     scores, relevant = np.array([0.7, 0.7], np.float32), np.array([True, False])
-    got = {t: hit_at(r.indptr, r.ranks, r.n_relevant, 1).tolist()
-           for t in ("pessimistic", "optimistic") for r in [rank_pairs(indptr, items, scores, relevant, t, np.array([1]))]}
+    ranked = {t: rank_pairs(indptr, items, scores, relevant, t, np.array([1])) for t in ("pessimistic", "optimistic")}
+    got = {t: hit_at(r.indptr, r.ranks, r.n_relevant, 1).tolist() for t, r in ranked.items()}
     assert got == {"pessimistic": [0.0], "optimistic": [1.0]}
 
 
