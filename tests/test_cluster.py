@@ -84,7 +84,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @contextlib.contextmanager
 def dask_processes(tmp_path: Path, n_workers: int = 2, memory_limit: str = "1GiB", env=None, timeout: float = 60):
-    """`dask scheduler` and ``n_workers`` x `dask worker --nworkers 1 --nthreads 1` on 127.0.0.1, as deploy/ runs them."""
+    """`dask scheduler` and ``n_workers`` x `dask worker --nworkers 1 --nthreads 1` on 127.0.0.1,
+    as deploy/ runs them."""
     from distributed import Client
 
     logs = tmp_path / "dask-logs"

@@ -717,7 +717,7 @@ def test_build_context_excludes_venv_and_git_but_keeps_the_package():
 
     ignore = DEPLOY / "Dockerfile.dockerignore"  # BuildKit: <Dockerfile>.dockerignore
     patterns = [
-        l.strip() for l in ignore.read_text().splitlines() if l.strip() and not l.startswith("#")
+        line.strip() for line in ignore.read_text().splitlines() if line.strip() and not line.startswith("#")
     ]
 
     def ignored(path: str) -> bool:
@@ -749,10 +749,10 @@ def test_sbatch_directives_and_commands():
         assert directives.get(key), f"#SBATCH --{key} missing"
     # Directives are only read before the first command.
     first_cmd = next(
-        i for i, l in enumerate(text.splitlines()[1:], 1) if l.strip() and not l.startswith("#")
+        i for i, line in enumerate(text.splitlines()[1:], 1) if line.strip() and not line.startswith("#")
     )
     last_directive = max(
-        i for i, l in enumerate(text.splitlines()) if l.startswith("#SBATCH")
+        i for i, line in enumerate(text.splitlines()) if line.startswith("#SBATCH")
     )
     assert last_directive < first_cmd, "#SBATCH lines after the first command are ignored"
     assert "srun" in text
@@ -880,7 +880,7 @@ def test_sbatch_runs_cluster_and_driver_with_fake_srun(tmp_path):
     assert info["nthreads"] == [1, 1], info
     assert info["memory_limit"] == [2**30, 2**30], info
 
-    srun_calls = [json.loads(l) for l in (tmp_path / "srun.log").read_text().splitlines()]
+    srun_calls = [json.loads(line) for line in (tmp_path / "srun.log").read_text().splitlines()]
     assert len(srun_calls) == 1 and "--multi-prog" in srun_calls[0], srun_calls
     shared = tmp_path / ".evalcore"
     assert not list(shared.glob("*4242*")), f"left behind: {list(shared.iterdir())}"

@@ -198,9 +198,9 @@ def image(request) -> str:
 def test_image_runs_as_non_root_with_the_pinned_stack(image):
     from test_deploy import requirement_pins
 
+    names = sorted(requirement_pins())
     probe = ("import importlib.metadata as m, json, os; "
-             "print(json.dumps({'uid': os.getuid(), **{n: m.version(n) for n in %r}}))"
-             % sorted(requirement_pins()))
+             f"print(json.dumps({{'uid': os.getuid(), **{{n: m.version(n) for n in {names!r}}}}}))")
     got = json.loads(podman("run", "--rm", "--network", "none", image, "python", "-c", probe).stdout)
     assert got.pop("uid") == 10001
     assert got == requirement_pins(), "the image must carry exactly deploy/requirements.txt"

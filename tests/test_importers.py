@@ -266,7 +266,8 @@ def test_parquet_malformed(tmp_path, overrides, options, match):
 def test_parquet_dimension_mismatch_between_files(tmp_path):
     pq.write_table(pa.table({"emb": [[1.0, 2.0]], "label": [1]}), tmp_path / "q.parquet")
     pq.write_table(pa.table({"emb": [[1.0, 2.0, 3.0]], "label": [1]}), tmp_path / "g.parquet")
-    _fails(tmp_path / "out.zarr", r"g\.parquet: column emb: gallery rows have 3 values, but query rows in .*q\.parquet have 2",
+    _fails(tmp_path / "out.zarr",
+           r"g\.parquet: column emb: gallery rows have 3 values, but query rows in .*q\.parquet have 2",
            "parquet", [tmp_path / "q.parquet", tmp_path / "g.parquet"])
 
 
@@ -390,7 +391,8 @@ def test_trec_round_trip(tmp_path):
     ("101 0 docA 1\n101 0 docZ 1\n", r"qrels\.txt: line 2, field docid: unknown document 'docZ'"),
     ("101 0 docA 1\n101 docB 1\n", r"qrels\.txt: line 2: 3 fields, expected 4"),
     ("101 0 docA 1\n\n101 0 docB yes\n", r"qrels\.txt: line 3, field rel: 'yes' is not an integer"),
-    ("101 0 docA 1\n101 0 docA 0\n", r"qrels\.txt: line 2, field rel: \(101, docA\) judged 0 here but differently on line 1"),
+    ("101 0 docA 1\n101 0 docA 0\n",
+     r"qrels\.txt: line 2, field rel: \(101, docA\) judged 0 here but differently on line 1"),
 ])
 def test_trec_malformed(tmp_path, qrels, match):
     ids = _trec_files(tmp_path, qrels)
@@ -430,7 +432,8 @@ def test_trec_merged_into_existing_dataset(tmp_path):
     assert _attrs(out)["similarity"] == "dot"
     _valid(out, "qrels")
     (tmp_path / "qrels.txt").write_text("b 0 w 1\n")
-    _fails(tmp_path / "out2.zarr", r"qrels\.txt: line 1, field docid: unknown document 'w' \(not in dataset .*gallery/key\)",
+    _fails(tmp_path / "out2.zarr",
+           r"qrels\.txt: line 1, field docid: unknown document 'w' \(not in dataset .*gallery/key\)",
            "trec", [tmp_path / "qrels.txt"], dataset=base)
 
 

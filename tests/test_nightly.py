@@ -194,7 +194,7 @@ def test_history_write_read_replace_and_previous(tmp_path):
     assert h.previous_run(table, "b", "2025-01-03") is None
     (root / "a" / ".2025-01-09.parquet.tmp-abc").write_bytes(b"partial")  # a writer's temporary: ignored
     assert h.read_history(root).num_rows == 6
-    with pytest.raises(Exception):
+    with pytest.raises(InputError, match="run_date"):
         h.write_run(root, "2025-1-2", "a", summary(0.1))
 
 

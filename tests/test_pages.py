@@ -98,23 +98,25 @@ def make_summary(per_query: pa.Table) -> pa.Table:
     for name in ("all",) + GROUPS:
         sel = [r for r in data if name == "all" or r["group"] == name]
         known = [r for r in sel if r["n_relevant"] > 0]
-        mean = lambda col: sum(r[col] for r in known) / len(known)  # noqa: E731
+        mean = lambda col, known=known: sum(r[col] for r in known) / len(known)  # noqa: E731
         outcomes = [r["outcome"] for r in sel]
         tp, fp, fn, tn = (outcomes.count(o) for o in ("TP", "FP", "FN", "TN"))
         row = {"group": name, "n_queries": len(sel), "n_evaluated": len(known), "n_unknown": len(sel) - len(known),
-               "map": mean("ap") + 1e-5 / 3, "map_trapz": mean("ap_trapz"), "minp": mean("inp") * 0.9, "mrr": mean("rr")}
+               "map": mean("ap") + 1e-5 / 3, "map_trapz": mean("ap_trapz"), "minp": mean("inp") * 0.9,
+               "mrr": mean("rr")}
         for k in KS:
             for metric in ("hit", "recall", "precision"):
                 row[f"{metric}_at_{k}"] = mean(f"{metric}_at_{k}")
         unknown = len(sel) - len(known)
-        row.update({"threshold": 0.6, "tp": tp, "fp": fp, "fn": fn, "tn": tn, "rejection_accuracy": tn / max(unknown, 1),
-                    "fpir": 0.25, "fnir": (fn + fp) / max(len(known), 1)})
+        row.update({"threshold": 0.6, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+                    "rejection_accuracy": tn / max(unknown, 1), "fpir": 0.25, "fnir": (fn + fp) / max(len(known), 1)})
         rows.append(row)
     return pa.Table.from_pylist(rows)
 
 
 def make_cmc() -> pa.Table:
-    rows = [{"group": g, "k": k, "cmc": min(1.0, 0.4 + 0.03 * k + 0.05 * j)} for j, g in enumerate(("all",) + GROUPS) for k in range(1, 21)]
+    rows = [{"group": g, "k": k, "cmc": min(1.0, 0.4 + 0.03 * k + 0.05 * j)}
+            for j, g in enumerate(("all",) + GROUPS) for k in range(1, 21)]
     return pa.Table.from_pylist(rows)
 
 
@@ -413,7 +415,8 @@ def _edge_cases():
     nulls = pa.nulls(full.num_rows, pa.float64())
     return {
         "empty": full.slice(0, 0),
-        "no_known": full.set_column(full.schema.get_field_index("n_relevant"), "n_relevant", pa.array([0] * full.num_rows, pa.int64())),
+        "no_known": full.set_column(full.schema.get_field_index("n_relevant"), "n_relevant",
+                                    pa.array([0] * full.num_rows, pa.int64())),
         "few_columns": full.select(["query", "n_relevant", "first_rank", "ap"]),
         "all_null": full.set_column(full.schema.get_field_index("top1_score"), "top1_score", nulls)
                         .set_column(full.schema.get_field_index("relevant_score"), "relevant_score", nulls),
@@ -425,7 +428,8 @@ def _edge_cases():
 def test_page_survives_degenerate_inputs(case, tables):
     per_query = _edge_cases()[case]
     summary = tables["summary"].slice(0, 0) if case == "empty" else tables["summary"]
-    page = render_report_html(per_query, summary, tables["cmc"].slice(0, 0) if case == "empty" else tables["cmc"], {"dataset": None})
+    cmc = tables["cmc"].slice(0, 0) if case == "empty" else tables["cmc"]
+    page = render_report_html(per_query, summary, cmc, {"dataset": None})
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     if case in ("empty", "no_known"):
         assert "No known queries" in page

@@ -153,7 +153,8 @@ def test_readers_accept_other_integer_float_and_string_dtypes(tmp_path, write):
     other = {**arrays, "query/label": arrays["query/label"].astype(np.int32),
              "gallery/label": arrays["gallery/label"].astype(np.int32),
              "query/cam": arrays["query/cam"].astype(np.uint16), "gallery/cam": arrays["gallery/cam"].astype(np.uint16),
-             "query/emb": arrays["query/emb"].astype(np.float64), "gallery/emb": arrays["gallery/emb"].astype(np.float64),
+             "query/emb": arrays["query/emb"].astype(np.float64),
+             "gallery/emb": arrays["gallery/emb"].astype(np.float64),
              "query/key": arrays["query/key"].astype("U8")}
     root = zarr.open_group(str(tmp_path / "other.zarr"), mode="w")
     with warnings.catch_warnings():

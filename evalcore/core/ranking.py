@@ -201,7 +201,7 @@ class _TileState:
                 mult = np.ones(k, dtype=np.int64)
             self.near.append((keys, mult))
 
-    def merge(self, other: "_TileState") -> None:
+    def merge(self, other: _TileState) -> None:
         """Add the state of the same queries over another, disjoint part of the gallery."""
         seen = ~np.isnan(other.exact)
         self.exact[seen] = other.exact[seen]
@@ -341,7 +341,8 @@ def rank_by_embeddings(query: np.ndarray, q0: int, truth: Truth, gallery, *, n_q
     as it always is instead of padded; the last gallery tile likewise.
     Memory: the query chunk, one gallery block and one score tile.
 
-    ``parts > 1`` scans that many column ranges of the gallery through
+    ``parts > 1`` scans that many column ranges of the gallery
+    (``gallery.blocks(start, stop)``, ``start`` a multiple of TILE_COLS) through
     ``map_fn`` (a thread pool's ``map``: the product and the kernel release
     the GIL) and adds their states, as gallery shards do: the same tiles, so
     the same numbers.
@@ -350,13 +351,13 @@ def rank_by_embeddings(query: np.ndarray, q0: int, truth: Truth, gallery, *, n_q
     lo, hi = threshold_bounds(qn, truth, gallery)
     tiles = query_tiles(qn, q0, n_query or 0)
 
-    def scan(span: tuple[int, int]) -> list[_TileState]:
+    def scan(span: tuple[int, int] | None) -> list[_TileState]:
         states = new_states(tiles, q0, truth, lo, hi)
-        scan_gallery(tiles, states, gallery.blocks(*span), gallery_junk)
+        scan_gallery(tiles, states, gallery.blocks() if span is None else gallery.blocks(*span), gallery_junk)
         return states
 
-    spans = column_spans(gallery.n_rows, parts)
-    states = scan(spans[0]) if len(spans) == 1 else merge_states(list(map_fn(scan, spans)))
+    spans = column_spans(gallery.n_rows, parts) if parts > 1 else []
+    states = scan(None) if len(spans) <= 1 else merge_states(list(map_fn(scan, spans)))
     return finish_states(states, truth, ties)
 
 

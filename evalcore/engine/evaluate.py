@@ -53,7 +53,7 @@ class Options:
     #: qrels: a judged query with no relevant item is left out of the means (skip) or scores 0 (zero)
     empty_queries: str = "skip"
 
-    def checked(self) -> "Options":
+    def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
         if self.protocol not in PROTOCOLS:
             raise InputError(f"--protocol: {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")

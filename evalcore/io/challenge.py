@@ -130,7 +130,7 @@ class NormCheck:
     first_off: int | None = None
     first_off_norm: float | None = None
 
-    def add(self, other: "NormCheck") -> None:
+    def add(self, other: NormCheck) -> None:
         if other.nonfinite and self.first_nonfinite is None:
             self.first_nonfinite = other.first_nonfinite
         if other.off and self.first_off is None:

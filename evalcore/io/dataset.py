@@ -42,6 +42,10 @@ def _store_options(path, storage_options):
     return {"storage_options": dict(storage_options)} if is_url(path) and storage_options else {}
 
 
+#: zarr 3.1 says a missing group with GroupNotFoundError; older releases with FileNotFoundError
+_GROUP_NOT_FOUND = getattr(zarr.errors, "GroupNotFoundError", FileNotFoundError)
+
+
 def open_dataset(path, storage_options: Mapping | None = None) -> zarr.Group:
     """Open a dataset group for reading (an open ``zarr.Group`` is returned as it is); a missing path is an input error."""
     if isinstance(path, zarr.Group):
@@ -50,7 +54,7 @@ def open_dataset(path, storage_options: Mapping | None = None) -> zarr.Group:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return zarr.open_group(str(path), mode="r", **_store_options(path, storage_options))
-    except (FileNotFoundError, zarr.errors.GroupNotFoundError if hasattr(zarr.errors, "GroupNotFoundError") else FileNotFoundError):
+    except (FileNotFoundError, _GROUP_NOT_FOUND):
         raise InputError(f"dataset {path}: no Zarr group found there") from None
     except (KeyError, ValueError, TypeError) as exc:
         raise InputError(f"dataset {path}: cannot be opened as a Zarr group ({exc})") from None

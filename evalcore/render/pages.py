@@ -209,7 +209,8 @@ def _legend(ax, count: int, below: bool = False, handles: list | None = None) ->
     size = "small" if count <= 8 else "x-small"
     extra = {} if handles is None else {"handles": handles}
     if below:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(count, 4), fontsize=size, frameon=False, **extra)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(count, 4), fontsize=size, frameon=False,
+                  **extra)
     else:
         ax.legend(fontsize=size, ncol=1 if count <= 8 else 2, framealpha=0.85, **extra)
 
@@ -335,7 +336,7 @@ figcaption{font-size:.8rem;color:#555;padding:.2rem .3rem}
 details{font-size:.85rem;margin:.3rem 0}
 details pre{background:#fff;border:1px solid #dde1e7;padding:.5rem;overflow-x:auto;white-space:pre-wrap}
 span.delta{color:#777;font-size:.75rem;margin-left:.3rem}
-"""
+"""  # noqa: E501 - one CSS rule per line, as the page has always carried them
 
 
 def _esc(value) -> str:
@@ -353,7 +354,8 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def _html_table(columns: list[str], rows: list[list], text_columns: set[str] = frozenset(), labels: list[str] | None = None) -> str:
+def _html_table(columns: list[str], rows: list[list], text_columns: set[str] = frozenset(),
+                labels: list[str] | None = None) -> str:
     """An escaped HTML table; numbers right-aligned, ``text_columns`` in monospace."""
     labels = labels or [_label(c) for c in columns]
     head = "".join(f'<th title="{_esc(c)}">{_esc(lab)}</th>' for c, lab in zip(columns, labels))
@@ -361,10 +363,12 @@ def _html_table(columns: list[str], rows: list[list], text_columns: set[str] = f
     for row in rows:
         cells = []
         for name, value in zip(columns, row):
-            css = "txt" if name in text_columns else ("num" if isinstance(value, (int, float)) and not isinstance(value, bool) else "")
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            css = "txt" if name in text_columns else ("num" if numeric else "")
             cells.append(f'<td class="{css}">{_esc(_fmt(value))}</td>' if css else f"<td>{_esc(_fmt(value))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body) + "\n</tbody></table></div>"
+    return (f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body)
+            + "\n</tbody></table></div>")
 
 
 def _table_rows(table: pa.Table, columns: list[str]) -> list[list]:
@@ -414,11 +418,13 @@ def _run_header(run: dict) -> str:
     for key in ("created", "started", "finished"):
         if run.get(key) is not None:
             items.append((key, _scalar_text(run[key])))
-    parts = ['<dl class="meta">' + "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in items if v is not None) + "</dl>"]
+    parts = ['<dl class="meta">' + "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in items if v is not None)
+             + "</dl>"]
     warnings = run.get("warnings")
     if warnings:
         warnings = warnings if isinstance(warnings, list) else [warnings]
-        parts.append('<div class="warn"><strong>Warnings</strong><ul>' + "".join(f"<li>{_esc(_scalar_text(w))}</li>" for w in warnings) + "</ul></div>")
+        parts.append('<div class="warn"><strong>Warnings</strong><ul>'
+                     + "".join(f"<li>{_esc(_scalar_text(w))}</li>" for w in warnings) + "</ul></div>")
     for key in ("options", "timings", "versions"):
         if run.get(key):
             text = json.dumps(run[key], indent=2, sort_keys=True, default=str)
@@ -510,10 +516,14 @@ def render_report_html(
         path, _ = _dataset_and_protocol(run)
         title = f"Retrieval evaluation: {path}" if path else "Retrieval evaluation"
     threshold = _threshold(summary)
-    figures = [_figure(_plot_cmc(cmc), "CMC: fraction of known queries with a relevant item within the top k, per group.", "No CMC data.")]
+    cmc_caption = "CMC: fraction of known queries with a relevant item within the top k, per group."
+    figures = [_figure(_plot_cmc(cmc), cmc_caption, "No CMC data.")]
     figures += _score_figures(per_query, threshold)
     if sweep is not None:
-        figures.append(_figure(_plot_sweep(sweep, threshold), "Open-set error rates against the threshold: FPIR (unknown queries accepted) and FNIR (known queries rejected or wrong).", "The threshold sweep is empty."))
+        figures.append(_figure(_plot_sweep(sweep, threshold),
+                               "Open-set error rates against the threshold: FPIR (unknown queries accepted) "
+                               "and FNIR (known queries rejected or wrong).",
+                               "The threshold sweep is empty."))
     body = "\n".join([
         _run_header(run),
         "<h2>Summary</h2>", _summary_html(summary),
@@ -531,7 +541,8 @@ def _trend_metrics(history: pa.Table, metrics: list[str] | None) -> list[str]:
     if metrics is not None:
         missing = [m for m in metrics if m not in history.column_names]
         if missing:
-            raise InputError(f"history: no column(s) {', '.join(missing)}; columns are {', '.join(history.column_names)}")
+            raise InputError(f"history: no column(s) {', '.join(missing)}; "
+                             f"columns are {', '.join(history.column_names)}")
         return list(metrics)
     floats = [f.name for f in history.schema if f.name not in _TREND_KEYS and pa.types.is_floating(f.type)]
     preferred = [m for m in _PREFERRED_METRICS if m in floats]
@@ -568,7 +579,8 @@ def _plot_trend(rows: list[dict], metric: str, evaluations: list[str]) -> str:
     fig, ax = _new_figure(6.0, 3.8)
     colors = _group_colors(evaluations)
     for name in evaluations:
-        points = [(r["_date"], np.nan if _is_missing(r.get(metric)) else float(r[metric])) for r in rows if str(r["evaluation"]) == name]
+        points = [(r["_date"], np.nan if _is_missing(r.get(metric)) else float(r[metric]))
+                  for r in rows if str(r["evaluation"]) == name]
         if points:
             xs, ys = zip(*points)
             ax.plot(xs, ys, marker="o", ms=3, lw=1.5, color=colors[name] if name != "all" else "black", label=name)
@@ -595,16 +607,19 @@ def _latest_table(rows: list[dict], metrics: list[str], evaluations: list[str]) 
         for metric in metrics:
             value = latest.get(metric)
             delta = ""
-            if previous is not None and isinstance(value, (int, float)) and isinstance(previous.get(metric), (int, float)):
+            if previous is not None and isinstance(value, (int, float)) \
+                    and isinstance(previous.get(metric), (int, float)):
                 change = value - previous[metric]
                 if math.isfinite(change):
                     delta = f'<span class="delta">({change:+.4f})</span>'
             cells.append(f'<td class="num">{_esc(_fmt(value))}{delta}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>' + "".join(body) + "</tbody></table></div>"
+    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>' + "".join(body)
+            + "</tbody></table></div>")
 
 
-def render_trend_html(history: pa.Table, metrics: list[str] | None = None, title: str = "Nightly evaluation trends") -> str:
+def render_trend_html(history: pa.Table, metrics: list[str] | None = None,
+                      title: str = "Nightly evaluation trends") -> str:
     """A self-contained page of metrics over nightly runs.
 
     ``history`` has ``run_date`` (YYYY-MM-DD), ``evaluation``, ``group`` and
@@ -619,8 +634,10 @@ def render_trend_html(history: pa.Table, metrics: list[str] | None = None, title
         return _page(title, '<p class="note">No runs of group "all" in the history.</p>')
     evaluations = list(dict.fromkeys(str(r["evaluation"]) for r in rows))
     first, last = rows[0]["_date"].isoformat(), rows[-1]["_date"].isoformat()
-    intro = f'<p class="note">{len(evaluations)} evaluation(s), {len(rows)} run(s) from {_esc(first)} to {_esc(last)}; group "all".</p>'
-    figures = [_figure(_plot_trend(rows, m, evaluations), f"{_label(m)} per run date, one line per evaluation.", "") for m in metrics]
+    intro = (f'<p class="note">{len(evaluations)} evaluation(s), {len(rows)} run(s) '
+             f'from {_esc(first)} to {_esc(last)}; group "all".</p>')
+    figures = [_figure(_plot_trend(rows, m, evaluations), f"{_label(m)} per run date, one line per evaluation.", "")
+               for m in metrics]
     body = "\n".join([intro, "<h2>Latest values</h2>", _latest_table(rows, metrics, evaluations),
                       "<h2>Trends</h2>", '<div class="grid">' + "\n".join(figures) + "</div>"])
     return _page(title, body)
@@ -689,7 +706,8 @@ def _terminal_summary(summary: pa.Table, width: int) -> list[str]:
         [c for c in _TERMINAL if c in columns] + _at_k(columns, "map") + _at_k(columns, "hit"),
         [c for c in _TERMINAL_OPEN_SET if c in columns],
     ]
-    groups = [_truncate("all" if g is None else str(g), max(width // 3, 8)) for g in (_column(summary, "group") or ["all"] * summary.num_rows)]
+    groups = [_truncate("all" if g is None else str(g), max(width // 3, 8))
+              for g in (_column(summary, "group") or ["all"] * summary.num_rows)]
     group_width = max([len("group")] + [len(g) for g in groups])
     lines = []
     for block in blocks:
@@ -698,7 +716,8 @@ def _terminal_summary(summary: pa.Table, width: int) -> list[str]:
         for chunk in _split_columns(widths, max(width - group_width - 2, 1)):
             cols = [block[i] for i in chunk]
             rows = [[g] + [cells[c][r] for c in cols] for r, g in enumerate(groups)]
-            lines += ([""] if lines else []) + _text_table(["group"] + [_label(c) for c in cols], rows, [False] + [True] * len(cols))
+            table = _text_table(["group"] + [_label(c) for c in cols], rows, [False] + [True] * len(cols))
+            lines += ([""] if lines else []) + table
     return lines or _text_table(["group"], [[g] for g in groups], [False])
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import base64
 import html
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
