@@ -120,6 +120,26 @@ def test_losing_the_scheduler_mid_run_is_a_clear_error(cluster, big, tmp_path):
     assert not out.exists()
 
 
+def test_losing_the_only_worker_mid_run_fails_instead_of_waiting_forever(big, tmp_path, monkeypatch):
+    # the scheduler keeps the tasks while it has no worker; the run gives up after EVALCORE_NO_WORKERS_TIMEOUT
+    monkeypatch.setenv("EVALCORE_NO_WORKERS_TIMEOUT", "5")
+    with dask_processes(tmp_path, n_workers=1) as one:
+        def kill_the_worker(done, total):
+            os.killpg(one.workers[0].pid, signal.SIGKILL)  # the nanny and its worker: nothing restarts it
+            return time.monotonic()
+
+        out = tmp_path / "out"
+        rc, _, stderr, killed_at = run_with_fault(["evaluate", big, "--out", out, "--scheduler", one.address,
+                                                   "--chunk-rows", "256"], kill_the_worker, timeout=120)
+        assert rc == 1, stderr
+        assert time.monotonic() - killed_at < 40
+        assert "Traceback" not in stderr, stderr
+        message = stderr.strip().splitlines()[-1]
+        assert message.startswith(f"evalcore: error: --scheduler {one.address}: the Dask scheduler has had no "
+                                  "worker for 5 s"), message
+        assert not out.exists()
+
+
 def test_an_unreachable_scheduler_is_a_clear_error_in_bounded_time(write):
     path = write({"query/emb": np.eye(4, dtype=np.float32), "gallery/emb": np.eye(4, dtype=np.float32),
                   "query/label": np.arange(4), "gallery/label": np.arange(4)})

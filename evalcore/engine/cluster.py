@@ -187,7 +187,10 @@ class WorkerWatch:
             elif time.monotonic() - last_seen >= self.timeout:
                 self.fired = True
                 with contextlib.suppress(Exception):
-                    self.client.cancel(list(self.client.futures), reason=NO_WORKERS_REASON)
+                    from distributed import Future
+
+                    pending = [Future(key, self.client) for key in list(self.client.futures)]
+                    self.client.cancel(pending, reason=NO_WORKERS_REASON)
                 last_seen = time.monotonic()
 
 
