@@ -72,14 +72,18 @@ def test_a_missing_chunk_on_s3_is_an_error(tmp_path):
     import fsspec
     from s3server import s3_server
 
-    with s3_server() as s3:
-        url = f"s3://{s3.bucket}/ds.zarr"
+    # moto keeps one store per process: a bucket of its own keeps this test out of test_s3's way
+    with s3_server(bucket="evalcore-hardening") as s3:
+        url = f"s3://{s3.bucket}/missing-chunk.zarr"
         arrays = {k: v for k, v in small().items() if k.endswith(("/emb", "/label"))}
         ds.write_dataset(url, arrays, chunk_rows=1000, storage_options=s3.storage_options)
         fs = fsspec.filesystem("s3", **s3.storage_options)
-        fs.rm(f"{s3.bucket}/ds.zarr/gallery/label/c/3")
-        with pytest.raises(InputError, match=r"^gallery/label: chunk 3 \(rows 3000-3999\) is missing"):
-            evaluate(url, Options(protocol="class", ks=KS), storage_options=s3.storage_options)
+        fs.rm(f"{s3.bucket}/missing-chunk.zarr/gallery/label/c/3")
+        try:
+            with pytest.raises(InputError, match=r"^gallery/label: chunk 3 \(rows 3000-3999\) is missing"):
+                evaluate(url, Options(protocol="class", ks=KS), storage_options=s3.storage_options)
+        finally:
+            fs.rm(f"{s3.bucket}/missing-chunk.zarr", recursive=True)
 
 
 # --------------------------------------------------------------------------- corrupt chunks and metadata
