@@ -63,6 +63,8 @@ def has(group: zarr.Group, name: str) -> bool:
         return isinstance(group[name], zarr.Array)
     except KeyError:
         return False
+    except OSError:
+        raise  # the store did not answer: not the data's fault (exit 1)
     except Exception as exc:  # noqa: BLE001 - any parse failure of the metadata is bad input
         raise InputError(f"{name}: its Zarr metadata cannot be read ({_reason(exc)})") from None
 
@@ -158,10 +160,8 @@ def read_array(arr: zarr.Array, name: str, rows: slice | np.ndarray | None = Non
     """
     try:
         return _read_rows(arr, rows)
-    except InputError:
-        raise
-    except MemoryError:
-        raise
+    except (InputError, MemoryError, OSError):
+        raise  # OSError: the store did not answer, which is not the data's fault (exit 1)
     except Exception as exc:  # noqa: BLE001 - a decode failure of stored bytes is bad input
         bad = _bad_chunk(arr, rows)
         where = chunk_rows_text(arr, bad) + " " if bad is not None else ""

@@ -191,8 +191,13 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         return problems
 
     if scan_values and (not rankings or has(group, "query/emb")):
-        norms = {name: scan_embeddings(group, name, similarity == "cosine", problems)
-                 for name in ("query/emb", "gallery/emb") if has(group, name)}
+        norms = {}
+        for name in ("query/emb", "gallery/emb"):
+            if has(group, name):
+                try:
+                    norms[name] = scan_embeddings(group, name, similarity == "cosine", problems)
+                except InputError as exc:  # a corrupt chunk: reported like any other problem
+                    problems.add(str(exc))
         if similarity == "dot" and len(norms) == 2:
             for message in dot_overflow(norms["query/emb"], norms["gallery/emb"], group["query/emb"].shape[1]):
                 problems.add(message)
