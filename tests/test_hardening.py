@@ -270,3 +270,17 @@ def test_worker_watch_timeout_comes_from_the_environment(monkeypatch):
     monkeypatch.delenv(NO_WORKERS_TIMEOUT_ENV)
     assert no_workers_timeout() == 30.0
     assert os.environ.get(NO_WORKERS_TIMEOUT_ENV) is None
+
+
+def test_dot_overflow_is_found_when_a_later_chunk_meets_cached_gallery_blocks(write):
+    # chunk 1 (queries 0-255) reads and caches every gallery block; only chunk 2 holds the large query row
+    arrays = quantized(small(seed=8, n_query=300, n_gallery=3000, dims=12))
+    arrays["query/emb"] = arrays["query/emb"] * np.float32(2.0 ** 62)
+    arrays["gallery/emb"] = arrays["gallery/emb"] * np.float32(2.0 ** 62)
+    arrays["query/emb"][280] *= np.float32(64.0)
+    path = write(arrays, chunk_rows=1000)
+    norms = {k: np.linalg.norm(arrays[k].astype(np.float64), axis=1) for k in ("query/emb", "gallery/emb")}
+    assert norms["query/emb"][:256].max() * norms["gallery/emb"].max() < np.finfo(np.float32).max / 2
+    assert norms["query/emb"][280] * norms["gallery/emb"].max() > np.finfo(np.float32).max
+    with pytest.raises(InputError, match=r"^gallery/emb: rows .*query/emb rows 280 .*scale the "):
+        evaluate(path, Options(protocol="reid", ks=KS, similarity="dot"), chunk_rows=256)

@@ -267,20 +267,28 @@ class GalleryBlocks:
 
     def _read(self, g0: int) -> np.ndarray:
         if self.cache is not None and g0 in self.cache:
+            self._check_dot(g0, self.cache[("norms", g0)])  # a cached block meets this task's queries too
             return self.cache[g0]
         raw = ds.read_array(self.array, "gallery/emb", slice(g0, g0 + self.block_rows))
         if raw.dtype != np.float32:
             raw = raw.astype(np.float32)  # float16 products are slow in numpy: upcast the block once
         norms = row_norms(raw)
         problems = ds.check_embeddings("gallery/emb", g0, raw, self.similarity == "cosine", norms=norms)
-        if not problems and self.similarity == "dot" and self.query_norms is not None:
-            problems = dot_overflow_problems(*self.query_norms, g0, norms, self.array.shape[1])
         if problems:
             raise InputError(problems[0])
+        self._check_dot(g0, norms)
         block = normalize_rows(raw, self.similarity, norms=norms, copy=False)
         if self.cache is not None:
             self.cache[g0] = block
+            self.cache[("norms", g0)] = norms
         return block
+
+    def _check_dot(self, g0: int, norms: np.ndarray) -> None:
+        """Under dot: InputError when a row of this block times a query row can overflow float32."""
+        if self.similarity == "dot" and self.query_norms is not None:
+            problems = dot_overflow_problems(*self.query_norms, g0, norms, self.array.shape[1])
+            if problems:
+                raise InputError(problems[0])
 
     def blocks(self, start: int = 0, stop: int | None = None):
         """(g0, normalised rows g0..) covering rows start..stop; ``start`` is tile-aligned."""
