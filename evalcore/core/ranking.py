@@ -65,19 +65,63 @@ def row_norms(x: np.ndarray) -> np.ndarray:
     return np.sqrt(np.einsum("ij,ij->i", x, x, dtype=np.float64))
 
 
+#: float32's largest finite value and its smallest normal one
+F32_MAX = float(np.finfo(np.float32).max)
+F32_TINY = float(np.finfo(np.float32).tiny)
+
+
 def normalize_rows(x: np.ndarray, similarity: str, norms: np.ndarray | None = None,
                    copy: bool = True) -> np.ndarray:
     """float32 rows, L2-normalised under ``cosine``: x * (1 / ||x||), the norm summed in float64.
 
     Row-wise and elementwise only, so a row's result does not depend on which
     other rows share the block. ``copy=False`` normalises a float32 array in place.
+
+    The scale 1/||x|| is applied in float32 when it is a normal float32
+    number. For a row of tiny values (||x|| < 2**-128, e.g. subnormal entries,
+    where 1/||x|| overflows float32 to Inf) or of huge ones (1/||x|| below
+    float32's normal range, losing bits), the row is divided in float64 and
+    rounded once: its exact direction, so any non-zero finite row has a
+    well-defined cosine and no input error is needed for it.
     """
     x = np.array(x, dtype=np.float32, order="C", copy=True) if copy or x.dtype != np.float32 \
         else np.ascontiguousarray(x)
     if similarity == "cosine":
         norms = row_norms(x) if norms is None else norms
-        x *= (1.0 / norms).astype(np.float32)[:, None]
+        scale = 1.0 / norms
+        odd = np.flatnonzero((norms > 0) & ~((scale >= F32_TINY) & (scale <= F32_MAX)))
+        if odd.size:
+            exact = (x[odd].astype(np.float64) / norms[odd, None]).astype(np.float32)
+            scale[odd] = 1.0
+        x *= scale.astype(np.float32)[:, None]
+        if odd.size:
+            x[odd] = exact
     return x
+
+
+def dot_limit(dims: int) -> float:
+    """The largest ||q|| * ||g|| for which no float32 score of the pair can overflow (``--similarity dot``).
+
+    Every partial sum of a float32 dot product, in any order, is at most
+    sum |q_k g_k| (1 + gamma_D) <= ||q|| ||g|| (1 + gamma_D) (Cauchy-Schwarz),
+    and the score bands (``score_bounds``) add 2 gamma_D + 16u around it; so
+    ||q|| ||g|| (1 + 4 gamma_D + 32u) < float32 max keeps every number finite.
+    """
+    gamma = dims * U32 / (1 - dims * U32)
+    return F32_MAX / (1 + 4 * gamma + 32 * U32)
+
+
+def dot_overflow_rows(query_norms: np.ndarray, gallery_norms: np.ndarray,
+                      dims: int) -> tuple[np.ndarray, np.ndarray]:
+    """(query rows, gallery rows) that take part in a pair with ||q|| ||g|| >= ``dot_limit(dims)``."""
+    none = np.empty(0, dtype=np.int64)
+    if not len(query_norms) or not len(gallery_norms):
+        return none, none
+    limit = dot_limit(dims)
+    qmax, gmax = float(np.max(query_norms)), float(np.max(gallery_norms))
+    if qmax * gmax < limit:
+        return none, none
+    return np.flatnonzero(query_norms * gmax >= limit), np.flatnonzero(gallery_norms * qmax >= limit)
 
 
 def float32_order_keys(values: np.ndarray) -> np.ndarray:

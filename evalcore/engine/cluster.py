@@ -5,6 +5,7 @@ import contextlib
 import logging
 import os
 import re
+import threading
 import time
 
 from evalcore.errors import InputError
@@ -15,6 +16,17 @@ CONNECT_TIMEOUT = "15s"
 PRELOAD = ["evalcore.engine.evaluate", "evalcore.core.kernels"]
 #: the topic under which a nanny logs restarting its worker for exceeding the memory limit
 MEMORY_RESTART_TOPIC = "worker-restart-memory"
+#: seconds a run waits while the cluster has no worker at all before it gives up (env var overrides)
+NO_WORKERS_TIMEOUT_ENV = "EVALCORE_NO_WORKERS_TIMEOUT"
+NO_WORKERS_TIMEOUT = 30.0
+#: the reason given to futures cancelled because the cluster had no workers
+NO_WORKERS_REASON = "evalcore-no-workers"
+#: Resident memory of an idle worker process (Python, numpy, numba, zarr, pyarrow and distributed
+#: loaded; about 230 MiB measured): its nanny kills a worker at 95% of the limit, so below this a
+#: worker is restarted before it can register and the run would wait for it forever.
+MIN_WORKER_MEMORY = 256 * 2 ** 20
+#: what the error suggests: the idle worker plus room for a 64 MiB gallery block and a query chunk
+SUGGESTED_WORKER_MEMORY = "512MiB"
 
 
 class ClusterError(RuntimeError):
@@ -72,6 +84,8 @@ def _diagnose(exc: BaseException, client=None, *, scheduler: str | None = None, 
         from distributed.scheduler import KilledWorker
     except ImportError:  # pragma: no cover
         return None
+    if isinstance(exc, FutureCancelledError) and getattr(exc, "reason", "") == NO_WORKERS_REASON:
+        return ClusterError, no_workers_message(scheduler, no_workers_timeout())
     lost = isinstance(exc, FutureCancelledError) and getattr(exc, "reason", "") == "scheduler-connection-lost"
     if lost or isinstance(exc, CommClosedError):  # the latter: the scheduler went away in mid-request
         where = f"--scheduler {scheduler}" if scheduler else "the local cluster"
@@ -83,8 +97,7 @@ def _diagnose(exc: BaseException, client=None, *, scheduler: str | None = None, 
     address = getattr(last, "address", str(last))
     limit = getattr(last, "memory_limit", 0) or 0
     attempts = exc.allowed_failures + 1
-    chunk = re.match(r"evalcore-[a-z]+-(\d+)-(\d+)", str(exc.task))
-    what = f"queries {chunk.group(1)}-{int(chunk.group(2)) - 1}" if chunk else f"task {exc.task!r}"
+    what = task_queries(str(exc.task)) or f"task {exc.task!r}"
     events = []
     if client is not None:
         try:
@@ -106,6 +119,96 @@ def _diagnose(exc: BaseException, client=None, *, scheduler: str | None = None, 
     return WorkerFailed, (f"a worker process died while it evaluated {what}, {attempts} times (last on {address}, "
                           f"memory limit {_mib(limit)}) and Dask saw no memory-limit restart; if the system's "
                           f"OOM killer stopped it, {fix}; otherwise see the worker logs")
+
+
+#: task keys: evalcore-chunk-Q0-Q1-RUN, or for sharded runs evalcore-truth-Q0-Q1-RUN,
+#: evalcore-bands-Q0-Q1-S0-S1-RUN, evalcore-scan-Q0-Q1-S0-S1-RUN and evalcore-combine-Q0-Q1-RUN
+TASK_KEY = re.compile(r"^evalcore-[a-z]+-(\d+)-(\d+)(?:-(\d+)-(\d+))?-[0-9a-f]+$")
+
+
+def task_queries(key: str) -> str | None:
+    """``queries 512-767`` (and ``, gallery rows 0-59999`` for a shard's task) named by a task key."""
+    found = TASK_KEY.match(key)
+    if not found:
+        return None
+    q0, q1, s0, s1 = found.groups()
+    shard = f", gallery rows {s0}-{int(s1) - 1}" if s0 is not None else ""
+    return f"queries {q0}-{int(q1) - 1}{shard}"
+
+
+def no_workers_timeout() -> float:
+    """Seconds without any worker before a run fails (``EVALCORE_NO_WORKERS_TIMEOUT``, default 30)."""
+    try:
+        return max(0.1, float(os.environ.get(NO_WORKERS_TIMEOUT_ENV) or NO_WORKERS_TIMEOUT))
+    except ValueError:
+        return NO_WORKERS_TIMEOUT
+
+
+def no_workers_message(scheduler: str | None, seconds: float) -> str:
+    if scheduler:
+        return (f"--scheduler {scheduler}: the Dask scheduler has had no worker for {seconds:g} s "
+                "(did the workers stop or lose their connection?); nothing was written, start "
+                "`dask worker` processes for it and run again")
+    return (f"the local cluster has had no worker for {seconds:g} s (the worker processes kept dying; "
+            f"see --memory-limit, at least {SUGGESTED_WORKER_MEMORY}); nothing was written")
+
+
+class WorkerWatch:
+    """Cancels the client's futures when the cluster has had no worker for ``timeout`` seconds.
+
+    Without it a run whose last worker died waits forever: the scheduler keeps
+    the tasks, hoping for a worker. The futures are cancelled with
+    ``NO_WORKERS_REASON``, which ``_diagnose`` turns into one message.
+    """
+
+    def __init__(self, client, timeout: float, poll: float = 0.5):
+        self.client, self.timeout, self.poll = client, timeout, poll
+        self.fired = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="evalcore-worker-watch", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        last_seen = time.monotonic()
+        while not self._stop.wait(self.poll):
+            try:
+                n = len(self.client.nthreads())
+            except Exception:  # noqa: BLE001 - a lost scheduler is reported by the run itself
+                continue
+            if n:
+                last_seen = time.monotonic()
+            elif time.monotonic() - last_seen >= self.timeout:
+                self.fired = True
+                with contextlib.suppress(Exception):
+                    from distributed import Future
+
+                    pending = [Future(key, self.client) for key in list(self.client.futures)]
+                    self.client.cancel(pending, reason=NO_WORKERS_REASON)
+                last_seen = time.monotonic()
+
+
+def check_memory_limit(memory_limit, n_workers: int) -> None:
+    """InputError naming --memory-limit when a worker could not even start within it."""
+    if memory_limit in (None, "auto"):
+        return
+    try:
+        from distributed.worker_memory import parse_memory_limit
+
+        limit = parse_memory_limit(memory_limit, 1, total_cores=n_workers, logger=logging.getLogger(__name__))
+    except (ValueError, TypeError):
+        return  # the option's own check says what is wrong with its spelling
+    if limit and limit < MIN_WORKER_MEMORY:
+        raise InputError(f"--memory-limit: {memory_limit} per worker is too small: an idle worker process "
+                         f"already holds about {MIN_WORKER_MEMORY >> 20} MiB (Python, numpy, numba, zarr, "
+                         f"Dask), so it is restarted before it can register; give at least "
+                         f"{SUGGESTED_WORKER_MEMORY}")
 
 
 class _DropKilledWorkerLog(logging.Filter):
@@ -163,7 +266,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
                                      f"{CONNECT_TIMEOUT} ({exc.__class__.__name__}); check the address and "
                                      "that `dask scheduler` is running and reachable from here") from None
         try:
-            with _explained(client, scheduler):
+            with WorkerWatch(client, no_workers_timeout()), _explained(client, scheduler):
                 yield client
         finally:
             # closing cancels a reconnection in progress (scheduler gone), which distributed logs as an
@@ -174,6 +277,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
     n = workers or default_workers()
     if n < 1:
         raise InputError(f"--workers: {n} must be at least 1")
+    check_memory_limit(memory_limit, n)
     scheduler_log = logging.getLogger("distributed.scheduler")
     quiet = _DropKilledWorkerLog()
     scheduler_log.addFilter(quiet)
@@ -184,7 +288,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
                           # failures reach the user through _explained. No dashboard; its health/metrics
                           # routes on a free loopback port, not on :8787
                           scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
-                Client(cluster) as client, _explained(client, None):
+                Client(cluster) as client, WorkerWatch(client, no_workers_timeout()), _explained(client, None):
             yield client
     finally:
         scheduler_log.removeFilter(quiet)

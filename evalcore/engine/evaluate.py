@@ -24,6 +24,7 @@ from evalcore.core.ranking import (
     TILE_COLS,
     TILE_ROWS,
     Ranked,
+    dot_overflow_rows,
     normalize_rows,
     rank_by_embeddings,
     rank_by_lists,
@@ -243,12 +244,15 @@ def rank_chunk(group, options: Options, info: dict, truth: p.Truth, q0: int, q1:
 
 def chunk_inputs(group, options: Options, q0: int, q1: int, info: dict, span=None, cache: bool = False):
     """The chunk's query rows (checked for NaN/Inf/zero) and a reader of its gallery (or shard)."""
-    query = np.asarray(group["query/emb"][q0:q1])
-    problems = ds.check_embeddings("query/emb", q0, query, options.similarity == "cosine")
+    query = ds.read_array(group["query/emb"], "query/emb", slice(q0, q1))
+    norms = row_norms(query)
+    problems = ds.check_embeddings("query/emb", q0, query, options.similarity == "cosine", norms=norms)
     if problems:
         raise InputError(problems[0])
     budget = info.get("cache_bytes", 0) if cache else 0
-    return query, GalleryBlocks(group, options.similarity, info.get("run_id"), budget, span=span)
+    gallery = GalleryBlocks(group, options.similarity, info.get("run_id"), budget, span=span)
+    gallery.query_norms = (q0, norms)  # dot: each gallery block is checked against these for float32 overflow
+    return query, gallery
 
 
 #: normalised gallery blocks kept by a worker process between the tasks of one run
@@ -270,6 +274,7 @@ class GalleryBlocks:
                  block_bytes: int = 64 << 20, span: tuple[int, int] | None = None):
         self.array = group["gallery/emb"]
         self.similarity = similarity
+        self.query_norms: tuple[int, np.ndarray] | None = None
         self.n_rows, dims = self.array.shape
         tiles = max(1, block_bytes // (TILE_COLS * dims * 4))
         chunk = self.array.chunks[0]
@@ -306,8 +311,9 @@ class GalleryBlocks:
 
     def _read(self, g0: int, into: np.ndarray | None = None) -> np.ndarray:
         if self.cache is not None and g0 in self.cache:
+            self._check_dot(g0, self.cache[("norms", g0)])  # a cached block meets this task's queries too
             return self.cache[g0]
-        raw = np.asarray(self.array[g0:g0 + self.block_rows])
+        raw = ds.read_array(self.array, "gallery/emb", slice(g0, g0 + self.block_rows))
         if into is not None:
             into[...] = raw  # float16 is upcast on the way
             raw = into
@@ -317,10 +323,19 @@ class GalleryBlocks:
         problems = ds.check_embeddings("gallery/emb", g0, raw, self.similarity == "cosine", norms=norms)
         if problems:
             raise InputError(problems[0])
+        self._check_dot(g0, norms)
         block = normalize_rows(raw, self.similarity, norms=norms, copy=False)
         if self.cache is not None:
             self.cache[g0] = block
+            self.cache[("norms", g0)] = norms
         return block
+
+    def _check_dot(self, g0: int, norms: np.ndarray) -> None:
+        """Under dot: InputError when a row of this block times a query row can overflow float32."""
+        if self.similarity == "dot" and self.query_norms is not None:
+            problems = dot_overflow_problems(*self.query_norms, g0, norms, self.array.shape[1])
+            if problems:
+                raise InputError(problems[0])
 
     def blocks(self, start: int = 0, stop: int | None = None):
         """(g0, normalised rows g0..) covering rows start..stop; ``start`` is tile-aligned."""
@@ -334,7 +349,7 @@ class GalleryBlocks:
     def rows(self, idx: np.ndarray) -> np.ndarray:
         """Rows at sorted indices ``idx``: taken from cached blocks, else read directly."""
         if self.cache is None:
-            return normalize_rows(np.asarray(self.array.oindex[idx]), self.similarity)
+            return normalize_rows(ds.read_array(self.array, "gallery/emb", idx), self.similarity)
         out = np.empty((len(idx), self.array.shape[1]), dtype=np.float32)
         bounds = np.searchsorted(idx, np.arange(0, self.n_rows + self.block_rows, self.block_rows))
         for b, (a, z) in enumerate(zip(bounds[:-1], bounds[1:])):
@@ -342,6 +357,16 @@ class GalleryBlocks:
                 g0 = b * self.block_rows
                 np.take(self._read(g0), idx[a:z] - g0, axis=0, out=out[a:z])
         return out
+
+
+def dot_overflow_problems(q0: int, query_norms: np.ndarray, g0: int, gallery_norms: np.ndarray,
+                          dims: int) -> list[str]:
+    """Under dot: the query and gallery rows whose products can overflow float32, as one message."""
+    q_rows, g_rows = dot_overflow_rows(query_norms, gallery_norms, dims)
+    if not g_rows.size:
+        return []
+    return [ds.dot_overflow_message(q_rows + q0, query_norms[q_rows].max(), g_rows + g0,
+                                    gallery_norms[g_rows].max())]
 
 
 # --------------------------------------------------------------------------- sharded gallery
@@ -433,8 +458,11 @@ def combine_shards(path: str, options: Options, q0: int, q1: int, storage_option
     if errors:
         return None, {"q0": q0, "q1": q1, "input_error": str(errors[0]), "near_ties": 0, "seconds": 0.0}
     ranked = finish_states(merge_states(list(parts)), truth, options.ties)
-    group = ds.open_dataset(path, storage_options)
-    table = per_query_table(group, options, truth, ranked, q0, q1)
+    try:
+        group = ds.open_dataset(path, storage_options)
+        table = per_query_table(group, options, truth, ranked, q0, q1)
+    except InputError as exc:
+        return None, {"q0": q0, "q1": q1, "input_error": str(exc), "near_ties": 0, "seconds": 0.0}
     return table, {"q0": q0, "q1": q1, "near_ties": ranked.near_ties, "shards": len(parts),
                    "seconds": time.perf_counter() - started}
 
@@ -453,16 +481,16 @@ def submit_chunks(client, path, options, chunks, storage_options, info, shards) 
                               key=f"evalcore-chunk-{q0}-{q1}-{run}", retries=3, pure=False) for q0, q1 in chunks]
     submit = lambda fn, name, *args: client.submit(fn, path, options, *args, key=f"evalcore-{name}-{run}",  # noqa: E731
                                                    retries=3, pure=False)
-    truths = [submit(chunk_truth, f"truth-{q0}", q0, q1, storage_options, info) for q0, q1 in chunks]
-    bands = [[submit(shard_bands, f"bands-{q0}-{s0}", q0, q1, s0, s1, storage_options, info, truth)
+    truths = [submit(chunk_truth, f"truth-{q0}-{q1}", q0, q1, storage_options, info) for q0, q1 in chunks]
+    bands = [[submit(shard_bands, f"bands-{q0}-{q1}-{s0}-{s1}", q0, q1, s0, s1, storage_options, info, truth)
               for (q0, q1), truth in zip(chunks, truths)] for s0, s1 in shards]
     scans = {}
     for k in reversed(range(len(shards))):
         s0, s1 = shards[k]
         for i, (q0, q1) in enumerate(chunks):
-            scans[k, i] = submit(scan_shard, f"scan-{q0}-{s0}", q0, q1, s0, s1, storage_options, info, truths[i],
+            scans[k, i] = submit(scan_shard, f"scan-{q0}-{q1}-{s0}-{s1}", q0, q1, s0, s1, storage_options, info, truths[i],
                                  *[bands[j][i] for j in range(len(shards))])
-    return [submit(combine_shards, f"chunk-{q0}", q0, q1, storage_options, info, truths[i],
+    return [submit(combine_shards, f"combine-{q0}-{q1}", q0, q1, storage_options, info, truths[i],
                    *[scans[k, i] for k in range(len(shards))]) for i, (q0, q1) in enumerate(chunks)]
 
 
@@ -551,15 +579,15 @@ def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_option
                    info: dict | None = None, pool=None) -> tuple[pa.Table, dict]:
     """The task: per-query rows for queries q0..q1 and a few counters (``pool``: threads that split the scan)."""
     started = time.perf_counter()
-    group = ds.open_dataset(path, storage_options)
-    info = info or describe(group, options)
     try:
+        group = ds.open_dataset(path, storage_options)
+        info = info or describe(group, options)
         truth = load_truth(group, options, q0, q1, info["n_gallery"], info.get("run_id"))
         ranked = rank_chunk(group, options, info, truth, q0, q1, pool)
+        table = per_query_table(group, options, truth, ranked, q0, q1)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
         return None, {"q0": q0, "q1": q1, "input_error": str(exc), "near_ties": 0,
                       "seconds": time.perf_counter() - started}
-    table = per_query_table(group, options, truth, ranked, q0, q1)
     stats = {"q0": q0, "q1": q1, "near_ties": ranked.near_ties, "seconds": time.perf_counter() - started}
     return table, stats
 
@@ -696,7 +724,8 @@ def evaluate(path, options: Options = Options(), *, client=None, threads: int = 
     info["cache_bytes"] = cache_budget(client)
     zarr_rows = (group["ranking/item"] if info["ranked_by"] == "ranking/item" else group["query/emb"]).chunks[0]
     n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
-    chunks = plan_chunks(info["n_queries"], chunk_rows or zarr_rows, n_workers)
+    # no worker yet (still starting, or all gone): plan for one; the cluster's watch gives up if none comes
+    chunks = plan_chunks(info["n_queries"], chunk_rows or zarr_rows, max(1, n_workers))
     shards = plan_shards(group, info, gallery_shards)
     info["gallery_shards"] = [list(x) for x in shards] if shards else None
     validated = time.perf_counter()

@@ -61,23 +61,123 @@ def open_dataset(path, storage_options: Mapping | None = None) -> zarr.Group:
 
 
 def has(group: zarr.Group, name: str) -> bool:
-    """True when ``name`` (e.g. ``query/emb``) is an array of the group."""
+    """True when ``name`` (e.g. ``query/emb``) is an array of the group.
+
+    Metadata that cannot be parsed (bad JSON in the array's ``zarr.json``, an
+    unknown codec) is an InputError naming the array, not a traceback.
+    """
     try:
         return isinstance(group[name], zarr.Array)
     except KeyError:
         return False
+    except OSError:
+        raise  # the store did not answer: not the data's fault (exit 1)
+    except Exception as exc:  # noqa: BLE001 - any parse failure of the metadata is bad input
+        raise InputError(f"{name}: its Zarr metadata cannot be read ({_reason(exc)})") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as one short line (class and first line of the message)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = text if len(text) <= 160 else text[:157] + "..."
+    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
+
+
+def chunk_rows_text(arr: zarr.Array, index: int) -> str:
+    """``chunk 3 (rows 3000-3999)``: a chunk (or shard) of the first axis and the rows it holds."""
+    step = (arr.shards or arr.chunks)[0] if arr.ndim else 1
+    stop = min(arr.shape[0], (index + 1) * step) if arr.ndim else 1
+    what = "shard" if arr.shards else "chunk"
+    return f"{what} {index} (rows {index * step}-{stop - 1})"
+
+
+def missing_chunks(arr: zarr.Array) -> list[tuple[int, ...]]:
+    """Grid coordinates of the chunks (shards, for sharded arrays) the store does not hold.
+
+    Zarr reads a chunk that is not stored as the fill value, so a lost chunk
+    file would silently become zeros. One listing of the array's keys (cheap
+    on local folders and object stores alike) is compared with the keys the
+    chunk grid implies. Chunks inside a stored shard are not checked.
+    """
+    import itertools
+
+    from zarr.core.sync import sync
+
+    grid = tuple(-(-n // c) for n, c in zip(arr.shape, arr.shards or arr.chunks))
+    if any(n == 0 for n in grid):
+        return []
+    store, prefix = arr.store_path.store, arr.store_path.path
+
+    async def keys():
+        return [k async for k in store.list_prefix(prefix + "/" if prefix else "")]
+
+    stored = {k[len(prefix) + 1:] if prefix else k for k in sync(keys())}
+    return [coords for coords in itertools.product(*(range(n) for n in grid))
+            if arr.metadata.encode_chunk_key(coords) not in stored]
+
+
+def chunk_problems(group: zarr.Group, name: str) -> list[str]:
+    """``name: chunk 3 (rows 3000-3999) is missing`` for every chunk the store lacks."""
+    arr = group[name]
+    lost = missing_chunks(arr)
+    if not lost:
+        return []
+    rows = sorted({c[0] if c else 0 for c in lost})
+    shown = ", ".join(chunk_rows_text(arr, r) for r in rows[:3])
+    more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
+    return [f"{name}: {shown}{more} {'is' if len(rows) == 1 else 'are'} missing from the store "
+            "(Zarr would read the fill value there; restore the chunk files, or rewrite the array "
+            "with every chunk stored)"]
+
+
+def _read_rows(arr: zarr.Array, rows) -> np.ndarray:
+    if rows is None:
+        return np.asarray(arr[...])
+    if isinstance(rows, slice):
+        return np.asarray(arr[rows])
+    return np.asarray(arr.oindex[np.asarray(rows, dtype=np.int64)])
+
+
+def _bad_chunk(arr: zarr.Array, rows) -> int | None:
+    """The first chunk of the first axis among ``rows`` that cannot be read (only looked for after a failure)."""
+    if not arr.ndim or not arr.shape[0]:
+        return None
+    step = (arr.shards or arr.chunks)[0]
+    if rows is None:
+        wanted = range(-(-arr.shape[0] // step))
+    elif isinstance(rows, slice):
+        a, z, _ = rows.indices(arr.shape[0])
+        wanted = range(a // step, -(-z // step))
+    else:
+        wanted = np.unique(np.asarray(rows, dtype=np.int64) // step).tolist()
+    for c in wanted:
+        try:
+            arr[c * step:(c + 1) * step]
+        except Exception:  # noqa: BLE001 - this is the chunk that fails
+            return int(c)
+    return None
+
+
+def read_array(arr: zarr.Array, name: str, rows: slice | np.ndarray | None = None) -> np.ndarray:
+    """``arr[rows]`` as numpy; a chunk that cannot be decoded is an InputError naming the array and rows.
+
+    A truncated or overwritten chunk makes the codec raise (zstd, blosc,
+    a short buffer); the message says which array and which chunk, once,
+    so a worker's failure reaches the user as one line.
+    """
+    try:
+        return _read_rows(arr, rows)
+    except (InputError, MemoryError, OSError):
+        raise  # OSError: the store did not answer, which is not the data's fault (exit 1)
+    except Exception as exc:  # noqa: BLE001 - a decode failure of stored bytes is bad input
+        bad = _bad_chunk(arr, rows)
+        where = chunk_rows_text(arr, bad) + " " if bad is not None else ""
+        raise InputError(f"{name}: {where}cannot be read, the stored data is corrupt ({_reason(exc)})") from None
 
 
 def read(group: zarr.Group, name: str, rows: slice | np.ndarray | None = None) -> np.ndarray:
     """Read an array (or some of its rows) as numpy; strings come back as ``object`` of ``str``."""
-    arr = group[name]
-    if rows is None:
-        data = arr[...]
-    elif isinstance(rows, slice):
-        data = arr[rows]
-    else:
-        data = arr.oindex[np.asarray(rows, dtype=np.int64)]
-    data = np.asarray(data)
+    data = read_array(group[name], name, rows)
     if data.dtype.kind in "UOT":
         data = data.astype(object)
     return data
@@ -132,7 +232,9 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
 
     Every array is created first with its final shape, dtype and row chunks and
     then filled one chunk-aligned row range at a time (never through dask's
-    ``to_zarr``). ``attrs`` becomes the group's ``evalcore`` attribute.
+    ``to_zarr``). Every chunk is stored, also one holding only the fill value
+    (zarr leaves those out by default), so a missing chunk always means lost
+    data. ``attrs`` becomes the group's ``evalcore`` attribute.
     Embeddings are stored uncompressed: float vectors shrink by a few percent
     under zstd, while decompressing them costs about as much as scoring them.
     """
@@ -153,8 +255,10 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             extra = {"compressors": None} if _leaf(name) == "emb" else {}
+            # every chunk stored, even one of fill values only: readers treat a missing chunk as lost data
             created[name] = (root.create_array(name, shape=data.shape, dtype=dtype, chunks=chunks,
-                                               fill_value=None if dtype is str else 0, **extra), data)
+                                               fill_value=None if dtype is str else 0,
+                                               config={"write_empty_chunks": True}, **extra), data)
     for arr, data in created.values():
         if data.ndim == 0:
             arr[...] = data
@@ -204,3 +308,12 @@ def check_embeddings(name: str, rows_start: int, block: np.ndarray, cosine: bool
     return embedding_problems(name, nonfinite + rows_start, zero + rows_start, cosine)
 
 
+
+
+def dot_overflow_message(query_rows: np.ndarray, query_norm: float, gallery_rows: np.ndarray,
+                         gallery_norm: float) -> str:
+    """The input error for embeddings whose dot products can overflow float32."""
+    return (f"gallery/emb: rows {_rows_list(gallery_rows)} (norm up to {gallery_norm:.3g}) with query/emb rows "
+            f"{_rows_list(query_rows)} (norm up to {query_norm:.3g}) give dot products that can exceed "
+            f"float32's largest value ({float(np.finfo(np.float32).max):.3g}) under --similarity dot; "
+            "scale the embeddings down (or use --similarity cosine)")

@@ -26,7 +26,7 @@ from evalcore.core.ground_truth import (
     spatial_truth,
 )
 from evalcore.core.protocols import Truth, segment_ids
-from evalcore.core.ranking import Ranked, normalize_rows
+from evalcore.core.ranking import Ranked, dot_overflow_rows, normalize_rows, row_norms
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 
@@ -158,7 +158,7 @@ def embedding_problems(name: str, index: np.ndarray, block: np.ndarray, cosine: 
 
 def _read_embeddings(group, name: str, rows, index: np.ndarray, similarity: str) -> np.ndarray:
     """Normalised float32 rows of ``name``; InputError on NaN/Inf (and zero rows under cosine)."""
-    raw = np.asarray(group[name][rows] if isinstance(rows, slice) else group[name].oindex[rows])
+    raw = ds.read_array(group[name], name, rows)
     _raise_first(embedding_problems(name, index, raw, similarity == "cosine"))
     return normalize_rows(raw, similarity)
 
@@ -180,6 +180,11 @@ def rank_among_allowed(group, options, truth: Truth, q0: int, q1: int) -> Ranked
         gallery = _read_embeddings(group, "gallery/emb", uniq, uniq, options.similarity)
     else:
         gallery = np.empty((0, query.shape[1]), dtype=np.float32)
+    if options.similarity == "dot":  # the raw rows' products must stay finite in float32
+        q_rows, g_rows = dot_overflow_rows(row_norms(query), row_norms(gallery), query.shape[1])
+        if g_rows.size:
+            raise InputError(ds.dot_overflow_message(q_rows + q0, row_norms(query)[q_rows].max(), uniq[g_rows],
+                                                     row_norms(gallery)[g_rows].max()))
     scores = pair_scores(query, gallery, rows, inverse.reshape(-1))
     relevant = _is_member(indptr, items, truth.rel_indptr - truth.rel_indptr[0], truth.rel_items)
     return rank_pairs(indptr, items, scores, relevant, options.ties, truth.n_relevant)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
+from evalcore.core.ranking import dot_overflow_rows, row_norms
 from evalcore.errors import InputError
 from evalcore.io import truth
 from evalcore.io.dataset import (
@@ -15,9 +16,12 @@ from evalcore.io.dataset import (
     _leaf,
     _rows_list,
     bad_rows,
+    chunk_problems,
+    dot_overflow_message,
     embedding_problems,
     has,
     read,
+    read_array,
 )
 
 
@@ -64,19 +68,60 @@ def required_arrays(protocol: str) -> list[str]:
     return need
 
 
-def scan_embeddings(group, name: str, cosine: bool, problems: Problems) -> None:
-    """Check every row of an embedding array, a few whole Zarr chunks (~64 MiB) at a time."""
+#: every array a run may read, for the chunk-presence check
+KNOWN_ARRAYS = tuple(f"{side}/{leaf}" for side in SIDES
+                     for leaf in ("emb", "label", "cam", "key", "group", "junk", "lat", "lon", "x", "y")) \
+    + ("qrels/query", "qrels/item", "qrels/rel", "ranking/item", "ranking/score")
+
+
+def scan_embeddings(group, name: str, cosine: bool, problems: Problems) -> np.ndarray:
+    """Check every row of an embedding array, a few whole Zarr chunks (~64 MiB) at a time; the rows' norms.
+
+    The float64 norms (8 bytes a row) serve the dot-product overflow check.
+    """
     arr = group[name]
     chunk = max(arr.chunks[0], 1)
     step = max(1, (1 << 24) // max(1, arr.shape[1] * chunk)) * chunk
-    nonfinite, zero = [], []
+    nonfinite, zero, norms = [], [], []
     for start in range(0, arr.shape[0], step):
-        bad, empty = bad_rows(np.asarray(arr[start:start + step]))
+        block_norms = row_norms(read_array(arr, name, slice(start, start + step)))
+        bad, empty = bad_rows(None, block_norms)
         nonfinite.append(bad + start)
         zero.append(empty + start)
+        norms.append(block_norms)
     join = lambda parts: np.concatenate(parts) if parts else np.empty(0, np.int64)  # noqa: E731
     for message in embedding_problems(name, join(nonfinite), join(zero), cosine):
         problems.add(message)
+    return np.concatenate(norms) if norms else np.empty(0, np.float64)
+
+
+def scan_decodable(group, name: str, problems: Problems) -> None:
+    """Decode every chunk of a (non-embedding) array once: a corrupt chunk is named here, not mid-run."""
+    arr = group[name]
+    step = max(1, (1 << 24) // max(1, arr.chunks[0] * int(np.prod(arr.shape[1:], dtype=np.int64)))) * arr.chunks[0]
+    try:
+        for start in range(0, arr.shape[0] if arr.ndim else 1, step):
+            read_array(arr, name, slice(start, start + step) if arr.ndim else None)
+    except InputError as exc:
+        problems.add(str(exc))
+
+
+def dot_overflow(query_norms: np.ndarray, gallery_norms: np.ndarray, dims: int) -> list[str]:
+    """Under dot: the rows whose products can overflow float32 (see ``ranking.dot_limit``)."""
+    finite = lambda x: np.where(np.isfinite(x), x, 0).astype(np.float64)  # noqa: E731 - NaN rows are reported already
+    qn, gn = finite(query_norms), finite(gallery_norms)
+    q_rows, g_rows = dot_overflow_rows(qn, gn, dims)
+    if not g_rows.size:
+        return []
+    return [dot_overflow_message(q_rows, qn[q_rows].max(), g_rows, gn[g_rows].max())]
+
+
+def duplicate_items(items: np.ndarray) -> np.ndarray:
+    """Rows of a ranking/item block that name one gallery item twice (padding -1 aside)."""
+    if items.ndim != 2 or items.shape[1] < 2:
+        return np.empty(0, np.int64)
+    ordered = np.sort(items, axis=1)
+    return np.flatnonzero(((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any(axis=1))
 
 
 def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", judged_only: bool = False,
@@ -137,11 +182,32 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
             _check_kind(group, name, problems)
     if problems:
         return problems
+    # a chunk the store lacks reads as the fill value: silently wrong numbers, so it is an error
+    for name in KNOWN_ARRAYS:
+        if has(group, name):
+            for message in chunk_problems(group, name):
+                problems.add(message)
+    if problems:
+        return problems
 
     if scan_values and (not rankings or has(group, "query/emb")):
+        norms = {}
         for name in ("query/emb", "gallery/emb"):
             if has(group, name):
-                scan_embeddings(group, name, similarity == "cosine", problems)
+                try:
+                    norms[name] = scan_embeddings(group, name, similarity == "cosine", problems)
+                except InputError as exc:  # a corrupt chunk: reported like any other problem
+                    problems.add(str(exc))
+        if similarity == "dot" and len(norms) == 2:
+            for message in dot_overflow(norms["query/emb"], norms["gallery/emb"], group["query/emb"].shape[1]):
+                problems.add(message)
+    if scan_values:
+        before = len(problems.items)
+        for name in KNOWN_ARRAYS:
+            if not name.endswith("/emb") and has(group, name):
+                scan_decodable(group, name, problems)
+        if len(problems.items) > before:  # the checks below would only fail on the same chunks
+            return problems
     for name in ("query/key", "gallery/key"):
         if has(group, name):
             keys = read(group, name)
@@ -171,5 +237,8 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         if bad.size:
             problems.add(f"ranking/item: rows {_rows_list(bad)} hold gallery indices outside "
                          f"[0, {n['gallery'][1]}) (use -1 only to pad)")
+        twice = duplicate_items(items)
+        if twice.size:
+            problems.add(f"ranking/item: rows {_rows_list(twice)} name the same gallery item twice")
     return problems
 
