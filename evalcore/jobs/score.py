@@ -53,7 +53,8 @@ def write_combined(path, sub: ch.Submission, truth, n_query: int, n_gallery: int
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out = root.create_array(f"{side}/emb", shape=(n, dims), dtype="float32",
-                                    chunks=(max(1, min(chunk, n)), dims), compressors=None, fill_value=0)
+                                    chunks=(max(1, min(chunk, n)), dims), compressors=None, fill_value=0,
+                                    config={"write_empty_chunks": True})
         src = sub.arrays[side]
         step = max(chunk, (ch.BLOCK_ROWS // chunk) * chunk)
         for start in range(0, n, step):

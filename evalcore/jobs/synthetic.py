@@ -21,7 +21,9 @@ def _create(root, name, shape, dtype, chunk_rows):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         extra = {"compressors": None} if name.endswith("/emb") else {}  # see dataset.write_dataset
-        return root.create_array(name, shape=shape, dtype=dtype, chunks=chunks, fill_value=0, **extra)
+        # every chunk stored, even all-zero ones: a missing chunk is an input error (see io/dataset.py)
+        return root.create_array(name, shape=shape, dtype=dtype, chunks=chunks, fill_value=0,
+                                 config={"write_empty_chunks": True}, **extra)
 
 
 def write_clustered(path, *, n_query: int, n_gallery: int, dims: int, n_ids: int, n_cams: int = 6,
@@ -61,7 +63,8 @@ def write_clustered(path, *, n_query: int, n_gallery: int, dims: int, n_ids: int
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 arrays[f"{side}/key"] = root.create_array(f"{side}/key", shape=(n,), dtype=str,
-                                                          chunks=(min(chunk, max(n, 1)),))
+                                                          chunks=(min(chunk, max(n, 1)),),
+                                                          config={"write_empty_chunks": True})
     n_known_ids = max(1, int(round(n_ids * (1 - unknown)))) if unknown else n_ids
     for side, n in (("gallery", n_gallery), ("query", n_query)):
         for a in range(0, n, BLOCK):
