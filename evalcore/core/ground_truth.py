@@ -265,7 +265,7 @@ def within_radius(space: Space, tree, gidx: np.ndarray, radius: float) -> tuple[
 
     if len(space.query_points) == 0 or tree is None:
         return _EMPTY, _EMPTY
-    bound = float(space.widen(space.to_tree(radius)))
+    bound = float(space.widen(space.to_tree(np.asarray(radius))))
     pairs = cKDTree(space.query_points).sparse_distance_matrix(tree, bound, output_type="ndarray")
     rows, items = pairs["i"].astype(np.int64), gidx[pairs["j"].astype(np.int64)]
     inside = space.distance(rows, items) <= radius

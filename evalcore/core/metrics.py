@@ -182,17 +182,17 @@ def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, metric_n
     """
     known = n_relevant > 0
     counted = known if counted is None else (np.asarray(counted, dtype=bool) | known)
-    row = {"n_queries": int(len(n_relevant)), "n_evaluated": int(counted.sum()),
+    row: dict[str, float | int | None] = {"n_queries": int(len(n_relevant)), "n_evaluated": int(counted.sum()),
            "n_unknown": int((~counted).sum())}
     for name in metric_names:
-        row[summary_column(name)] = exact_mean(np.asarray(columns[name], dtype=np.float64)[counted])
+        row[str(summary_column(name))] = exact_mean(np.asarray(columns[name], dtype=np.float64)[counted])
     if outcome is not None:
         counts = {o: int((outcome == o).sum()) for o in ("TP", "FP", "FN", "TN")}
         n_unknown, n_known = int((~known).sum()), int(known.sum())
         unknown_rejected = int(((outcome == "TN") & ~known).sum())
         known_ok = int(((outcome == "TP") & known).sum())
         rejection = unknown_rejected / n_unknown if n_unknown else None
-        row.update({"threshold": float(threshold), "tp": counts["TP"], "fp": counts["FP"],
+        row.update({"threshold": float(threshold) if threshold is not None else None, "tp": counts["TP"], "fp": counts["FP"],
                     "fn": counts["FN"], "tn": counts["TN"], "rejection_accuracy": rejection,
                     "fpir": None if rejection is None else 1.0 - rejection,
                     "fnir": (n_known - known_ok) / n_known if n_known else None})

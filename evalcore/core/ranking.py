@@ -25,6 +25,7 @@ the exact thresholds at the end. Shards of the gallery add their counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -212,7 +213,9 @@ class _TileState:
         self.best = np.full(n, -np.inf, dtype=np.float32)
         self.best_idx = np.full(n, -1, dtype=np.int64)
         self.n = n
-        self._near_row = self._near_val = None  # scratch for the kernel, reused across tiles
+        # scratch for the kernel, reused across tiles
+        self._near_row: np.ndarray | None = None
+        self._near_val: np.ndarray | None = None
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -232,13 +235,14 @@ class _TileState:
         a, b = np.searchsorted(self.junk_col, [col0, col1])
         if b > a:
             sub[self.junk_row[a:b], self.junk_col[a:b] - col0] = NEG_INF
-        if self._near_row is None or len(self._near_row) < sub.size:
-            self._near_row = np.empty(sub.size, dtype=np.int64)
-            self._near_val = np.empty(sub.size, dtype=np.float32)
+        near_row, near_val = self._near_row, self._near_val
+        if near_row is None or near_val is None or len(near_row) < sub.size:
+            near_row = self._near_row = np.empty(sub.size, dtype=np.int64)
+            near_val = self._near_val = np.empty(sub.size, dtype=np.float32)
         k = fold_tile(sub, col0, _NO_JUNK if colmask is None else colmask, self.best, self.best_idx, self.lo_min,
-                      self.row_start, self.lo_vals, self.hi_vals, self.hist, self._near_row, self._near_val)
+                      self.row_start, self.lo_vals, self.hi_vals, self.hist, near_row, near_val)
         if k:
-            keys = row_keys(self._near_row[:k], self._near_val[:k])
+            keys = row_keys(near_row[:k], near_val[:k])
             if k > 4096:  # many exact ties (a constant submission): keep each distinct value once
                 keys, mult = np.unique(keys, return_counts=True)
             else:
@@ -266,7 +270,7 @@ class _TileState:
             mult = np.concatenate([m for _, m in self.near])
             n_near = int(mult.sum())
             row = (keys >> np.uint64(32)).astype(np.int64)
-            side = "right" if ties == "pessimistic" else "left"
+            side: Literal["left", "right"] = "right" if ties == "pessimistic" else "left"
             beaten = np.searchsorted(exact_keys, keys, side=side) - self.row_start[row]
             hit = beaten > 0
             self.hist += np.bincount(self.row_start[row[hit]] + beaten[hit] - 1, weights=mult[hit],

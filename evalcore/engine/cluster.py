@@ -189,7 +189,7 @@ class WorkerWatch:
                 with contextlib.suppress(Exception):
                     from distributed import Future
 
-                    pending = [Future(key, self.client) for key in list(self.client.futures)]
+                    pending: list = [Future(key, self.client) for key in list(self.client.futures)]
                     self.client.cancel(pending, reason=NO_WORKERS_REASON)
                 last_seen = time.monotonic()
 

@@ -184,7 +184,7 @@ def gallery_side(group, run_id: str | None, names: tuple[str, ...]) -> dict:
     key = (run_id, names)
     if run_id and key in _GALLERY_SIDE:
         return _GALLERY_SIDE[key]
-    out = {name: ds.read(group, f"gallery/{name}").astype(bool if name == "junk" else np.int64)
+    out: dict = {name: ds.read(group, f"gallery/{name}").astype(bool if name == "junk" else np.int64)
            for name in names if ds.has(group, f"gallery/{name}")}
     if "label" in out:
         out["label_index"] = p.label_index(out["label"])
@@ -284,7 +284,7 @@ class GalleryBlocks:
         # what a task reads: the whole gallery, or its shard; cached while that fits the budget
         span = span or (0, self.n_rows)
         fits = cache_bytes and (span[1] - span[0]) * dims * 4 <= cache_bytes
-        self.cache = None
+        self.cache: dict | None = None
         if fits and run_id:
             key = (run_id, span)
             for other in [k for k in _BLOCK_CACHE if k != key]:
@@ -301,12 +301,9 @@ class GalleryBlocks:
         if self.cache is None or "whole" in self.cache:
             return
         whole = np.empty((self.n_rows, self.array.shape[1]), dtype=np.float32)
-
-        def fill(g0: int) -> None:
-            block = self._read(g0, into=whole[g0:g0 + self.block_rows])
-            self.cache[g0] = block
-
-        list(map_fn(fill, range(0, self.n_rows, self.block_rows)))
+        # _read caches each block: a view of ``whole``, normalised in place
+        list(map_fn(lambda g0: self._read(g0, into=whole[g0:g0 + self.block_rows]),
+                    range(0, self.n_rows, self.block_rows)))
         self.cache["whole"] = whole
 
     def _read(self, g0: int, into: np.ndarray | None = None) -> np.ndarray:
@@ -659,7 +656,8 @@ def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table
     if "group" in per_query.column_names:
         labels = np.asarray(per_query.column("group").to_pylist(), dtype=object)
         groups += [(g, labels == g) for g in sorted(set(labels.tolist()))]
-    rows, cmc_rows = [], {"group": [], "k": [], "cmc": []}
+    rows: list[dict] = []
+    cmc_rows: dict[str, list] = {"group": [], "k": [], "cmc": []}
     for name, sel in groups:
         row = {"group": name}
         row.update(m.summary_row({c: v[sel] for c, v in columns.items()}, n_relevant[sel], names,
@@ -722,7 +720,7 @@ def evaluate(path, options: Options = Options(), *, client=None, threads: int = 
     problems.raise_if_any()
     info["run_id"] = uuid.uuid4().hex
     info["cache_bytes"] = cache_budget(client)
-    zarr_rows = (group["ranking/item"] if info["ranked_by"] == "ranking/item" else group["query/emb"]).chunks[0]
+    zarr_rows = ds.array(group, "ranking/item" if info["ranked_by"] == "ranking/item" else "query/emb").chunks[0]
     n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
     # no worker yet (still starting, or all gone): plan for one; the cluster's watch gives up if none comes
     chunks = plan_chunks(info["n_queries"], chunk_rows or zarr_rows, max(1, n_workers))

@@ -60,6 +60,14 @@ def open_dataset(path, storage_options: Mapping | None = None) -> zarr.Group:
         raise InputError(f"dataset {path}: cannot be opened as a Zarr group ({exc})") from None
 
 
+def array(group: zarr.Group, name: str) -> zarr.Array:
+    """The array ``name`` of the group; InputError when it is missing or a group."""
+    found = group.get(name)
+    if not isinstance(found, zarr.Array):
+        raise InputError(f"{name}: missing (not an array of the dataset)")
+    return found
+
+
 def has(group: zarr.Group, name: str) -> bool:
     """True when ``name`` (e.g. ``query/emb``) is an array of the group.
 
