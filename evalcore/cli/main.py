@@ -1,4 +1,4 @@
-"""The ``evalcore`` command line (CONTRACT.md section 9).
+"""The ``evalcore`` command line (README, Commands).
 
 Exit status: 0 done; 2 bad input or usage (one message naming the array or
 option, no traceback); 1 anything else; 3 a nightly regression gate failed;

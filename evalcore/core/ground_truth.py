@@ -1,9 +1,9 @@
-"""Ground truth for the ``qrels``, ``geo`` and ``xy`` protocols (CONTRACT.md section 3).
+"""Ground truth for the ``qrels``, ``geo`` and ``xy`` protocols (README, Protocols).
 
 ``qrels``: relevant = rel 1, junk = rel -1, anything unjudged is not relevant.
 With ``judged_only`` anything unjudged is junk too: a query is ranked among
-its judged non-junk items alone (the "allowed" CSR list of the ``Truth``), and
-``rank_among_allowed`` ranks it there from per-pair scores.
+its judged non-junk items alone (the "allowed" CSR list of the ``Truth``),
+ranked there from per-pair scores (``pair_scores``, ``rank_pairs``).
 
 ``geo`` / ``xy``: the nearest gallery item is the one relevant item (ties:
 lowest index), or with ``radius`` M every gallery item within M (inclusive).
@@ -15,10 +15,8 @@ then decides inclusion and ties. No query x gallery distance matrix is built.
 Items of ``gallery/junk`` are junk for every protocol: they never take part
 in the nearest-item search nor in the radius search.
 
-The module is split into pure functions (arrays in, arrays out) and thin
-readers (``load``, ``rank_among_allowed``, ``top1_distance``,
-``validate_qrels``, ``validate_coordinates``) that fetch arrays from the
-dataset group and call them.
+Everything here is arrays in, arrays out; ``evalcore.io.truth`` reads the
+arrays from a dataset and calls it.
 """
 from __future__ import annotations
 
@@ -127,9 +125,6 @@ def qrels_truth(rows: np.ndarray, item: np.ndarray, rel: np.ndarray, n_queries: 
     indptr, items = csr_from_pairs(rows[allowed], item[allowed], n_queries)
     return replace(truth, n_junk=(n_gallery - np.diff(indptr)).astype(np.int64),
                    allowed_indptr=indptr, allowed_items=items)
-
-
-# =========================================================================== qrels: reading
 
 
 # =========================================================================== distances: pure
@@ -304,9 +299,6 @@ def coordinate_problems(name: str, values: np.ndarray, row0: int = 0) -> list[st
         if out.size:
             found.append(f"{name}: rows {_rows_text(out + row0)} lie outside [-{limit:g}, {limit:g}] degrees")
     return found
-
-
-# =========================================================================== spatial: reading
 
 
 def coordinate_names(protocol: str) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""Ranks -> per-query metrics -> summary (CONTRACT.md sections 5-7).
+"""Ranks -> per-query metrics -> summary (README, Metrics).
 
 Every per-query metric is a function of one query's sorted relevant ranks
 r_1 < r_2 < ... (a CSR list ``indptr, ranks``) and R = ``n_relevant``. The

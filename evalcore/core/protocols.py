@@ -1,4 +1,4 @@
-"""Relevant and junk gallery items for a chunk of queries (CONTRACT.md section 3).
+"""Relevant and junk gallery items for a chunk of queries (README, Protocols).
 
 A protocol turns labels, cameras, qrels or coordinates into a ``Truth``: two
 CSR lists by query (relevant items, per-query junk), each sorted by gallery

@@ -1,4 +1,4 @@
-"""Blocked scores -> ranks of the relevant items and the rank-1 item (DESIGN.md).
+"""Blocked scores -> ranks of the relevant items and the rank-1 item (README, How it works).
 
 No Q x G matrix and no sort of gallery scores. For each query the rank of its
 k-th best relevant item is

@@ -40,7 +40,7 @@ PROTOCOLS = ("reid", "class", "qrels", "geo", "xy")
 
 @dataclass(frozen=True)
 class Options:
-    """The evaluation options of CONTRACT.md section 9 (dataset and output aside)."""
+    """The evaluation options of the command line (README, Commands), dataset and output aside."""
 
     protocol: str = "class"
     similarity: str = "cosine"
@@ -826,7 +826,7 @@ def cache_budget(client) -> int:
 
 
 def score_note(info: dict, options: Options) -> str:
-    """How scores were computed, for run.json (DESIGN.md: record it)."""
+    """How scores were computed, for run.json (README, How it works: the tile grid)."""
     if info["ranked_by"] == "ranking/item":
         if info.get("list_scores"):
             return (f"given: ranking/item order; items of equal ranking/score (as float32) form tie groups, "

@@ -1,4 +1,4 @@
-"""Open, validate and write the contract's Zarr layout (CONTRACT.md section 2).
+"""Open, validate and write the contract's Zarr layout (README, Dataset layout).
 
 IO lives here and nowhere else: the other modules receive numpy arrays.
 Paths may be local folders or any fsspec URL (``s3://bucket/ds.zarr``).

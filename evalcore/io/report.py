@@ -1,4 +1,4 @@
-"""Report folders (CONTRACT.md section 8): Parquet tables and run.json, whole or not at all.
+"""Report folders (README, Metrics: the report folder): Parquet tables and run.json, whole or not at all.
 
 Locally a report is written into a hidden sibling folder and renamed into
 place; an earlier report is moved aside first and removed only once the new
