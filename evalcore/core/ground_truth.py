@@ -53,7 +53,7 @@ def _raise_first(problems: list[str]) -> None:
         raise InputError(problems[0] + more)
 
 
-# =========================================================================== qrels: pure
+# =========================================================================== qrels
 
 
 def _out_of_range(name: str, what: str, values: np.ndarray, rows: np.ndarray, n: int) -> list[str]:
@@ -127,7 +127,7 @@ def qrels_truth(rows: np.ndarray, item: np.ndarray, rel: np.ndarray, n_queries: 
                    allowed_indptr=indptr, allowed_items=items)
 
 
-# =========================================================================== distances: pure
+# =========================================================================== distances
 
 
 def haversine(lat1, lon1, lat2, lon2) -> np.ndarray:
@@ -307,9 +307,6 @@ def coordinate_names(protocol: str) -> tuple[str, str]:
 
 def make_space(protocol: str, query: tuple, gallery: tuple) -> Space:
     return (geo_space if protocol == "geo" else xy_space)(*query, *gallery)
-
-
-# =========================================================================== entry points
 
 
 # =========================================================================== judged-only ranking
