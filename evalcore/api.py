@@ -13,6 +13,7 @@ worker processes; ``client=`` runs on a cluster you already have.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import re
 import time
@@ -120,25 +121,19 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     >>> r.per_query.column("first_rank").to_pylist()
     [1, 1]
     """
-    params = dict(locals())  # every parameter, as given
-    arrays_given = any(params[name] is not None for name in ARRAY_PARAMETERS)
-    with parameter_names(arrays_given):
-        return compute(**params)
-
-
-def compute(source=None, *, query=None, gallery=None, query_labels=None, gallery_labels=None, query_cams=None,
-            gallery_cams=None, gallery_junk=None, query_keys=None, gallery_keys=None, query_groups=None,
-            protocol: str | None = None, similarity: str | None = None, ks=(1, 3, 5, 10), max_rank: int = 50,
-            ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
-            judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
-            sweep: bool = False, target_fpir: float | None = None,
-            client=None, workers: int | None = None, memory_limit: str | None = "auto",
-            storage_options: Mapping | None = None, chunk_rows: int | None = None,
-            gallery_shards: int | None = None,
-            on_chunk: Callable[[dict, int, int], None] | None = None)-> Result:
-    """``evaluate`` with errors in the command line's words (``--max-rank``, ``query/label``): what the CLI calls."""
     given = locals()
     arrays = {name: given[name] for name in ARRAY_PARAMETERS if given[name] is not None}
+    with parameter_names(bool(arrays)):
+        return _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
+                         ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
+                         empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, client=client,
+                         workers=workers, memory_limit=memory_limit, storage_options=storage_options,
+                         chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk)
+
+
+def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
+              radius, empty_queries, sweep, target_fpir, client, workers, memory_limit, storage_options,
+              chunk_rows, gallery_shards, on_chunk) -> Result:
     started = time.perf_counter()
     if arrays and source is not None:
         raise InputError(f"source: give a dataset or arrays ({', '.join(arrays)}), not both")
@@ -251,10 +246,28 @@ def total_memory() -> int:
 _FLAG = re.compile(r"--([a-z][a-z-]*)")
 
 
+#: set inside ``command_line_words()``: errors keep the command line's words
+_CLI_WORDS: contextvars.ContextVar[bool] = contextvars.ContextVar("evalcore_cli_words", default=False)
+
+
+@contextlib.contextmanager
+def command_line_words():
+    """Inside this block ``evaluate`` raises errors in the command line's words (``--max-rank``,
+    ``query/label``): what ``evalcore evaluate`` and the jobs want to print."""
+    token = _CLI_WORDS.set(True)
+    try:
+        yield
+    finally:
+        _CLI_WORDS.reset(token)
+
+
 @contextlib.contextmanager
 def parameter_names(from_arrays: bool):
     """Re-word InputErrors for Python callers: ``--max-rank`` -> ``max_rank``; with arrays given,
     ``gallery/label`` -> ``gallery_labels``."""
+    if _CLI_WORDS.get():
+        yield
+        return
     try:
         yield
     except InputError as exc:

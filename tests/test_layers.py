@@ -1,6 +1,6 @@
 """The layers of the package stay honest: imports only go down, and no module imports itself back.
 
-Layer order (lowest first): errors < core < io < engine < render < api < jobs < cli,
+Layer order (lowest first): errors (and types) < core < io < engine < render < api < jobs < cli,
 where ``api`` is ``evalcore/__init__.py`` and ``evalcore/api.py``. Every
 ``evalcore.*`` import counts: module level, inside functions, relative, and
 ``importlib.import_module`` / ``__import__`` with a literal name. Importing
@@ -84,6 +84,8 @@ def layer_of(module: str) -> str | None:
     parts = module.split(".")
     if len(parts) == 1 or parts[1] == "api":
         return "api"
+    if parts[1] == "types":  # the option words: as low as the errors
+        return "errors"
     return parts[1] if parts[1] in LAYERS else None
 
 

@@ -54,7 +54,7 @@ def local_run(path, *cli_args) -> dict:
     from evalcore.jobs.common import evaluate_params
 
     args = build_parser().parse_args(["evaluate", str(path), "--out", "unused", *cli_args])
-    result = api.compute(str(path), **evaluate_params(args))
+    result = api.evaluate(str(path), **evaluate_params(args))
     return {"per_query": result.per_query, "summary": result.summary, "cmc": result.cmc}
 
 

@@ -29,6 +29,7 @@ from evalcore.jobs.common import (
     parse_storage_options,
     run_evaluation,
 )
+from evalcore.types import PROTOCOLS, SIMILARITIES
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 128 + signal.SIGTERM
 #: the file ``evalcore demo`` writes first into its folder: what --overwrite may replace there
@@ -199,8 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a dataset and list every problem found")
     p.add_argument("dataset")
-    p.add_argument("--protocol", choices=["reid", "class", "qrels", "geo", "xy"])
-    p.add_argument("--similarity", choices=["cosine", "dot"])
+    p.add_argument("--protocol", choices=PROTOCOLS)
+    p.add_argument("--similarity", choices=SIMILARITIES)
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
     p.set_defaults(func=cmd_validate)
 

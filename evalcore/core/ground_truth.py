@@ -27,7 +27,7 @@ import numpy as np
 
 from evalcore.core.protocols import Truth, csr_from_pairs, segment_ids, truth_from_pairs
 from evalcore.core.ranking import Ranked
-from evalcore.errors import InputError
+from evalcore.errors import InputError, rows_text
 
 #: Mean Earth radius (IUGG), metres.
 EARTH_RADIUS_M = 6_371_008.8
@@ -40,11 +40,6 @@ CHORD_SLACK = 1e-9
 #: Elements (pairs x dims) scored per block in ``pair_scores``.
 SCORE_BLOCK = 1 << 22
 _EMPTY = np.empty(0, dtype=np.int64)
-
-
-def _rows_text(rows: np.ndarray, limit: int = 5) -> str:
-    shown = ", ".join(str(int(r)) for r in rows[:limit])
-    return shown + (f", ... ({len(rows)} rows)" if len(rows) > limit else "")
 
 
 def _raise_first(problems: list[str]) -> None:
@@ -61,7 +56,7 @@ def _out_of_range(name: str, what: str, values: np.ndarray, rows: np.ndarray, n:
     bad = np.flatnonzero((values < 0) | (values >= n))
     if not bad.size:
         return []
-    return [f"{name}: rows {_rows_text(rows[bad])} hold {what} index {int(values[bad[0]])}"
+    return [f"{name}: rows {rows_text(rows[bad])} hold {what} index {int(values[bad[0]])}"
             f"{' ...' if bad.size > 1 else ''}, outside [0, {n})"]
 
 
@@ -75,7 +70,7 @@ def qrels_problems(query: np.ndarray, item: np.ndarray, rel: np.ndarray, rows: n
     found += _out_of_range("qrels/item", "gallery", item, rows, n_gallery)
     bad = np.flatnonzero((rel < -1) | (rel > 1))
     if bad.size:
-        found.append(f"qrels/rel: rows {_rows_text(rows[bad])} hold {int(rel[bad[0]])}"
+        found.append(f"qrels/rel: rows {rows_text(rows[bad])} hold {int(rel[bad[0]])}"
                      f"{' ...' if bad.size > 1 else ''} (must be 1 relevant, 0 not relevant or -1 junk)")
     return found
 
@@ -291,13 +286,13 @@ def coordinate_problems(name: str, values: np.ndarray, row0: int = 0) -> list[st
     found = []
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
-        found.append(f"{name}: rows {_rows_text(bad + row0)} are NaN or infinite")
+        found.append(f"{name}: rows {rows_text(bad + row0)} are NaN or infinite")
     limit = {"lat": 90.0, "lon": 180.0}.get(name.rsplit("/", 1)[-1])
     if limit is not None:
         with np.errstate(invalid="ignore"):
             out = np.flatnonzero(np.abs(values) > limit)
         if out.size:
-            found.append(f"{name}: rows {_rows_text(out + row0)} lie outside [-{limit:g}, {limit:g}] degrees")
+            found.append(f"{name}: rows {rows_text(out + row0)} lie outside [-{limit:g}, {limit:g}] degrees")
     return found
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from evalcore.core.kernels import fold_tile, pair_dots
 from evalcore.core.protocols import Truth, segment_ids
-from evalcore.errors import InputError
+from evalcore.errors import InputError, rows_text
 
 TILE_ROWS = 512
 TILE_COLS = 4096
@@ -437,12 +437,6 @@ def finish_states(states: list[_TileState], truth: Truth, ties: str) -> Ranked:
                   near_ties=int(sum(p[4] for p in parts)))
 
 
-def _rows_text(rows, limit: int = 5) -> str:
-    rows = [int(r) for r in rows]
-    shown = ", ".join(str(r) for r in rows[:limit])
-    return shown + (f", ... ({len(rows)} rows)" if len(rows) > limit else "")
-
-
 def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> list[str]:
     """What makes precomputed lists unusable, naming ``ranking/item`` / ``ranking/score`` and rows.
 
@@ -464,14 +458,14 @@ def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> 
             row = ordered[dup[0]]
             item = int(row[1:][row[1:] == row[:-1]][0])
             where = np.flatnonzero(items[dup[0]] == item)
-            found.append(f"ranking/item: rows {_rows_text(dup + q0)} name a gallery item more than once "
+            found.append(f"ranking/item: rows {rows_text(dup + q0)} name a gallery item more than once "
                          f"(row {int(dup[0]) + q0}: item {item} at positions {', '.join(map(str, where))}); "
                          "each item may appear once per list")
     if scores is not None:
         s = np.asarray(scores, dtype=np.float32)
         nan = np.flatnonzero((np.isnan(s) & valid).any(axis=1))
         if nan.size:
-            found.append(f"ranking/score: rows {_rows_text(nan + q0)} hold NaN scores for listed items")
+            found.append(f"ranking/score: rows {rows_text(nan + q0)} hold NaN scores for listed items")
         else:
             # compare each listed item's score with the previous listed item's (pads skipped)
             filled = np.where(valid, s, np.float32(np.inf))
@@ -479,7 +473,7 @@ def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> 
             rises = valid[:, 1:] & (filled[:, 1:] > -prev[:, :-1])
             bad = np.flatnonzero(rises.any(axis=1))
             if bad.size:
-                found.append(f"ranking/score: rows {_rows_text(bad + q0)} rise along the list (ranking/item is "
+                found.append(f"ranking/score: rows {rows_text(bad + q0)} rise along the list (ranking/item is "
                              "best first, so scores must not increase; store distances negated)")
     return found
 

@@ -34,33 +34,32 @@ from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import truth as truth_io
 from evalcore.io.validate import validate as validate_dataset
-
-PROTOCOLS = ("reid", "class", "qrels", "geo", "xy")
+from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, EmptyQueries, Protocol, Similarity, Ties
 
 
 @dataclass(frozen=True)
 class Options:
     """The evaluation options of the command line (README, Commands), dataset and output aside."""
 
-    protocol: str = "class"
-    similarity: str = "cosine"
+    protocol: Protocol = "class"
+    similarity: Similarity = "cosine"
     ks: tuple[int, ...] = (1, 3, 5, 10)
     max_rank: int = 50
-    ties: str = "pessimistic"
+    ties: Ties = "pessimistic"
     threshold: float | None = None
     map_at: int | None = None
     judged_only: bool = False
     radius: float | None = None
     #: qrels: a judged query with no relevant item is left out of the means (skip) or scores 0 (zero)
-    empty_queries: str = "skip"
+    empty_queries: EmptyQueries = "skip"
 
     def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
         if self.protocol not in PROTOCOLS:
             raise InputError(f"--protocol: {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
-        if self.similarity not in ("cosine", "dot"):
+        if self.similarity not in SIMILARITIES:
             raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
-        if self.ties not in ("pessimistic", "optimistic"):
+        if self.ties not in TIES:
             raise InputError(f"--ties: {self.ties!r} is not pessimistic or optimistic")
         if not self.ks or any(int(k) != k or k < 1 for k in self.ks):
             raise InputError(f"--ks: {','.join(map(str, self.ks))} must be positive integers")
@@ -78,7 +77,7 @@ class Options:
             raise InputError(f"--radius: only applies to the geo and xy protocols, not {self.protocol!r}")
         if self.judged_only and self.protocol != "qrels":
             raise InputError(f"--judged-only: only applies to the qrels protocol, not {self.protocol!r}")
-        if self.empty_queries not in ("skip", "zero"):
+        if self.empty_queries not in EMPTY_QUERIES:
             raise InputError(f"--empty-queries: {self.empty_queries!r} is not skip or zero")
         if self.empty_queries == "zero" and self.protocol != "qrels":
             raise InputError(f"--empty-queries: zero only applies to the qrels protocol, not {self.protocol!r} "

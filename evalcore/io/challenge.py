@@ -70,12 +70,6 @@ REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 # =========================================================================== pure checks
 
 
-def _rows_text(rows, limit: int = 5) -> str:
-    rows = np.asarray(rows)
-    shown = ", ".join(str(int(r)) for r in rows[:limit])
-    return shown + (", ..." if len(rows) > limit else "")
-
-
 def check_dtype(name: str, dtype) -> np.dtype:
     """float16, float32 or float64 (either byte order); object, structured, int, complex... are refused."""
     try:

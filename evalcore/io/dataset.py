@@ -13,7 +13,7 @@ import numpy as np
 import zarr
 import zarr.abc.store
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, rows_text
 
 #: dtypes writers use; readers accept the kinds listed in ``ACCEPTED_KINDS``.
 WRITE_DTYPES = {
@@ -229,7 +229,7 @@ def _as_written(name: str, values) -> np.ndarray:
     if dtype is not None and np.dtype(dtype).kind == "i" and data.dtype.kind == "f":
         bad = np.nonzero(~np.isfinite(data) | (data != np.round(data)))[0]
         if bad.size:
-            raise InputError(f"{name}: rows {_rows_list(bad)} are not integers ({data.reshape(-1)[bad[0]]!r})")
+            raise InputError(f"{name}: rows {rows_text(bad)} are not integers ({data.reshape(-1)[bad[0]]!r})")
     return data.astype(dtype) if dtype is not None else data
 
 
@@ -282,11 +282,6 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
 # --------------------------------------------------------------------------- validation
 
 
-def _rows_list(rows: np.ndarray, limit: int = 5) -> str:
-    shown = ", ".join(str(int(r)) for r in rows[:limit])
-    return shown + (f", ... ({len(rows)} rows)" if len(rows) > limit else "")
-
-
 def bad_rows(block: np.ndarray, norms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows with NaN/Inf, all-zero rows) of an embedding block.
 
@@ -302,9 +297,9 @@ def embedding_problems(name: str, nonfinite: np.ndarray, zero: np.ndarray, cosin
     """The messages for bad embedding rows (zero rows only matter under cosine)."""
     found = []
     if nonfinite.size:
-        found.append(f"{name}: rows {_rows_list(nonfinite)} contain NaN or Inf")
+        found.append(f"{name}: rows {rows_text(nonfinite)} contain NaN or Inf")
     if cosine and zero.size:
-        found.append(f"{name}: rows {_rows_list(zero)} are all-zero vectors "
+        found.append(f"{name}: rows {rows_text(zero)} are all-zero vectors "
                      "(cosine similarity is undefined for them; use --similarity dot or fix the rows)")
     return found
 
@@ -321,7 +316,7 @@ def check_embeddings(name: str, rows_start: int, block: np.ndarray, cosine: bool
 def dot_overflow_message(query_rows: np.ndarray, query_norm: float, gallery_rows: np.ndarray,
                          gallery_norm: float) -> str:
     """The input error for embeddings whose dot products can overflow float32."""
-    return (f"gallery/emb: rows {_rows_list(gallery_rows)} (norm up to {gallery_norm:.3g}) with query/emb rows "
-            f"{_rows_list(query_rows)} (norm up to {query_norm:.3g}) give dot products that can exceed "
+    return (f"gallery/emb: rows {rows_text(gallery_rows)} (norm up to {gallery_norm:.3g}) with query/emb rows "
+            f"{rows_text(query_rows)} (norm up to {query_norm:.3g}) give dot products that can exceed "
             f"float32's largest value ({float(np.finfo(np.float32).max):.3g}) under --similarity dot; "
             "scale the embeddings down (or use --similarity cosine)")

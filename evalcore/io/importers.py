@@ -111,7 +111,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, rows_text
 
 __all__ = [
     "FORMATS", "FORMATS_HELP", "import_to", "read_faiss_json", "read_mat", "read_npy",
@@ -126,12 +126,6 @@ FORMATS_HELP = __doc__[__doc__.index("``mat``"):]
 
 def _name(path) -> str:
     return str(path)
-
-
-def _rows(rows, limit: int = 5) -> str:
-    rows = list(rows)
-    shown = ", ".join(str(int(r)) for r in rows[:limit])
-    return shown + (f", ... ({len(rows)} rows)" if len(rows) > limit else "")
 
 
 def _plural(rows) -> str:
@@ -151,7 +145,7 @@ def _check_features(values, where: str) -> np.ndarray:
         data = data.astype(np.float32, copy=False)
     bad = np.nonzero(~np.isfinite(data).all(axis=1))[0]
     if bad.size:
-        raise InputError(f"{where}: {_plural(bad)} {_rows(bad)} contain NaN or Inf "
+        raise InputError(f"{where}: {_plural(bad)} {rows_text(bad)} contain NaN or Inf "
                          "(or values too large for float32)")
     return data
 
@@ -166,7 +160,7 @@ def _check_integers(values, where: str, n: int | None = None, n_from: str = "") 
     if data.dtype.kind == "f":
         bad = np.nonzero(~np.isfinite(data) | (data != np.round(data)))[0]
         if bad.size:
-            raise InputError(f"{where}: {_plural(bad)} {_rows(bad)} are not whole numbers "
+            raise InputError(f"{where}: {_plural(bad)} {rows_text(bad)} are not whole numbers "
                              f"(first: {data[bad[0]]!r})")
     elif data.dtype.kind not in "iu":
         raise InputError(f"{where}: dtype {data.dtype} is not integer")
@@ -191,11 +185,11 @@ def _check_coordinates(lat, lon, where_lat: str, where_lon: str, rows=None) -> N
         bad = np.nonzero(~np.isfinite(values))[0]
         if bad.size:
             shown = bad if rows is None else np.asarray(rows)[bad]
-            raise InputError(f"{where}: {_plural(bad)} {_rows(shown)} are NaN or infinite")
+            raise InputError(f"{where}: {_plural(bad)} {rows_text(shown)} are NaN or infinite")
         bad = np.nonzero(np.abs(values) > limit)[0]
         if bad.size:
             shown = bad if rows is None else np.asarray(rows)[bad]
-            raise InputError(f"{where}: {_plural(bad)} {_rows(shown)} lie outside "
+            raise InputError(f"{where}: {_plural(bad)} {rows_text(shown)} lie outside "
                              f"[-{limit:g}, {limit:g}] degrees (first: {values[bad[0]]!r})")
 
 
@@ -436,7 +430,7 @@ def _list_to_matrix(column, name: str, col: str) -> np.ndarray:
     data = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
     bad = np.nonzero(~np.isfinite(data).all(axis=1))[0]
     if bad.size:
-        raise InputError(f"{name}: {_plural(bad)} {_rows(bad)}, column {col}: NaN, Inf or null values "
+        raise InputError(f"{name}: {_plural(bad)} {rows_text(bad)}, column {col}: NaN, Inf or null values "
                          "(or values too large for float32)")
     return data
 
@@ -791,6 +785,19 @@ def _skipped_queries(name: str, skipped: dict[str, int], why: str) -> str:
     return f"{name}: judged queries {why} are left out: {shown}{more}"
 
 
+def trec_records(handle, name: str, layout: str):
+    """(line number, fields) of a whitespace-separated TREC file; blank and ``#`` lines are skipped,
+    a line with another number of fields than ``layout`` names is an input error."""
+    expected = len(layout.split())
+    for number, line in enumerate(handle, start=1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        if len(fields) != expected:
+            raise InputError(f"{name}: line {number}: {len(fields)} fields, expected {expected} ({layout})")
+        yield number, fields
+
+
 def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
               storage_options: Mapping | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """TREC qrels against query/gallery id lists, or against an existing dataset's keys."""
@@ -834,13 +841,7 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
     skipped: dict[str, int] = {}  # judged query ids absent from the ids -> first line
     try:
         with open(qrels_path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                fields = line.split()
-                if not fields or fields[0].startswith("#"):
-                    continue
-                if len(fields) != 4:
-                    raise InputError(f"{name}: line {number}: {len(fields)} fields, expected 4 "
-                                     "(qid iter docid rel)")
+            for number, fields in trec_records(handle, name, "qid iter docid rel"):
                 qid, _, docid, rel_text = fields
                 if qid not in qpos:  # trec_eval too evaluates only queries that have results
                     skipped.setdefault(qid, number)
@@ -921,13 +922,7 @@ def _read_trec_lines(path) -> dict[str, list[tuple[str, float, int]]]:
     first_line: dict[tuple[str, str], int] = {}
     try:
         with _open_text(path) as handle:
-            for number, line in enumerate(handle, start=1):
-                fields = line.split()
-                if not fields or fields[0].startswith("#"):
-                    continue
-                if len(fields) != 6:
-                    raise InputError(f"{name}: line {number}: {len(fields)} fields, expected 6 "
-                                     "(qid Q0 docno rank score tag)")
+            for number, fields in trec_records(handle, name, "qid Q0 docno rank score tag"):
                 qid, _, docno, _, score_text, _ = fields
                 try:
                     score = float(score_text)

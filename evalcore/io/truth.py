@@ -12,7 +12,6 @@ from evalcore.core.ground_truth import (
     _is_member,
     _out_of_range,
     _raise_first,
-    _rows_text,
     collapse_qrels,
     coordinate_names,
     coordinate_problems,
@@ -142,24 +141,11 @@ def top1_distance(group, options, q0: int, q1: int, top1: np.ndarray) -> np.ndar
     return out
 
 
-def embedding_problems(name: str, index: np.ndarray, block: np.ndarray, cosine: bool) -> list[str]:
-    """Rows (``index[i]`` for block row i) with NaN/Inf, or all zero under cosine."""
-    found = []
-    bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
-    if bad.size:
-        found.append(f"{name}: rows {_rows_text(index[bad])} contain NaN or Inf")
-    if cosine:
-        zero = np.flatnonzero(~np.any(block != 0, axis=1))
-        if zero.size:
-            found.append(f"{name}: rows {_rows_text(index[zero])} are all-zero vectors "
-                         "(cosine similarity is undefined for them)")
-    return found
-
-
 def _read_embeddings(group, name: str, rows, index: np.ndarray, similarity: str) -> np.ndarray:
     """Normalised float32 rows of ``name``; InputError on NaN/Inf (and zero rows under cosine)."""
     raw = ds.read_array(group[name], name, rows)
-    _raise_first(embedding_problems(name, index, raw, similarity == "cosine"))
+    nonfinite, zero = ds.bad_rows(raw)
+    _raise_first(ds.embedding_problems(name, index[nonfinite], index[zero], similarity == "cosine"))
     return normalize_rows(raw, similarity)
 
 

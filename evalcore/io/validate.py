@@ -7,14 +7,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
-from evalcore.core.ranking import dot_overflow_rows, row_norms
-from evalcore.errors import InputError
+from evalcore.core.ranking import dot_overflow_rows, list_problems, row_norms
+from evalcore.errors import InputError, rows_text
 from evalcore.io import truth
 from evalcore.io.dataset import (
     ACCEPTED_KINDS,
     SIDES,
     _leaf,
-    _rows_list,
     bad_rows,
     chunk_problems,
     dot_overflow_message,
@@ -23,6 +22,7 @@ from evalcore.io.dataset import (
     read,
     read_array,
 )
+from evalcore.types import PROTOCOLS
 
 
 @dataclass
@@ -116,20 +116,12 @@ def dot_overflow(query_norms: np.ndarray, gallery_norms: np.ndarray, dims: int) 
     return [dot_overflow_message(q_rows, qn[q_rows].max(), g_rows, gn[g_rows].max())]
 
 
-def duplicate_items(items: np.ndarray) -> np.ndarray:
-    """Rows of a ranking/item block that name one gallery item twice (padding -1 aside)."""
-    if items.ndim != 2 or items.shape[1] < 2:
-        return np.empty(0, np.int64)
-    ordered = np.sort(items, axis=1)
-    return np.flatnonzero(((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any(axis=1))
-
-
 def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", judged_only: bool = False,
              scan_values: bool = True) -> Problems:
     """Every problem of the dataset for this protocol, each naming the array and rows."""
     problems = Problems()
     rankings = has(group, "ranking/item")
-    if protocol not in ("reid", "class", "qrels", "geo", "xy"):
+    if protocol not in PROTOCOLS:
         problems.add(f"--protocol: unknown protocol {protocol!r} (choose reid, class, qrels, geo or xy)")
         return problems
     for name in ("query/emb", "gallery/emb"):
@@ -222,11 +214,11 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
             values = read(group, name).astype(np.float64)
             bad = np.nonzero(~np.isfinite(values))[0]
             if bad.size:
-                problems.add(f"{name}: rows {_rows_list(bad)} are NaN or infinite")
+                problems.add(f"{name}: rows {rows_text(bad)} are NaN or infinite")
             limit = 90 if name.endswith("lat") else 180 if name.endswith("lon") else math.inf
             out = np.nonzero(np.abs(values) > limit)[0]
             if out.size:
-                problems.add(f"{name}: rows {_rows_list(out)} lie outside [-{limit}, {limit}] degrees")
+                problems.add(f"{name}: rows {rows_text(out)} lie outside [-{limit}, {limit}] degrees")
     if protocol == "qrels" and "gallery" in n:
         n_query = group["ranking/item"].shape[0] if has(group, "ranking/item") else n["query"][1]
         for message in truth.validate_qrels(group, n_query, n["gallery"][1]):
@@ -235,10 +227,10 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         items = read(group, "ranking/item")
         bad = np.nonzero(((items < -1) | (items >= n["gallery"][1])).any(axis=1))[0]
         if bad.size:
-            problems.add(f"ranking/item: rows {_rows_list(bad)} hold gallery indices outside "
+            problems.add(f"ranking/item: rows {rows_text(bad)} hold gallery indices outside "
                          f"[0, {n['gallery'][1]}) (use -1 only to pad)")
-        twice = duplicate_items(items)
-        if twice.size:
-            problems.add(f"ranking/item: rows {_rows_list(twice)} name the same gallery item twice")
+        scores = read(group, "ranking/score") if has(group, "ranking/score") else None
+        for message in list_problems(items, scores):  # the evaluator's own check: one wording, one place
+            problems.add(message)
     return problems
 

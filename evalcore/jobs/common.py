@@ -6,6 +6,7 @@ import re
 import sys
 
 from evalcore.errors import InputError
+from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_GATE = 0, 1, 2, 3
 
@@ -52,16 +53,16 @@ def parse_storage_options(pairs: list[str] | None) -> dict:
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by evaluate and the jobs built on it."""
-    p.add_argument("--protocol", choices=["reid", "class", "qrels", "geo", "xy"],
+    p.add_argument("--protocol", choices=PROTOCOLS,
                    help="who is relevant (default: the dataset's evalcore attribute, else class)")
-    p.add_argument("--similarity", choices=["cosine", "dot"], help="default cosine")
+    p.add_argument("--similarity", choices=SIMILARITIES, help="default cosine")
     p.add_argument("--ks", default="1,3,5,10", help="cut-offs for hit/recall/precision (default 1,3,5,10)")
     p.add_argument("--max-rank", default="50", help="length of the CMC curve (default 50)")
-    p.add_argument("--ties", choices=["pessimistic", "optimistic"], default="pessimistic")
+    p.add_argument("--ties", choices=TIES, default="pessimistic")
     p.add_argument("--threshold", help="open-set acceptance threshold on the rank-1 score")
     p.add_argument("--map-at", help="also report ap_at_K / map_at_K")
     p.add_argument("--judged-only", action="store_true", help="qrels: rank each query among its judged items")
-    p.add_argument("--empty-queries", choices=["skip", "zero"], default="skip",
+    p.add_argument("--empty-queries", choices=EMPTY_QUERIES, default="skip",
                    help="qrels: a judged query with no relevant item is left out of the means (skip, default) "
                         "or counted with every metric 0 (zero, as trec_eval does)")
     p.add_argument("--radius", help="geo/xy: every gallery item within this distance is relevant")
@@ -200,12 +201,13 @@ def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_r
     report.check_apart("--out", out, {"dataset": dataset})
     report.check_out(out, args.overwrite, storage_options)
     on_chunk = None if quiet else progress_reporter()
-    if args.scheduler:
-        with dask_client(args.scheduler) as client:
-            result = api.compute(dataset, **{**params, "workers": None}, client=client,
-                                 storage_options=storage_options, on_chunk=on_chunk)
-    else:  # in this process, or a local cluster when the job is too large or --workers asks for one
-        result = api.compute(dataset, **params, storage_options=storage_options, on_chunk=on_chunk)
+    with api.command_line_words():
+        if args.scheduler:
+            with dask_client(args.scheduler) as client:
+                result = api.evaluate(dataset, **{**params, "workers": None}, client=client,
+                                      storage_options=storage_options, on_chunk=on_chunk)
+        else:  # in this process, or a local cluster when the job is too large or --workers asks for one
+            result = api.evaluate(dataset, **params, storage_options=storage_options, on_chunk=on_chunk)
     result.save(out, overwrite=args.overwrite, storage_options=storage_options, run={
         "command": redacted_command(sys.argv[1:]), "dataset": dataset, "scheduler": args.scheduler or "local",
         **(extra_run or {})})

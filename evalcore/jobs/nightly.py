@@ -28,6 +28,7 @@ import tomllib
 
 from evalcore.errors import InputError
 from evalcore.io import history as h
+from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
 
 TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "trend_metrics", "evaluation", "gates",
             "baseline"}
@@ -35,7 +36,6 @@ EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank"
                    "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
                    "empty_queries"}
 GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better"}
-PROTOCOLS = ("reid", "class", "qrels", "geo", "xy")
 
 
 # --------------------------------------------------------------------------- the job file
@@ -83,8 +83,7 @@ def _evaluation(i: int, ev, where: str) -> dict:
         h.check_name(ev["name"])
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
-    choices = {"protocol": PROTOCOLS, "similarity": ("cosine", "dot"), "ties": ("pessimistic", "optimistic"),
-               "empty_queries": ("skip", "zero")}
+    choices = {"protocol": PROTOCOLS, "similarity": SIMILARITIES, "ties": TIES, "empty_queries": EMPTY_QUERIES}
     for key, allowed in choices.items():
         if key in ev and ev[key] not in allowed:
             raise InputError(f"{label}: {key} {ev[key]!r} is not one of {', '.join(allowed)}")

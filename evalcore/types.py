@@ -1,0 +1,18 @@
+"""The contract's words for options, as types: one place that lists each choice.
+
+Checked at the door (``Options.checked``, the command line's ``choices``);
+inside, the strings are trusted.
+"""
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Protocol = Literal["reid", "class", "qrels", "geo", "xy"]
+Similarity = Literal["cosine", "dot"]
+Ties = Literal["pessimistic", "optimistic"]
+EmptyQueries = Literal["skip", "zero"]
+
+PROTOCOLS: tuple[str, ...] = get_args(Protocol)
+SIMILARITIES: tuple[str, ...] = get_args(Similarity)
+TIES: tuple[str, ...] = get_args(Ties)
+EMPTY_QUERIES: tuple[str, ...] = get_args(EmptyQueries)
