@@ -7,11 +7,11 @@
 The public names are below; everything else may change. They are imported on
 first use, so ``import evalcore`` (and the command line's start) stays quick.
 """
-from evalcore.errors import InputError
+from evalcore.errors import ArrayError, DatasetNotFoundError, InputError, OptionError
 
 __version__ = "0.1.0"
-__all__ = ["InputError", "Result", "__version__", "evaluate", "open_dataset", "read_report", "validate",
-           "write_dataset"]
+__all__ = ["ArrayError", "DatasetNotFoundError", "InputError", "OptionError", "Result", "__version__", "evaluate",
+           "open_dataset", "read_report", "validate", "write_dataset"]
 
 _LAZY = {"evaluate": "evalcore.api", "Result": "evalcore.api", "validate": "evalcore.api",
          "open_dataset": "evalcore.io.dataset", "write_dataset": "evalcore.io.dataset",
