@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalcore.errors import InputError
+from evalcore.io.dataset import is_url
 
 DEFAULT_DIMS = 128
 NORM_TOLERANCE = 1e-3
@@ -310,7 +311,7 @@ def open_submission(path) -> Submission:
 
     from evalcore.io import dataset as ds
 
-    if not root.exists() and "://" not in str(path):
+    if not root.exists() and not is_url(path):
         raise InputError(f"submission {path}: no such file or folder")
     try:
         group = ds.open_dataset(str(path))
@@ -487,7 +488,7 @@ def leaderboard_row(record: Mapping, when: _dt.datetime) -> dict:
 
 
 def is_local(path) -> bool:
-    return "://" not in str(path) or str(path).startswith("file://")
+    return not is_url(path)
 
 
 def local_path(path) -> str:

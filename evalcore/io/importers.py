@@ -112,6 +112,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from evalcore.errors import InputError, rows_text
+from evalcore.io.dataset import is_url
 
 __all__ = [
     "FORMATS", "FORMATS_HELP", "import_to", "read_faiss_json", "read_mat", "read_npy",
@@ -1036,7 +1037,7 @@ def read_format(format: str, inputs, **options) -> tuple[dict[str, np.ndarray], 
 
 
 def _same_path(a, b) -> bool:
-    if "://" in str(a) or "://" in str(b):
+    if is_url(a) or is_url(b):
         return str(a).rstrip("/") == str(b).rstrip("/")
     return os.path.abspath(a) == os.path.abspath(b)
 
@@ -1060,7 +1061,6 @@ def check_import_out(out, overwrite: bool, inputs: Mapping | None = None,
     one of the ``inputs`` ({what: path}), inside one, or holding one.
     """
     from evalcore.io import report
-    from evalcore.io.dataset import is_url
 
     report.check_apart("--out", out, inputs or {}, plain_folders_may_hold_out=True)
     if is_url(out):
@@ -1125,7 +1125,7 @@ def import_to(format: str, inputs, out, overwrite: bool = False, *, chunk_rows: 
     counts (queries, gallery, dims, qrels, ranking_k) for what was written.
     """
     from evalcore.io import report
-    from evalcore.io.dataset import is_url, write_dataset
+    from evalcore.io.dataset import write_dataset
 
     check_import_out(out, overwrite, import_inputs(inputs, options), storage_options)
     if format == "trec":

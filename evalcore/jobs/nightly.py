@@ -28,6 +28,7 @@ import tomllib
 
 from evalcore.errors import InputError
 from evalcore.io import history as h
+from evalcore.io.dataset import is_url
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
 
 TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "trend_metrics", "evaluation", "gates",
@@ -128,7 +129,7 @@ def load_job(path) -> dict:
     for key in ("reports", "history"):
         if not isinstance(job.get(key), str) or not job[key]:
             raise InputError(f"{where}: {key} = \"DIR\" must be given")
-    if "://" in job["history"] and not job["history"].startswith("file://"):
+    if is_url(job["history"]):
         raise InputError(f"{where}: history {job['history']!r} must be a local (or shared) folder: "
                          "it is locked with fcntl")
     evaluations = job.get("evaluation")
@@ -194,14 +195,14 @@ def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
 
 
 def _join(base: str, *parts: str) -> str:
-    if "://" in base:
+    if is_url(base):
         return "/".join([base.rstrip("/"), *parts])
     return os.path.join(base, *parts)
 
 
 def write_text(path: str, text: str, storage_options: dict | None = None) -> None:
     """A small file, atomically on a local disk (object stores write whole objects anyway)."""
-    if "://" in path and not path.startswith("file://"):
+    if is_url(path):
         import fsspec
 
         with fsspec.open(path, "wb", **(storage_options or {})) as fh:
@@ -237,7 +238,7 @@ def cmd_nightly(args) -> int:
     day = _join(reports, run_date)
     # the command line and the job file's cluster options and folders, before any evaluation starts
     check_cluster_options(run_namespace(job["evaluation"][0], args, job))
-    if "://" not in reports or reports.startswith("file://"):
+    if not is_url(reports):
         report.check_creatable(f"{args.job}: reports", _join(day, job["evaluation"][0]["name"]))
     report.check_creatable(f"{args.job}: history", _join(history_dir, job["evaluation"][0]["name"]))
     done, errors = {}, {}
