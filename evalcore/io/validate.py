@@ -1,7 +1,6 @@
 """Validation at the door: every problem of a dataset for a protocol, each naming the array and rows."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -208,17 +207,9 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
             if dup.size:
                 problems.add(f"{name}: duplicate keys {', '.join(map(repr, dup[:5].tolist()))}"
                              + (f" ({dup.size} in all)" if dup.size > 5 else ""))
-    for name in ("query/lat", "gallery/lat", "query/lon", "gallery/lon", "query/x", "query/y",
-                 "gallery/x", "gallery/y"):
-        if has(group, name) and protocol in ("geo", "xy"):
-            values = read(group, name).astype(np.float64)
-            bad = np.nonzero(~np.isfinite(values))[0]
-            if bad.size:
-                problems.add(f"{name}: rows {rows_text(bad)} are NaN or infinite")
-            limit = 90 if name.endswith("lat") else 180 if name.endswith("lon") else math.inf
-            out = np.nonzero(np.abs(values) > limit)[0]
-            if out.size:
-                problems.add(f"{name}: rows {rows_text(out)} lie outside [-{limit}, {limit}] degrees")
+    if protocol in ("geo", "xy"):  # the same check the evaluator's coordinate reader makes
+        for message in truth.validate_coordinates(group, protocol):
+            problems.add(message)
     if protocol == "qrels" and "gallery" in n:
         n_query = group["ranking/item"].shape[0] if has(group, "ranking/item") else n["query"][1]
         for message in truth.validate_qrels(group, n_query, n["gallery"][1]):
