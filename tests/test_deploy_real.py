@@ -437,6 +437,7 @@ def _crd_json_schema(node, strict=True):
 
 @pytest.fixture(scope="module")
 def crd_schemas() -> dict[tuple[str, str], dict]:
+    pytest.importorskip("jsonschema", reason="jsonschema comes with deploy/test-here.sh's tools, not the test extra")
     files = sorted(CRD_DIR.glob("*.yaml"))
     if not files:
         pytest.skip(f"no Dask operator CRDs in {CRD_DIR} (from the dask-kubernetes wheel): {HERE}")

@@ -22,9 +22,11 @@ NO_WORKERS_TIMEOUT = 30.0
 #: the reason given to futures cancelled because the cluster had no workers
 NO_WORKERS_REASON = "evalcore-no-workers"
 #: Resident memory of an idle worker process (Python, numpy, numba, zarr, pyarrow and distributed
-#: loaded; about 230 MiB measured): its nanny kills a worker at 95% of the limit, so below this a
-#: worker is restarted before it can register and the run would wait for it forever.
-MIN_WORKER_MEMORY = 256 * 2 ** 20
+#: loaded): 210 to 290 MiB measured, the most in a fresh pip-installed environment.
+IDLE_WORKER_MEMORY = 300 * 2 ** 20
+#: A nanny kills its worker at 95% of the limit, so below this a worker is restarted before it can
+#: register (or as soon as it gets work) and the run could only fail.
+MIN_WORKER_MEMORY = 384 * 2 ** 20
 #: what the error suggests: the idle worker plus room for a 64 MiB gallery block and a query chunk
 SUGGESTED_WORKER_MEMORY = "512MiB"
 
@@ -206,7 +208,7 @@ def check_memory_limit(memory_limit, n_workers: int) -> None:
         return  # the option's own check says what is wrong with its spelling
     if limit and limit < MIN_WORKER_MEMORY:
         raise InputError(f"--memory-limit: {memory_limit} per worker is too small: an idle worker process "
-                         f"already holds about {MIN_WORKER_MEMORY >> 20} MiB (Python, numpy, numba, zarr, "
+                         f"already holds about {IDLE_WORKER_MEMORY >> 20} MiB (Python, numpy, numba, zarr, "
                          f"Dask), so it is restarted before it can register; give at least "
                          f"{SUGGESTED_WORKER_MEMORY}")
 
