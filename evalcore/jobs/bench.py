@@ -3,9 +3,17 @@
 All three run in one invocation on the same generated data and the same
 cores, so the ratios mean something on a noisy shared machine even when the
 absolute seconds do not.
+
+``evalcore bench --sweep`` runs a series of gallery sizes at a fixed query
+count and width, at each worker count asked, and prints a cost table: one
+row per (gallery size, workers) with evaluate's seconds and the floor's,
+measured one after the other in the same invocation, their ratio, the
+gallery shards the run used and the peak memory (see :func:`run_sweep`).
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import tempfile
 import threading
@@ -13,6 +21,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+
+from evalcore.errors import InputError
+from evalcore.jobs.common import check_memory_limit, parse_number
 
 SHAPES = {
     # name: queries, gallery, dims, stored dtype, identities, worker memory limit
@@ -32,6 +43,8 @@ class Peak:
 
     pids: list[int]
     peak: int = 0
+    #: largest sum over the processes of one sample's resident set sizes
+    total: int = 0
     _stop: bool = False
 
     def __enter__(self):
@@ -44,11 +57,15 @@ class Peak:
 
     def _run(self):
         while not self._stop:
+            total = 0
             for proc in self._procs:
                 try:
-                    self.peak = max(self.peak, proc.memory_info().rss)
+                    rss = proc.memory_info().rss
                 except Exception:  # noqa: BLE001 - a worker may be gone
-                    pass
+                    continue
+                self.peak = max(self.peak, rss)
+                total += rss
+            self.total = max(self.total, total)
             time.sleep(0.05)
 
     def __exit__(self, *exc):
@@ -194,22 +211,35 @@ def whole_process_figures(path: str, t_floor: float, workers: int) -> None:
 
 
 def generate(path: str, shape: str) -> None:
+    nq, ng, dims, dtype, ids, _ = SHAPES[shape]
+    write_data(path, nq, ng, dims, dtype, ids, keys=shape in ("small", "market"))
+
+
+def write_data(path: str, nq: int, ng: int, dims: int, dtype: str, ids: int, keys: bool = False) -> None:
+    """The benchmarks' clustered reid data (10% distractors, 1% junk, 2% open-set queries, seed 1)."""
     from evalcore.jobs import synthetic
 
-    nq, ng, dims, dtype, ids, _ = SHAPES[shape]
     synthetic.write_clustered(path, n_query=nq, n_gallery=ng, dims=dims, n_ids=ids, dtype=dtype,
                               distractors=0.1, junk=0.01, unknown=0.02, seed=1,
-                              query_chunk=1024, gallery_chunk=65536, keys=shape in ("small", "market"))
+                              query_chunk=1024, gallery_chunk=65536, keys=keys)
 
 
 def run(args) -> int:
+    if getattr(args, "sweep", False):
+        return run_sweep(args)
+    for option in SWEEP_ONLY:
+        if getattr(args, option.lstrip("-").replace("-", "_"), None) is not None:
+            raise InputError(f"{option}: only with --sweep")
+    args.shape = args.shape or "market"
+    workers = parse_number("--workers", args.workers or "2", int)
+    if workers < 1:
+        raise InputError(f"--workers: {workers} must be at least 1")
     from distributed import Client, LocalCluster
 
     from evalcore.engine.cluster import PRELOAD
     from evalcore.engine.evaluate import Options, evaluate
 
     nq, ng, dims, dtype, _, limit = SHAPES[args.shape]
-    workers = int(args.workers)
     limit = args.memory_limit or limit or "auto"
     tmp = None
     if args.data_dir:
@@ -227,7 +257,8 @@ def run(args) -> int:
     import logging
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      memory_limit=limit, silence_logs=logging.ERROR, preload=PRELOAD) as cluster, \
+                      memory_limit=limit, silence_logs=logging.ERROR, preload=PRELOAD,
+                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
             Client(cluster) as client:
         pids = [os.getpid()] + list(client.run(os.getpid).values())
         with Peak(pids) as peak:
@@ -260,4 +291,318 @@ def run(args) -> int:
         whole_process_figures(path, t_floor, workers)
     if tmp is not None:
         tmp.cleanup()
+    return 0
+
+
+# --------------------------------------------------------------------------- evalcore bench --sweep
+
+#: the sweep's defaults: queries, width, gallery sizes, stored dtype, worker counts, memory limit per worker
+SWEEP_QUERIES, SWEEP_DIMS, SWEEP_DTYPE = 10_000, 128, "float16"
+SWEEP_SIZES = (100_000, 300_000, 1_000_000, 2_000_000)
+SWEEP_WORKERS = (1, 2)
+SWEEP_MEMORY_LIMIT = "2GiB"
+#: options that only mean something with --sweep (their parser default is None)
+SWEEP_ONLY = ("--sizes", "--dims", "--queries", "--workers-list", "--gallery-shards", "--csv", "--plot")
+#: the table's columns: CSV name, heading, width, format
+COLUMNS = (
+    ("queries", "Q", 7, "{:,}"),
+    ("gallery", "G", 10, "{:,}"),
+    ("dims", "D", 5, "{}"),
+    ("workers", "workers", 7, "{}"),
+    ("gallery_shards", "shards", 6, "{}"),
+    ("evaluate_s", "evaluate s", 10, "{:.4g}"),
+    ("floor_s", "floor s", 9, "{:.4g}"),
+    ("ratio", "ratio", 7, "{:.2f}"),
+    ("peak_rss_max_mib", "peak MiB", 8, "{:,.0f}"),
+    ("peak_rss_sum_mib", "sum MiB", 8, "{:,.0f}"),
+)
+CSV_EXTRA = ("qgd", "map", "generate_s")
+BAR_WIDTH = 40
+
+
+def parse_counts(option: str, text: str, suffixes: bool = False) -> list[int]:
+    """A comma-separated list of positive integers (``100000,300000``; with ``suffixes`` also ``100k,1M``)."""
+    items = [t.strip() for t in str(text).split(",")]
+    if not any(items) or not all(items):
+        raise InputError(f"{option}: {text!r} is not a comma-separated list of integers")
+    values: list[int] = []
+    for item in items:
+        n = parse_count(option, item, suffixes)
+        if n not in values:
+            values.append(n)
+    return values
+
+
+def parse_count(option: str, text: str, suffixes: bool = False) -> int:
+    """A positive integer (with ``suffixes`` also ``100k``, ``2M``), else an InputError naming the option."""
+    item, scale = str(text).strip(), 1
+    if suffixes and item[-1:].lower() in ("k", "m"):
+        item, scale = item[:-1], 1000 if item[-1].lower() == "k" else 1_000_000
+    try:
+        n = int(item) * scale
+    except ValueError:
+        raise InputError(f"{option}: {text!r} is not {'a count like 100000 or 100k' if suffixes else 'an integer'}") \
+            from None
+    if n < 1:
+        raise InputError(f"{option}: {n} must be at least 1")
+    return n
+
+
+def check_out_file(option: str, path: str | None, suffix: str | None = None) -> str | None:
+    """A file the sweep will write: its folder exists, it is not a folder, it has ``suffix``."""
+    if path is None:
+        return None
+    if suffix and not path.lower().endswith(suffix):
+        raise InputError(f"{option}: {path!r} must end in {suffix}")
+    if os.path.isdir(path):
+        raise InputError(f"{option}: {path} is a folder")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"{option}: folder {folder} does not exist")
+    return path
+
+
+def sweep_settings(args) -> dict:
+    """Every sweep option checked before any work: an InputError naming the first bad one."""
+    for option, attr in (("--shape", "shape"), ("--skip-conventional", "skip_conventional")):
+        if getattr(args, attr, None):
+            raise InputError(f"{option}: not with --sweep (the sweep's shapes come from --sizes, --queries, --dims)")
+    if args.workers_list is not None and args.workers is not None:
+        raise InputError("--workers-list: give the worker counts once, with --workers-list or --workers")
+    workers_option = "--workers" if args.workers is not None else "--workers-list"
+    workers_text = args.workers if args.workers is not None else args.workers_list
+    shards = parse_count("--gallery-shards", args.gallery_shards) if args.gallery_shards is not None else None
+    data_dir = args.data_dir
+    if data_dir is not None and os.path.exists(data_dir) and not os.path.isdir(data_dir):
+        raise InputError(f"--data-dir: {data_dir} exists and is not a folder")
+    return {
+        "sizes": parse_counts("--sizes", args.sizes, suffixes=True) if args.sizes is not None else list(SWEEP_SIZES),
+        "queries": parse_count("--queries", args.queries, suffixes=True) if args.queries is not None
+        else SWEEP_QUERIES,
+        "dims": parse_count("--dims", args.dims) if args.dims is not None else SWEEP_DIMS,
+        "workers": parse_counts(workers_option, workers_text) if workers_text is not None else list(SWEEP_WORKERS),
+        "memory_limit": check_memory_limit(args.memory_limit) or SWEEP_MEMORY_LIMIT,
+        "gallery_shards": shards,
+        "data_dir": data_dir,
+        "csv": check_out_file("--csv", args.csv),
+        "plot": check_out_file("--plot", args.plot, ".svg"),
+    }
+
+
+def sweep_name(nq: int, ng: int, dims: int) -> str:
+    return f"sweep-q{nq}-g{ng}-d{dims}.zarr"
+
+
+def sweep_dataset(folder: str, nq: int, ng: int, dims: int) -> tuple[str, float | None]:
+    """The dataset of this shape in ``folder``: reused if there, else generated (and its seconds returned).
+
+    Generated under a temporary name and renamed when complete, so a sweep
+    stopped midway never leaves a half-written dataset that a later one reuses.
+    """
+    import shutil
+
+    import zarr
+
+    path = os.path.join(folder, sweep_name(nq, ng, dims))
+    if os.path.exists(os.path.join(path, "zarr.json")):
+        root = zarr.open_group(path, mode="r")
+        found = (root["query/emb"].shape, root["gallery/emb"].shape, str(root["gallery/emb"].dtype))
+        if found != ((nq, dims), (ng, dims), SWEEP_DTYPE):
+            raise InputError(f"--data-dir: {path} holds query {found[0]}, gallery {found[1]} {found[2]}, not the "
+                             f"({nq}, {dims}) x ({ng}, {dims}) {SWEEP_DTYPE} its name says; remove it")
+        return path, None
+    os.makedirs(folder, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    started = time.perf_counter()
+    try:
+        write_data(tmp, nq, ng, dims, SWEEP_DTYPE, max(1, ng // 10))
+        shutil.rmtree(path, ignore_errors=True)  # a folder without zarr.json: an unusable leftover
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path, time.perf_counter() - started
+
+
+def measure_row(path: str, nq: int, ng: int, dims: int, workers: int, memory_limit: str,
+                gallery_shards: int | None) -> dict:
+    """evaluate on a fresh local cluster of ``workers`` one-thread processes, then the floor on as many BLAS threads.
+
+    A fresh cluster per row: a worker's resident memory rarely shrinks after a
+    larger gallery, so one cluster for the whole sweep would blur the peaks.
+    """
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    from evalcore.engine.cluster import PRELOAD
+    from evalcore.engine.evaluate import Options, evaluate
+
+    # no dashboard on :8787 (another cluster on this machine may hold it): the scheduler's routes on a free port
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                      memory_limit=memory_limit, silence_logs=logging.ERROR, preload=PRELOAD,
+                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
+            Client(cluster) as client:
+        client.wait_for_workers(workers)
+        pids = [os.getpid()] + list(client.run(os.getpid).values())
+        with Peak(pids) as peak:
+            started = time.perf_counter()
+            result = evaluate(path, Options(protocol="reid", ks=(1, 5, 10)), client=client,
+                              gallery_shards=gallery_shards)
+            t_eval = time.perf_counter() - started
+    t_floor = matrix_product_floor(path, workers)
+    shards = result.info.get("gallery_shards")
+    return {"queries": nq, "gallery": ng, "dims": dims, "workers": workers,
+            "gallery_shards": len(shards) if shards else 1,
+            "evaluate_s": t_eval, "floor_s": t_floor, "ratio": t_eval / t_floor,
+            "peak_rss_max_mib": peak.peak / 2**20, "peak_rss_sum_mib": peak.total / 2**20,
+            "qgd": nq * ng * dims, "map": result.summary.to_pylist()[0]["map"]}
+
+
+def format_table(rows: list[dict]) -> str:
+    """The cost table, one line per row, right-aligned columns."""
+    widths = [max(width, len(head), *(len(fmt.format(r[key])) for r in rows)) for key, head, width, fmt in COLUMNS]
+    lines = ["  ".join(head.rjust(w) for (_, head, _, _), w in zip(COLUMNS, widths))]
+    lines += ["  ".join(fmt.format(r[key]).rjust(w) for (key, _, _, fmt), w in zip(COLUMNS, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def format_bars(rows: list[dict], width: int = BAR_WIDTH) -> str:
+    """evaluate / floor as a bar of ``#`` per row, scaled to the largest ratio."""
+    top = max(r["ratio"] for r in rows)
+    label = [f"G {r['gallery']:,}, {r['workers']} worker{'s' if r['workers'] > 1 else ''}" for r in rows]
+    pad = max(len(t) for t in label)
+    lines = [f"evaluate / floor (the full bar is {top:.2f}):"]
+    for text, r in zip(label, rows):
+        bar = "#" * max(1, round(r["ratio"] / top * width)) if r["ratio"] > 0 else ""
+        lines.append(f"  {text.ljust(pad)}  {bar.ljust(width)}  {r['ratio']:.2f}")
+    return "\n".join(lines)
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    import csv
+    import io
+
+    names = [key for key, _, _, _ in COLUMNS] + list(CSV_EXTRA)
+    out = io.StringIO(newline="")
+    writer = csv.writer(out)
+    writer.writerow(names)
+    for r in rows:
+        writer.writerow(["" if r.get(n) is None else f"{r[n]:.6g}" if isinstance(r[n], float) else r[n]
+                         for n in names])
+    replace_file(path, out.getvalue())
+
+
+def replace_file(path: str, text: str) -> None:
+    """Write ``text`` next to ``path`` and rename it into place: a reader never sees half a file."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def sweep_svg(rows: list[dict], title: str) -> str:
+    """Two charts stacked in one SVG: evaluate / floor, then the seconds of both, against Q*G*D per worker count."""
+    from evalcore.render import svg
+
+    counts = sorted({r["workers"] for r in rows})
+    colors = svg.palette(len(counts))
+    # x in thousands, millions, ... of multiply-adds, so the tick labels stay short
+    power = 3 * math.floor(math.log10(min(r["qgd"] for r in rows)) / 3)
+    lo, hi = min(r["qgd"] for r in rows) / 10**power, max(r["qgd"] for r in rows) / 10**power
+    # a log axis where it spans two decades or more (so it has at least two decade ticks), else linear from 0
+    xlog = hi / lo >= 100
+    xlim = (lo / 1.15, hi * 1.15) if xlog else (0.0, hi * 1.05)
+    xlabel = f"Q x G x D, the score matrix's multiply-adds (x 10^{power})" if power else \
+        "Q x G x D, the score matrix's multiply-adds"
+
+    def series(key, workers, color, **style):
+        mine = sorted((r for r in rows if r["workers"] == workers), key=lambda r: r["qgd"])
+        return svg.Series(f"{key}, {plural(workers)}", [r["qgd"] / 10**power for r in mine], [r[key] for r in mine],
+                          color=color, markers=True, **style)
+
+    def plural(n):
+        return f"{n} worker{'s' if n > 1 else ''}"
+
+    ratio = svg.line_chart(
+        [series("ratio", w, c) for w, c in zip(counts, colors)],
+        title=f"evaluate / matrix-product floor, {title}", xlabel=xlabel, ylabel="evaluate / floor", xlim=xlim,
+        ylim=(0.0, max(r["ratio"] for r in rows) * 1.1), xlog=xlog,
+        legend=[svg.LegendEntry(plural(w), c, markers=True) for w, c in zip(counts, colors)], legend_at="below")
+    seconds = svg.line_chart(
+        [series("evaluate_s", w, c) for w, c in zip(counts, colors)]
+        + [series("floor_s", w, c, dash=svg.DASHED) for w, c in zip(counts, colors)],
+        title="seconds: evaluate (solid), floor on as many BLAS threads (dashed)", xlabel=xlabel, ylabel="seconds",
+        xlim=xlim, ylim=(0.0, max(max(r["evaluate_s"], r["floor_s"]) for r in rows) * 1.1), xlog=xlog,
+        legend=[svg.LegendEntry(f"evaluate, {plural(w)}", c, markers=True) for w, c in zip(counts, colors)]
+        + [svg.LegendEntry(f"floor, {w} thread{'s' if w > 1 else ''}", c, dash=svg.DASHED, markers=True)
+           for w, c in zip(counts, colors)], legend_at="below")
+
+    def body(chart: str, y: int) -> str:
+        return chart.split("\n", 1)[1].replace("<svg ", f'<svg x="0" y="{y}" ', 1)  # drop the XML declaration
+
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="{svg.WIDTH}" '
+            f'height="{2 * svg.HEIGHT}" viewBox="0 0 {svg.WIDTH} {2 * svg.HEIGHT}">'
+            + body(ratio, 0) + body(seconds, svg.HEIGHT) + "</svg>\n")
+
+
+def run_sweep(args) -> int:
+    """``evalcore bench --sweep``: the cost table over gallery sizes and worker counts.
+
+    For each gallery size (fixed queries and width, stored as float16) and
+    each worker count: evaluate on a fresh local cluster, timed and its peak
+    memory sampled, then straight after it the matrix-product floor on as many
+    BLAS threads as workers. Data generation is timed apart and left out of
+    every ratio.
+    """
+    settings = sweep_settings(args)
+    nq, dims, limit = settings["queries"], settings["dims"], settings["memory_limit"]
+    tmp = None
+    folder = settings["data_dir"]
+    if folder is None:
+        tmp = tempfile.TemporaryDirectory(prefix="evalcore-bench-sweep-")
+        folder = tmp.name
+    title = f"Q {nq:,}, D {dims}"
+    print(f"sweep: {nq:,} queries x D {dims} stored as {SWEEP_DTYPE}, galleries "
+          f"{', '.join(f'{g:,}' for g in settings['sizes'])}; workers {', '.join(map(str, settings['workers']))} "
+          f"(1 thread each, memory limit {limit} per worker); gallery shards "
+          f"{settings['gallery_shards'] or 'as planned'}; data in {folder}", flush=True)
+    rows: list[dict] = []
+    try:
+        for ng in settings["sizes"]:
+            path, t_gen = sweep_dataset(folder, nq, ng, dims)
+            print(f"  G {ng:,}: " + (f"generated clustered data in {t_gen:.2f} s (not in any ratio)"
+                                     if t_gen is not None else f"reusing {path}"), flush=True)
+            for workers in settings["workers"]:
+                row = measure_row(path, nq, ng, dims, workers, limit, settings["gallery_shards"])
+                row["generate_s"] = t_gen
+                asked = settings["gallery_shards"]
+                asked = f" (asked {asked}; evaluate cuts shards at whole score tiles)" \
+                    if asked and asked != row["gallery_shards"] else ""
+                rows.append(row)
+                print(f"  G {ng:,}, {workers} worker(s): evaluate {row['evaluate_s']:.4g} s, floor "
+                      f"{row['floor_s']:.4g} s, ratio {row['ratio']:.2f}, shards {row['gallery_shards']}{asked}, "
+                      f"mAP {row['map']:.4f}, peak {row['peak_rss_max_mib']:,.0f} MiB "
+                      f"(sum {row['peak_rss_sum_mib']:,.0f} MiB)", flush=True)
+                if settings["csv"]:
+                    write_csv(settings["csv"], rows)  # after every row: a stopped sweep keeps what it measured
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    print()
+    print(f"cost table ({title}; shards 1 = whole gallery per task; floor = bare float32 Q x G product on as many "
+          "BLAS threads as workers; peak = resident memory of the largest process, sum = driver + workers):")
+    print(format_table(rows))
+    print()
+    print(format_bars(rows))
+    if settings["csv"]:
+        print(f"table written to {settings['csv']}")
+    if settings["plot"]:
+        replace_file(settings["plot"], sweep_svg(rows, title))
+        print(f"chart written to {settings['plot']}")
     return 0
