@@ -131,7 +131,9 @@ def test_errors_name_the_parameter_not_the_flag_or_the_array(reid_data):
 def test_small_jobs_run_in_this_process_and_release_their_gallery_copy(reid_data):
     result = evalcore.evaluate(**as_kwargs(reid_data), protocol="reid")
     assert result.run["execution"].startswith("in process")
-    assert not engine._BLOCK_CACHE and not engine._GALLERY_SIDE
+    from evalcore.engine import cache
+
+    assert cache.current() is None  # the run's cache (normalised gallery, side arrays) went with it
 
 
 def test_in_process_threads_equal_one_thread_and_any_chunking(reid_data):

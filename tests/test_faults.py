@@ -81,9 +81,12 @@ def run_with_fault(args, fault, timeout: float = 120):
     return rc, stdout, "".join(stderr), result
 
 
-def test_a_worker_killed_mid_run_changes_nothing(cluster, big, tmp_path):
+@pytest.mark.parametrize("sharding", [[], ["--gallery-shards", "4"]], ids=["whole-gallery", "sharded"])
+def test_a_worker_killed_mid_run_changes_nothing(cluster, big, tmp_path, sharding):
+    """Sharded, the killed worker owned shards: its tasks move to the other worker (a restarted one has a new
+    address, so no owner is left for them) and the tables are the same."""
     clean = run("evaluate", big, "--out", tmp_path / "clean", "--scheduler", cluster.address, "--chunk-rows", "256",
-                "--quiet")
+                "--quiet", *sharding)
     assert clean.returncode == 0, clean.stderr + cluster.log_tail()
 
     def kill_a_busy_worker(done, total):
@@ -95,7 +98,7 @@ def test_a_worker_killed_mid_run_changes_nothing(cluster, big, tmp_path):
         return pid
 
     rc, stdout, stderr, killed = run_with_fault(["evaluate", big, "--out", tmp_path / "faulty", "--scheduler",
-                                                 cluster.address, "--chunk-rows", "256"], kill_a_busy_worker)
+                                                 cluster.address, "--chunk-rows", "256", *sharding], kill_a_busy_worker)
     assert rc == 0, stderr + cluster.log_tail()
     assert "report written to" in stdout
     # the nanny replaced the killed process: two workers again, the killed pid not among them

@@ -236,7 +236,8 @@ def test_failure_messages_name_the_queries_of_every_kind_of_task():
     from distributed.scheduler import KilledWorker
 
     from evalcore.engine.cluster import explain_failure, task_queries
-    from evalcore.engine.evaluate import submit_chunks
+    from evalcore.engine.plan import DatasetShape, TaskContext
+    from evalcore.engine.schedule import submit_chunks
 
     class Recorder:
         def __init__(self):
@@ -248,9 +249,10 @@ def test_failure_messages_name_the_queries_of_every_kind_of_task():
 
     chunks, shards = [(0, 256), (256, 512)], [(0, 4096), (4096, 9000)]
     client = Recorder()
-    submit_chunks(client, "ds.zarr", Options(), chunks, None, {"run_id": "0123abcd" * 4}, shards)
-    submit_chunks(client, "ds.zarr", Options(), chunks, None, {"run_id": "99999999" * 4}, None)
-    assert len(client.keys) == 2 + 2 * 2 + 2 * 2 + 2 + 2  # truth, bands, scans, combine; unsharded
+    shape = DatasetShape(512, 9000, "embeddings", dims=8)
+    submit_chunks(client, "ds.zarr", Options(), chunks, None, TaskContext(shape, "0123abcd" * 4), shards)
+    submit_chunks(client, "ds.zarr", Options(), chunks, None, TaskContext(shape, "99999999" * 4), None)
+    assert len(client.keys) == 2 + 2 + 2 * 2 + 2 + 2  # truth, bands (a batch per shard), scans, combine; unsharded
     for fn, key, args in client.keys:
         q0, q1 = args[2], args[3]  # (path, options, q0, q1, ...)
         want = f"queries {q0}-{q1 - 1}"

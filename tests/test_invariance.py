@@ -4,7 +4,8 @@ import pytest
 from conftest import random_reid
 
 from evalcore.core.ranking import TILE_ROWS
-from evalcore.engine.evaluate import Options, evaluate, plan_chunks
+from evalcore.engine.evaluate import Options, evaluate
+from evalcore.engine.plan import plan_chunks
 
 OPTS = Options(protocol="reid", ks=(1, 5, 10), threshold=0.7, map_at=5)
 
@@ -43,7 +44,7 @@ def test_chunks_cover_queries_once_on_tile_boundaries():
 
 def test_results_do_not_depend_on_the_order_chunks_finish(write, arrays, monkeypatch):
     """Reduce in chunk order even when chunks complete backwards."""
-    import evalcore.engine.evaluate as ev
+    import evalcore.engine.schedule as ev
 
     path = write(arrays, name="o.zarr", chunk_rows=256)
     forward = evaluate(path, OPTS)

@@ -19,7 +19,7 @@ from conftest import load_vector, random_reid, vector_arrays
 from reference import cosine_scores, evaluate_all, relevance_reid
 
 from evalcore.cli.main import main
-from evalcore.engine import evaluate as engine
+from evalcore.engine.plan import cap_max_rank
 from evalcore.errors import InputError
 from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
@@ -276,11 +276,11 @@ def test_memory_limit_and_scheduler_checks():
 
 
 def test_cmc_is_capped_at_the_gallery_size():
-    assert engine.cap_max_rank(50, 2000) == (50, None)
-    cap, note = engine.cap_max_rank(20_000_000, 2000)
+    assert cap_max_rank(50, 2000) == (50, None)
+    cap, note = cap_max_rank(20_000_000, 2000)
     assert cap == 2000 and "20000000" in note and "2000" in note
-    assert engine.cap_max_rank(5, 0) == (5, None)  # ordinary curves keep k = 1..max_rank
-    assert engine.cap_max_rank(80, 10)[0] == 50
+    assert cap_max_rank(5, 0) == (5, None)  # ordinary curves keep k = 1..max_rank
+    assert cap_max_rank(80, 10)[0] == 50
 
 
 @pytest.mark.cluster

@@ -1,0 +1,128 @@
+"""The gallery as a task sees it: normalised float32 blocks read from Zarr, and its side arrays.
+
+IO and checks at the edge of compute: every row is checked (NaN/Inf, zero
+vectors under cosine, float32 overflow under dot) as it is first read, then
+kept in the run's cache (``engine.cache``) while the budget allows.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from evalcore.core import protocols as p
+from evalcore.core.ranking import dot_overflow_rows, normalize_rows, row_norms
+from evalcore.engine import cache as run_caches
+from evalcore.engine.plan import BLOCK_BYTES, Span, block_rows
+from evalcore.errors import InputError
+from evalcore.io import dataset as ds
+
+
+def gallery_side(group, run_id: str, names: tuple[str, ...]) -> dict:
+    """Gallery labels, cameras, junk flags and the label sort: read once per worker and run."""
+
+    def load() -> dict:
+        out: dict = {name: ds.read(group, f"gallery/{name}").astype(bool if name == "junk" else np.int64)
+                     for name in names if ds.has(group, f"gallery/{name}")}
+        if "label" in out:
+            out["label_index"] = p.label_index(out["label"])
+        return out
+
+    if not run_id:
+        return load()
+    return run_caches.run_cache(run_id, 0).side(names, load)
+
+
+class GalleryBlocks:
+    """Normalised float32 gallery rows, read from Zarr a block at a time.
+
+    A block is a whole number of score tiles and, where chunks are not huge,
+    of Zarr chunks, so every byte is decompressed once per read. Within one
+    run (``run_id``) a worker keeps the blocks of the span it reads (the whole
+    gallery, or its shard) while they fit ``cache_bytes``, so its next task
+    does not read them again.
+    """
+
+    def __init__(self, group, similarity: str, run_id: str = "", cache_bytes: int = 0,
+                 block_bytes: int = BLOCK_BYTES, span: Span | None = None):
+        self.array = group["gallery/emb"]
+        self.similarity = similarity
+        self.query_norms: tuple[int, np.ndarray] | None = None
+        self.n_rows, dims = self.array.shape
+        self.block_rows = block_rows(self.array.chunks[0], dims, block_bytes)
+        span = span or (0, self.n_rows)
+        self.cache: dict | None = None
+        if run_id and cache_bytes:
+            self.cache = run_caches.run_cache(run_id, cache_bytes).span(span, (span[1] - span[0]) * dims * 4)
+
+    @property
+    def whole(self) -> np.ndarray | None:
+        """All rows as one normalised array, when ``prefetch`` read them into one (else None)."""
+        return None if self.cache is None else self.cache.get("whole")
+
+    def prefetch(self, map_fn=map) -> None:
+        """Read and normalise every block into one contiguous array, the blocks as views of it."""
+        if self.cache is None or "whole" in self.cache:
+            return
+        whole = np.empty((self.n_rows, self.array.shape[1]), dtype=np.float32)
+        # _read caches each block: a view of ``whole``, normalised in place
+        list(map_fn(lambda g0: self._read(g0, into=whole[g0:g0 + self.block_rows]),
+                    range(0, self.n_rows, self.block_rows)))
+        self.cache["whole"] = whole
+
+    def _read(self, g0: int, into: np.ndarray | None = None) -> np.ndarray:
+        if self.cache is not None and g0 in self.cache:
+            self._check_dot(g0, self.cache[("norms", g0)])  # a cached block meets this task's queries too
+            return self.cache[g0]
+        raw = ds.read_array(self.array, "gallery/emb", slice(g0, g0 + self.block_rows))
+        if into is not None:
+            into[...] = raw  # float16 is upcast on the way
+            raw = into
+        elif raw.dtype != np.float32:
+            raw = raw.astype(np.float32)  # float16 products are slow in numpy: upcast the block once
+        norms = row_norms(raw)
+        problems = ds.check_embeddings("gallery/emb", g0, raw, self.similarity == "cosine", norms=norms)
+        if problems:
+            raise InputError(problems[0])
+        self._check_dot(g0, norms)
+        block = normalize_rows(raw, self.similarity, norms=norms, copy=False)
+        if self.cache is not None:
+            self.cache[g0] = block
+            self.cache[("norms", g0)] = norms
+        return block
+
+    def _check_dot(self, g0: int, norms: np.ndarray) -> None:
+        """Under dot: InputError when a row of this block times a query row can overflow float32."""
+        if self.similarity == "dot" and self.query_norms is not None:
+            problems = dot_overflow_problems(*self.query_norms, g0, norms, self.array.shape[1])
+            if problems:
+                raise InputError(problems[0])
+
+    def blocks(self, start: int = 0, stop: int | None = None):
+        """(g0, normalised rows g0..) covering rows start..stop; ``start`` is tile-aligned."""
+        stop = self.n_rows if stop is None else min(stop, self.n_rows)
+        first = (start // self.block_rows) * self.block_rows
+        for b0 in range(first, stop, self.block_rows):
+            block = self._read(b0)
+            a, z = max(start, b0) - b0, min(stop, b0 + self.block_rows) - b0
+            yield b0 + a, block[a:z]
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        """Rows at sorted indices ``idx``: taken from cached blocks, else read directly."""
+        if self.cache is None:
+            return normalize_rows(ds.read_array(self.array, "gallery/emb", idx), self.similarity)
+        out = np.empty((len(idx), self.array.shape[1]), dtype=np.float32)
+        bounds = np.searchsorted(idx, np.arange(0, self.n_rows + self.block_rows, self.block_rows))
+        for b, (a, z) in enumerate(zip(bounds[:-1], bounds[1:])):
+            if z > a:
+                g0 = b * self.block_rows
+                np.take(self._read(g0), idx[a:z] - g0, axis=0, out=out[a:z])
+        return out
+
+
+def dot_overflow_problems(q0: int, query_norms: np.ndarray, g0: int, gallery_norms: np.ndarray,
+                          dims: int) -> list[str]:
+    """Under dot: the query and gallery rows whose products can overflow float32, as one message."""
+    q_rows, g_rows = dot_overflow_rows(query_norms, gallery_norms, dims)
+    if not g_rows.size:
+        return []
+    return [ds.dot_overflow_message(q_rows + q0, query_norms[q_rows].max(), g_rows + g0,
+                                    gallery_norms[g_rows].max())]

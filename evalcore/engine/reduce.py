@@ -1,0 +1,136 @@
+"""The reduce: per-query rows of every chunk -> summary, CMC and what a reader should know.
+
+Every mean is a correctly rounded sum over the per-query rows (``core.metrics``),
+so the result is the same for any chunking or worker count.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from evalcore.core import metrics as m
+from evalcore.core.ranking import TILE_COLS, TILE_ROWS
+from evalcore.engine.options import Options
+from evalcore.engine.plan import DatasetShape
+from evalcore.engine.tasks import keys_of
+
+
+def add_top1_keys(group, per_query: pa.Table) -> pa.Table:
+    """Insert ``top1_key`` after ``top1``: one read of the gallery keys for the whole run."""
+    top1 = per_query.column("top1").fill_null(-1).to_numpy()
+    keys = pa.array(keys_of(group, "gallery", top1), pa.string())
+    return per_query.add_column(per_query.column_names.index("top1") + 1, "top1_key", keys)
+
+
+def metric_columns(per_query: pa.Table) -> list[str]:
+    return [c for c in per_query.column_names if m.summary_column(c) is not None]
+
+
+def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table]:
+    """summary.parquet (group "all", then one row per query/group) and cmc.parquet."""
+    names = metric_columns(per_query)
+    columns = {c: per_query.column(c).to_numpy(zero_copy_only=False).astype(np.float64) for c in names}
+    n_relevant = per_query.column("n_relevant").to_numpy()
+    counted = counted_queries(per_query, options)
+    first = per_query.column("first_rank").fill_null(-1).to_numpy()
+    outcome = (np.asarray(per_query.column("outcome").to_pylist(), dtype=object)
+               if "outcome" in per_query.column_names else None)
+    groups = [("all", np.ones(len(n_relevant), dtype=bool))]
+    if "group" in per_query.column_names:
+        labels = np.asarray(per_query.column("group").to_pylist(), dtype=object)
+        groups += [(g, labels == g) for g in sorted(set(labels.tolist()))]
+    rows: list[dict] = []
+    cmc_rows: dict[str, list] = {"group": [], "k": [], "cmc": []}
+    for name, sel in groups:
+        row = {"group": name}
+        row.update(m.summary_row({c: v[sel] for c, v in columns.items()}, n_relevant[sel], names,
+                                 None if outcome is None else outcome[sel], options.threshold, counted[sel]))
+        rows.append(row)
+        curve = m.cmc_curve(first[sel], n_relevant[sel], options.max_rank, counted[sel])
+        cmc_rows["group"] += [name] * options.max_rank
+        cmc_rows["k"] += list(range(1, options.max_rank + 1))
+        cmc_rows["cmc"] += [None if math.isnan(x) else float(x) for x in curve]
+    summary = pa.Table.from_pylist(rows, schema=_summary_schema(rows))
+    cmc = pa.table({"group": pa.array(cmc_rows["group"], pa.string()), "k": pa.array(cmc_rows["k"], pa.int64()),
+                    "cmc": pa.array(cmc_rows["cmc"], pa.float64())})
+    return summary, cmc
+
+
+def counted_queries(per_query: pa.Table, options: Options) -> np.ndarray:
+    """Queries in the means: R > 0, and under ``--empty-queries zero`` a judged query with R = 0 too."""
+    counted = per_query.column("n_relevant").to_numpy() > 0
+    if options.empty_queries == "zero" and "n_judged" in per_query.column_names:
+        counted |= per_query.column("n_judged").to_numpy() > 0
+    return counted
+
+
+def _summary_schema(rows: list[dict]) -> pa.Schema:
+    fields = []
+    for name in rows[0]:
+        if name == "group":
+            fields.append(pa.field(name, pa.string()))
+        elif name in ("n_queries", "n_evaluated", "n_unknown", "tp", "fp", "fn", "tn"):
+            fields.append(pa.field(name, pa.int64()))
+        else:
+            fields.append(pa.field(name, pa.float64()))
+    return pa.schema(fields)
+
+
+def run_warnings(per_query: pa.Table, options: Options) -> list[str]:
+    """What a reader of the summary should know: queries left out of the means, and why."""
+    out = []
+    n_relevant = per_query.column("n_relevant").to_numpy()
+    unknown = int((n_relevant == 0).sum())
+    zeroed = int(((n_relevant == 0) & counted_queries(per_query, options)).sum())
+    if zeroed:
+        out.append(f"{zeroed} judged queries have no relevant item: they count with every metric 0 "
+                   "(--empty-queries zero)")
+        unknown -= zeroed
+    if unknown:
+        out.append(f"{unknown} of {len(n_relevant)} queries have no relevant gallery item (unknown, open set): "
+                   "their metrics are null and they are left out of every mean"
+                   + ("" if options.threshold is not None else "; pass --threshold to score them as open-set queries")
+                   + _judged_empty_note(per_query, options))
+    if "first_rank" in per_query.column_names:
+        unranked = int(((n_relevant > 0) & per_query.column("first_rank").is_null().to_numpy(zero_copy_only=False)).sum())
+        if unranked:
+            out.append(f"{unranked} known queries have no relevant item in their ranking lists: rr, hit and ap are 0")
+    return out
+
+
+def _judged_empty_note(per_query: pa.Table, options: Options) -> str:
+    """Under qrels/skip: how many left-out queries trec_eval would count as 0."""
+    if options.empty_queries != "skip" or "n_judged" not in per_query.column_names:
+        return ""
+    judged = int(((per_query.column("n_relevant").to_numpy() == 0) & (per_query.column("n_judged").to_numpy() > 0)).sum())
+    return f"; {judged} of them are judged, which trec_eval counts as 0 (--empty-queries zero)" if judged else ""
+
+
+def score_note(shape: DatasetShape, options: Options) -> str:
+    """How scores were computed, for run.json (README, How it works: the tile grid)."""
+    if shape.ranked_by == "ranking/item":
+        if shape.list_scores:
+            return (f"given: ranking/item order; items of equal ranking/score (as float32) form tie groups, "
+                    f"each ordered {options.ties} (--ties) whatever order the list gives")
+        return "given: ranking/item order as it stands (no ranking/score, so ties cannot be seen; --ties does not apply)"
+    if options.judged_only:
+        return ("judged-only: per (query, judged item) pair, float64 dot product of the normalised float32 rows "
+                "summed in dimension order, rounded to float32")
+    how = "cosine: rows L2-normalised in float64, stored as float32" if options.similarity == "cosine" \
+        else "dot: raw inner product of float32 rows"
+    return (f"{how}; scores are float32 BLAS products on a fixed {TILE_ROWS}x{TILE_COLS} tile grid with one "
+            "BLAS thread, so each (query, gallery) score is one number whatever the chunking; relevant and "
+            "non-relevant scores come from the same tiles")
+
+
+def empty_per_query(options: Options) -> pa.Table:
+    """The per-query table of a dataset without queries: the columns, no rows."""
+    cols = {"query": pa.array([], pa.int64()), "key": pa.array([], pa.string()),
+            "n_relevant": pa.array([], pa.int64()), "n_junk": pa.array([], pa.int64())}
+    none = np.zeros(1, np.int64)
+    for name in m.per_query_metrics(none, np.empty(0, np.int64), none[:0], options.ks, options.map_at):
+        cols[name] = pa.array([], pa.int64() if name.endswith("_rank") else pa.float64())
+    cols["top1_score"] = pa.array([], pa.float64())
+    return pa.table(cols)

@@ -1,0 +1,140 @@
+"""Where the tasks run: submitted to a Dask client as a graph, or here on threads."""
+from __future__ import annotations
+
+from evalcore.engine.gallery import GalleryBlocks
+from evalcore.engine.options import Options
+from evalcore.engine.plan import Span, TaskContext
+from evalcore.engine.tasks import chunk_truth, combine_shards, evaluate_chunk, scan_shard, shard_bands
+from evalcore.errors import InputError
+from evalcore.io import dataset as ds
+
+
+def submit_chunks(client, path, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
+                  shards: list[Span] | None, owners: list[list[str]] | None = None) -> list:
+    """Futures of every chunk's (table, stats): one task each, or a small graph over gallery shards.
+
+    Sharded work is submitted shard by shard (earlier submissions run first):
+    the bands of every chunk in shard 1, 2, ..., then the scans from the last
+    shard back to the first. ``owners`` (``plan.shard_owners``) pins a
+    shard's band and scan tasks to the workers that own it, so each worker
+    reads only its own shards, and in that order it reads each of them once
+    for the bands and the last one's scans, and again only for the scans of
+    the others that no longer fit its cache. The pin is loose: when an
+    owner is gone (died, or left), its tasks run on any worker, and the
+    result is the same numbers.
+    """
+    run = ctx.run_id[:8]
+    if shards is None:
+        return [client.submit(evaluate_chunk, path, options, q0, q1, storage_options, ctx,
+                              key=f"evalcore-chunk-{q0}-{q1}-{run}", retries=3, pure=False) for q0, q1 in chunks]
+
+    order = iter(range(10 ** 9, 0, -1))
+
+    def submit(fn, name, *args, workers=None):
+        # the order of submission, as explicit priorities: a worker runs its ready tasks in that order
+        # (Dask's own ordering of separately submitted tasks does not follow it)
+        pin = {"workers": workers, "allow_other_workers": True} if workers else {}
+        return client.submit(fn, path, options, *args, key=f"evalcore-{name}-{run}", retries=3, pure=False,
+                             priority=next(order), **pin)
+
+    owner = owners or [[] for _ in shards]
+    truths = [submit(chunk_truth, f"truth-{q0}-{q1}", q0, q1, storage_options, ctx) for q0, q1 in chunks]
+    batches = band_batches(chunks, ctx.shape.dims or 1)
+    # bands[k][b]: shard k's bands for the chunks of batch b
+    bands = [[submit(shard_bands, f"bands-{chunks[b0][0]}-{chunks[b1 - 1][1]}-{s0}-{s1}", chunks[b0][0],
+                     chunks[b1 - 1][1], s0, s1, storage_options, ctx, chunks[b0:b1], *truths[b0:b1], workers=owner[k])
+              for b0, b1 in batches] for k, (s0, s1) in enumerate(shards)]
+    batch_of = [(b, i - b0) for b, (b0, b1) in enumerate(batches) for i in range(b0, b1)]
+    scans = {}
+    for k in reversed(range(len(shards))):
+        s0, s1 = shards[k]
+        for i, (q0, q1) in enumerate(chunks):
+            b, at = batch_of[i]
+            scans[k, i] = submit(scan_shard, f"scan-{q0}-{q1}-{s0}-{s1}", q0, q1, s0, s1, storage_options, ctx, truths[i],
+                                 at, *[bands[j][b] for j in range(len(shards))], workers=owner[k])
+    return [submit(combine_shards, f"combine-{q0}-{q1}", q0, q1, storage_options, ctx, truths[i],
+                   *[scans[k, i] for k in range(len(shards))]) for i, (q0, q1) in enumerate(chunks)]
+
+
+#: query rows (as float32) one bands task holds at most
+BAND_BATCH_BYTES = 64 << 20
+
+
+def band_batches(chunks: list[Span], dims: int, max_bytes: int = BAND_BATCH_BYTES) -> list[Span]:
+    """Consecutive runs of chunks (as index ranges) whose query rows fit ``max_bytes`` together."""
+    out: list[Span] = []
+    start, rows = 0, 0
+    for i, (q0, q1) in enumerate(chunks):
+        if i > start and (rows + q1 - q0) * dims * 4 > max_bytes:
+            out.append((start, i))
+            start, rows = i, 0
+        rows += q1 - q0
+    if chunks:
+        out.append((start, len(chunks)))
+    return out
+
+
+def run_here(source, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
+             shards: list[Span] | None, threads: int, results: list, on_chunk=None) -> None:
+    """Run every chunk in this process, on ``threads`` threads, into ``results`` (in chunk order).
+
+    BLAS is held to one thread for the whole run: the grid's exactness needs
+    it, and the chunks are the parallelism. With more than one thread and an
+    unsharded gallery that fits the cache, the gallery blocks are read and
+    normalised first, in parallel, so every thread then shares one copy.
+    """
+    from threadpoolctl import threadpool_limits
+
+    def finished(i: int, result, done: int) -> None:
+        results[i] = result
+        raise_input_error(result[1])
+        if on_chunk:
+            on_chunk(result[1], done, len(chunks))
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        if threads <= 1:
+            for i, (q0, q1) in enumerate(chunks):
+                finished(i, run_chunk_here(source, options, q0, q1, storage_options, ctx, shards), i + 1)
+            return
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="evalcore") as pool:
+            if shards is None and ctx.shape.ranked_by == "embeddings" and not options.judged_only:
+                # chunks one after another, each scan split over the threads by gallery columns:
+                # the threads finish together, however few chunks there are
+                prefetch_gallery(pool, source, options, storage_options, ctx)
+                for i, (q0, q1) in enumerate(chunks):
+                    finished(i, evaluate_chunk(source, options, q0, q1, storage_options, ctx, pool=pool), i + 1)
+                return
+            futures = {pool.submit(run_chunk_here, source, options, q0, q1, storage_options, ctx, shards): i
+                       for i, (q0, q1) in enumerate(chunks)}
+            try:
+                for done, future in enumerate(as_completed(futures), start=1):
+                    finished(futures[future], future.result(), done)
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+
+
+def prefetch_gallery(pool, source, options: Options, storage_options, ctx: TaskContext) -> None:
+    """Read and normalise the gallery blocks into the run's cache, a block per thread, when they fit."""
+    group = ds.open_dataset(source, storage_options)
+    GalleryBlocks(group, options.similarity, ctx.run_id, ctx.cache_bytes).prefetch(pool.map)
+
+
+def run_chunk_here(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext,
+                   shards: list[Span] | None):
+    """The same work without a cluster, one piece after another."""
+    if shards is None:
+        return evaluate_chunk(path, options, q0, q1, storage_options, ctx)
+    truth = chunk_truth(path, options, q0, q1, storage_options, ctx)
+    bands = [shard_bands(path, options, q0, q1, s0, s1, storage_options, ctx, [(q0, q1)], truth) for s0, s1 in shards]
+    parts = [scan_shard(path, options, q0, q1, s0, s1, storage_options, ctx, truth, 0, *bands) for s0, s1 in shards]
+    return combine_shards(path, options, q0, q1, storage_options, ctx, truth, *parts)
+
+
+def raise_input_error(stats: dict) -> None:
+    """A task's input error, returned as a value, raised here on the driver."""
+    if "input_error" in stats:
+        raise InputError(stats["input_error"])

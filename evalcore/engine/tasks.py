@@ -1,0 +1,240 @@
+"""The tasks: per-query rows for one chunk of queries, whole or as a graph over gallery shards.
+
+A task opens the dataset itself, so only a path (or a scattered in-memory
+group), the options, two integers and the task context travel to a worker,
+and only the chunk's rows (or a shard's tile states) travel back. An input
+error is returned as a value, not raised: a retry would not make the data
+any better, and the driver reports it.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from evalcore.core import metrics as m
+from evalcore.core import protocols as p
+from evalcore.core.ranking import (
+    Ranked,
+    finish_states,
+    merge_states,
+    new_states,
+    normalize_rows,
+    query_tiles,
+    rank_by_embeddings,
+    rank_by_lists,
+    row_norms,
+    scan_gallery,
+    threshold_bounds,
+)
+from evalcore.engine.gallery import GalleryBlocks, gallery_side
+from evalcore.engine.options import Options
+from evalcore.engine.plan import TaskContext, describe
+from evalcore.errors import InputError
+from evalcore.io import dataset as ds
+from evalcore.io import truth as truth_io
+
+
+def load_truth(group, options: Options, q0: int, q1: int, n_gallery: int, run_id: str = "") -> p.Truth:
+    """The protocol's relevant and junk sets for queries q0..q1 (reads, then pure code)."""
+    rows = slice(q0, q1)
+    if options.protocol in ("class", "reid"):
+        g = gallery_side(group, run_id, ("label", "cam", "junk"))
+        ql = ds.read(group, "query/label", rows).astype(np.int64)
+        if options.protocol == "class":
+            return p.class_truth(ql, g["label"], g.get("junk"), index=g["label_index"])
+        return p.reid_truth(ql, ds.read(group, "query/cam", rows).astype(np.int64), g["label"], g["cam"],
+                            g.get("junk"), index=g["label_index"])
+    gallery_junk = gallery_side(group, run_id, ("junk",)).get("junk")
+
+    return truth_io.load(group, options, q0, q1, n_gallery, gallery_junk)
+
+
+
+def keys_of(group, side: str, idx: np.ndarray) -> list:
+    """Keys of the given rows (-1 gives null); defaults are q<i> / g<i>."""
+    prefix = side[0]
+    if ds.has(group, f"{side}/key"):
+        valid = idx[idx >= 0]
+        uniq = np.unique(valid)
+        read = ds.read(group, f"{side}/key", uniq) if uniq.size else np.empty(0, object)
+        lookup = dict(zip(uniq.tolist(), (str(x) for x in read)))
+        return [lookup[i] if i >= 0 else None for i in idx.tolist()]
+    return [f"{prefix}{i}" if i >= 0 else None for i in idx.tolist()]
+
+
+def _nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
+    return pa.array(values, mask=null)
+
+
+def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, pool=None) -> Ranked:
+    """Relevant ranks for one chunk, from embeddings or from precomputed lists."""
+    gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
+    if ctx.shape.ranked_by == "ranking/item":
+        items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
+        scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
+        return rank_by_lists(items, scores, truth, gallery_junk, ties=options.ties, q0=q0)
+    if truth.allowed_indptr is not None:
+
+        return truth_io.rank_among_allowed(group, options, truth, q0, q1)
+    query, gallery = chunk_inputs(group, options, q0, q1, ctx, cache=True)
+    split = {} if pool is None else {"parts": pool._max_workers, "map_fn": pool.map}
+    return rank_by_embeddings(query, q0, truth, gallery, n_query=ctx.shape.n_queries, similarity=options.similarity,
+                              ties=options.ties, gallery_junk=gallery_junk, **split)
+
+
+
+def chunk_inputs(group, options: Options, q0: int, q1: int, ctx: TaskContext, span=None, cache: bool = False):
+    """The chunk's query rows (checked for NaN/Inf/zero) and a reader of its gallery (or shard)."""
+    query = ds.read_array(group["query/emb"], "query/emb", slice(q0, q1))
+    norms = row_norms(query)
+    problems = ds.check_embeddings("query/emb", q0, query, options.similarity == "cosine", norms=norms)
+    if problems:
+        raise InputError(problems[0])
+    budget = ctx.cache_bytes if cache else 0
+    gallery = GalleryBlocks(group, options.similarity, ctx.run_id, budget, span=span)
+    gallery.query_norms = (q0, norms)  # dot: each gallery block is checked against these for float32 overflow
+    return query, gallery
+
+
+
+def _open_chunk(path, options, q0, q1, storage_options, ctx, span=None):
+    """Dataset, normalised query rows and gallery reader; a shard's reader keeps its blocks."""
+    group = ds.open_dataset(path, storage_options)
+    query, gallery = chunk_inputs(group, options, q0, q1, ctx, span=span, cache=span is not None)
+    return group, normalize_rows(query, options.similarity), gallery
+
+
+def chunk_truth(path: str, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext):
+    """Task: the chunk's relevant and junk sets, or an input error as a value."""
+    try:
+        group = ds.open_dataset(path, storage_options)
+        return load_truth(group, options, q0, q1, ctx.shape.n_gallery, ctx.run_id)
+    except InputError as exc:
+        return InputError(str(exc))
+
+
+def shard_bands(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, storage_options, ctx: TaskContext,
+                chunks: list[tuple[int, int]], *truths) -> list | InputError:
+    """Task: for each chunk of a batch (queries q0..q1), the threshold bands of its relevant pairs whose
+    item lies in gallery rows s0..s1, as (pairs, lo, hi); or the first input error, as a value.
+
+    Done per shard so the rows come from the shard its owner holds, not from
+    scattered reads of the whole gallery; and for a batch of chunks at once,
+    so a worker goes through its shards' bands one shard after another,
+    without waiting on each chunk's relevant sets between them.
+    """
+    errors = [t for t in truths if isinstance(t, InputError)]
+    if errors:
+        return errors[0]
+    try:
+        group = ds.open_dataset(path, storage_options)
+        out = []
+        for (c0, c1), truth in zip(chunks, truths):
+            query, gallery = chunk_inputs(group, options, c0, c1, ctx, span=(s0, s1), cache=True)
+            pairs = np.nonzero((truth.rel_items >= s0) & (truth.rel_items < s1))[0]
+            out.append((pairs, *threshold_bounds(normalize_rows(query, options.similarity), truth, gallery, pairs)))
+        return out
+    except InputError as exc:
+        return InputError(str(exc))
+
+
+def _gather_bands(truth, bands) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.empty(len(truth.rel_items), dtype=np.float32)
+    hi = np.empty(len(truth.rel_items), dtype=np.float32)
+    for pairs, part_lo, part_hi in bands:
+        lo[pairs], hi[pairs] = part_lo, part_hi
+    return lo, hi
+
+
+def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, storage_options, ctx: TaskContext,
+               truth, at: int, *bands):
+    """Task: the chunk's tile states over gallery rows s0..s1 (``bands``: every shard's bands of the
+    chunk's batch, the chunk at position ``at`` in each)."""
+    errors = [x for x in (truth, *bands) if isinstance(x, InputError)]
+    if errors:
+        return errors[0]
+    try:
+        group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, ctx, span=(s0, s1))
+        gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
+        tiles = query_tiles(qn, q0, ctx.shape.n_queries)
+        states = new_states(tiles, q0, truth, *_gather_bands(truth, [batch[at] for batch in bands]))
+        scan_gallery(tiles, states, gallery.blocks(s0, s1), gallery_junk)
+        return states
+    except InputError as exc:
+        return InputError(str(exc))
+
+
+def combine_shards(path: str, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext, truth, *parts):
+    """Task: add the shards' states and write the chunk's per-query rows."""
+    started = time.perf_counter()
+    errors = [x for x in (truth, *parts) if isinstance(x, InputError)]
+    if errors:
+        return None, {"q0": q0, "q1": q1, "input_error": str(errors[0]), "near_ties": 0, "seconds": 0.0}
+    ranked = finish_states(merge_states(list(parts)), truth, options.ties)
+    try:
+        group = ds.open_dataset(path, storage_options)
+        table = per_query_table(group, options, truth, ranked, q0, q1)
+    except InputError as exc:
+        return None, {"q0": q0, "q1": q1, "input_error": str(exc), "near_ties": 0, "seconds": 0.0}
+    return table, {"q0": q0, "q1": q1, "near_ties": ranked.near_ties, "shards": len(parts),
+                   "seconds": time.perf_counter() - started}
+
+
+
+def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_options: dict | None = None,
+                   ctx: TaskContext | None = None, pool=None) -> tuple[pa.Table, dict]:
+    """The task: per-query rows for queries q0..q1 and a few counters (``pool``: threads that split the scan)."""
+    started = time.perf_counter()
+    try:
+        group = ds.open_dataset(path, storage_options)
+        ctx = ctx or TaskContext(describe(group, options))
+        truth = load_truth(group, options, q0, q1, ctx.shape.n_gallery, ctx.run_id)
+        ranked = rank_chunk(group, options, ctx, truth, q0, q1, pool)
+        table = per_query_table(group, options, truth, ranked, q0, q1)
+    except InputError as exc:  # returned, not raised: a retry would not make the data any better
+        return None, {"q0": q0, "q1": q1, "input_error": str(exc), "near_ties": 0,
+                      "seconds": time.perf_counter() - started}
+    stats = {"q0": q0, "q1": q1, "near_ties": ranked.near_ties, "seconds": time.perf_counter() - started}
+    return table, stats
+
+
+def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0: int, q1: int) -> pa.Table:
+    """The per_query.parquet rows of one chunk, in query order."""
+    n = q1 - q0
+    r = ranked
+    cols: dict[str, pa.Array] = {"query": pa.array(np.arange(q0, q1, dtype=np.int64))}
+    cols["key"] = pa.array(keys_of(group, "query", np.arange(q0, q1)), pa.string())
+    if ds.has(group, "query/label"):
+        cols["label"] = pa.array(ds.read(group, "query/label", slice(q0, q1)).astype(np.int64))
+    if ds.has(group, "query/group"):
+        cols["group"] = pa.array([str(x) for x in ds.read(group, "query/group", slice(q0, q1))], pa.string())
+    cols["n_relevant"] = pa.array(r.n_relevant.astype(np.int64))
+    cols["n_junk"] = pa.array(truth.n_junk.astype(np.int64))
+    zero_empty = truth.columns["n_judged"] > 0 if options.empty_queries == "zero" else None
+    values = m.per_query_metrics(r.indptr, r.ranks, r.n_relevant, options.ks, options.map_at, zero_empty)
+    for name, v in values.items():
+        if name in ("first_rank", "last_rank"):
+            cols[name] = _nullable(v.astype(np.int64), v < 0)
+        else:
+            cols[name] = _nullable(v.astype(np.float64), np.isnan(v))
+    cols["top1"] = _nullable(r.top1, r.top1 < 0)  # top1_key is added once, on the driver
+    cols["top1_score"] = _nullable(r.top1_score, np.isnan(r.top1_score))
+    cols["relevant_score"] = _nullable(r.relevant_score, np.isnan(r.relevant_score))
+    if options.threshold is not None:
+        correct = values["first_rank"] == 1
+        accepted, outcome = m.open_set_outcome(r.top1_score, correct, options.threshold)
+        cols["accepted"] = pa.array(accepted)
+        cols["outcome"] = pa.array(outcome.tolist(), pa.string())
+    for name, v in truth.columns.items():
+        if np.asarray(v).dtype.kind in "iu":  # counts (n_judged) stay integers
+            cols[name] = pa.array(np.asarray(v, dtype=np.int64))
+            continue
+        cols[name] = _nullable(np.asarray(v, dtype=np.float64), np.isnan(np.asarray(v, dtype=np.float64)))
+    if "gt_distance" in truth.columns:
+
+        d = truth_io.top1_distance(group, options, q0, q1, r.top1)
+        cols["top1_distance"] = _nullable(d, np.isnan(d))
+    assert all(len(a) == n for a in cols.values())
+    return pa.table(cols)
