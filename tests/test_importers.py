@@ -255,7 +255,7 @@ def _side_table(**overrides):
     ({}, {"cam_column": "camera"}, r"bad\.parquet: column camera \(cam\) missing"),
     ({"key": ["a", "b", "a", "a"]}, {}, r"bad\.parquet: column key: duplicate id 'a' \(rows 0 and 3\)"),
     ({"lat": [1.0, 95.0, 0.0, 0.0], "lon": [0.0, 0.0, 0.0, 0.0]}, {},
-     r"bad\.parquet: column lat: row 1 lie outside \[-90, 90\]"),
+     r"bad\.parquet: column lat: row 1 lies outside \[-90, 90\] degrees \(first: 95\.0\)"),
     ({"emb": pa.array(["a", "b", "c", "d"])}, {}, r"bad\.parquet: column emb: type string is not a list"),
 ])
 def test_parquet_malformed(tmp_path, overrides, options, match):
@@ -330,11 +330,11 @@ def test_faiss_json_explicit_paths_and_wrapped_queries(tmp_path):
                   "q2": {"results": []}, "q3": {"results": []}}},
      r"results/q1\.json: results entry 1, field id: unknown reference 'r9'"),
     ({"queries": [{"id": "q1", "lat": 91.0, "lon": 0.0}]},
-     r"query_index\.json: entry 0, field lat: 91\.0 lies outside \[-90, 90\]"),
+     r"query_index\.json: field lat: entry 0 lies outside \[-90, 90\] degrees \(first: 91\.0\)"),
     ({"refs": [{"id": "r0", "lat": 0.0, "lon": 0.0}, {"id": "r1", "lat": 0.0, "lon": -181}]},
-     r"reference_index\.json: entry 1, field lon: -181\.0 lies outside \[-180, 180\]"),
+     r"reference_index\.json: field lon: entry 1 lies outside \[-180, 180\] degrees \(first: -181\.0\)"),
     ({"refs": [{"id": "r0", "lat": float("nan"), "lon": 0.0}]},
-     r"reference_index\.json: entry 0, field lat: nan is not a finite"),
+     r"reference_index\.json: field lat: entry 0 is NaN or infinite"),
     ({"results": {"q1": {"results": []}, "q2": {"results": []}}},
      r"results/q3\.json: no results file for query 'q3'"),
     ({"queries": [{"id": "q1", "lat": 1, "lon": 1}, {"id": "q1", "lat": 2, "lon": 2}]},
