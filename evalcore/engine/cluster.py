@@ -8,6 +8,12 @@ import re
 import threading
 import time
 
+from distributed import Client, Future, LocalCluster
+from distributed.client import FutureCancelledError
+from distributed.comm.core import CommClosedError
+from distributed.scheduler import KilledWorker
+from distributed.worker_memory import parse_memory_limit
+
 from evalcore.errors import InputError
 
 ADDRESS = re.compile(r"^(tcp|tls|ucx|inproc)://([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
@@ -80,12 +86,6 @@ def _diagnose(exc: BaseException, client=None, *, scheduler: str | None = None, 
     with reason ``scheduler-connection-lost``, or ``CommClosedError`` when it
     went away in the middle of a request) is named too.
     """
-    try:
-        from distributed.client import FutureCancelledError
-        from distributed.comm.core import CommClosedError
-        from distributed.scheduler import KilledWorker
-    except ImportError:  # pragma: no cover
-        return None
     if isinstance(exc, FutureCancelledError) and getattr(exc, "reason", "") == NO_WORKERS_REASON:
         return ClusterError, no_workers_message(scheduler, no_workers_timeout())
     lost = isinstance(exc, FutureCancelledError) and getattr(exc, "reason", "") == "scheduler-connection-lost"
@@ -189,8 +189,6 @@ class WorkerWatch:
             elif time.monotonic() - last_seen >= self.timeout:
                 self.fired = True
                 with contextlib.suppress(Exception):
-                    from distributed import Future
-
                     pending: list = [Future(key, self.client) for key in list(self.client.futures)]
                     self.client.cancel(pending, reason=NO_WORKERS_REASON)
                 last_seen = time.monotonic()
@@ -201,8 +199,6 @@ def check_memory_limit(memory_limit, n_workers: int) -> None:
     if memory_limit in (None, "auto"):
         return
     try:
-        from distributed.worker_memory import parse_memory_limit
-
         limit = parse_memory_limit(memory_limit, 1, total_cores=n_workers, logger=logging.getLogger(__name__))
     except (ValueError, TypeError):
         return  # the option's own check says what is wrong with its spelling
@@ -257,8 +253,6 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
     not answer within CONNECT_TIMEOUT (or the connection is lost mid-run), and
     WorkerFailed (saying whether memory was the cause) when workers keep dying.
     """
-    from distributed import Client, LocalCluster
-
     if scheduler:
         check_address(scheduler)
         try:

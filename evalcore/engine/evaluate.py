@@ -126,7 +126,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
         finally:
             run_caches.forget_run(ctx.run_id)
     else:
-        from distributed import as_completed
+        from distributed import as_completed  # deferred: runs without a client never import distributed
 
         if isinstance(source, zarr.Group):  # arrays in memory: one copy per worker, not one per task
             source = client.scatter(source, broadcast=True, hash=False)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+import psutil
+
 from evalcore.core.ranking import TILE_COLS, TILE_ROWS
 from evalcore.engine.options import Options
 from evalcore.errors import InputError
@@ -183,10 +185,5 @@ def cache_budget(client) -> int:
         limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
         limit = min(limits) if limits else 0
     if not limit:
-        try:
-            import psutil
-
-            limit = psutil.virtual_memory().total // 4
-        except ImportError:  # pragma: no cover
-            limit = 1 << 30
+        limit = psutil.virtual_memory().total // 4
     return int(limit // 3)

@@ -1,6 +1,10 @@
 """Where the tasks run: submitted to a Dask client as a graph, or here on threads."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from threadpoolctl import threadpool_limits
+
 from evalcore.engine.gallery import GalleryBlocks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import Span, TaskContext
@@ -83,8 +87,6 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
     unsharded gallery that fits the cache, the gallery blocks are read and
     normalised first, in parallel, so every thread then shares one copy.
     """
-    from threadpoolctl import threadpool_limits
-
     def finished(i: int, result, done: int) -> None:
         results[i] = result
         raise_input_error(result[1])
@@ -96,8 +98,6 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
             for i, (q0, q1) in enumerate(chunks):
                 finished(i, run_chunk_here(source, options, q0, q1, storage_options, ctx, shards), i + 1)
             return
-        from concurrent.futures import ThreadPoolExecutor, as_completed
-
         with ThreadPoolExecutor(threads, thread_name_prefix="evalcore") as pool:
             if shards is None and ctx.shape.ranked_by == "embeddings" and not options.judged_only:
                 # chunks one after another, each scan split over the threads by gallery columns:
