@@ -106,43 +106,26 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
     gpos = {g: i for i, g in enumerate(gids)}
 
     name = str(qrels_path)
-    if not os.path.isfile(qrels_path):
-        raise InputError(f"{name}: no such file")
-    judged: dict[tuple[int, int], tuple[int, int]] = {}  # (query, item) -> (rel, line)
+    rows: list[tuple[int, int, int, int, str]] = []  # (line, query, item, rel, docid), in the file's order
     skipped: dict[str, int] = {}  # judged query ids absent from the ids -> first line
-    try:
-        with open(qrels_path, encoding="utf-8") as handle:
-            for number, fields in trec_records(handle, name, "qid iter docid rel"):
-                qid, _, docid, rel_text = fields
-                if qid not in qpos:  # trec_eval too evaluates only queries that have results
-                    skipped.setdefault(qid, number)
-                    continue
-                if docid not in gpos:
-                    raise InputError(f"{name}: line {number}, field docid: unknown document {docid!r} "
-                                     f"(not in {gsource})")
-                try:
-                    rel = int(rel_text)
-                except ValueError:
-                    raise InputError(f"{name}: line {number}, field rel: {rel_text!r} is not an integer") from None
-                rel = trec_relevance(rel)
-                pair = (qpos[qid], gpos[docid])
-                if pair in judged and judged[pair][0] != rel:
-                    raise InputError(f"{name}: line {number}, field rel: ({qid}, {docid}) judged {rel_text} "
-                                     f"here but differently on line {judged[pair][1]}")
-                judged.setdefault(pair, (rel, number))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{name}: not UTF-8 text ({exc})") from None
-    if not judged:
-        raise InputError(f"{name}: no judgements" + (f" for the queries of {qsource}" if skipped else ""))
-    pairs = np.asarray(list(judged), dtype=np.int64).reshape(-1, 2)
-    arrays["qrels/query"] = pairs[:, 0]
-    arrays["qrels/item"] = pairs[:, 1]
-    arrays["qrels/rel"] = np.asarray([r for r, _ in judged.values()], dtype=np.int8)
+    for qid, judgements in _read_trec_qrels(qrels_path).items():
+        if qid not in qpos:  # trec_eval too evaluates only queries that have results
+            skipped[qid] = min(number for _, number in judgements.values())
+            continue
+        rows += [(number, qpos[qid], gpos.get(docid, -1), rel, docid) for docid, (rel, number) in judgements.items()]
+    rows.sort()
+    unknown = [r for r in rows if r[2] < 0]
+    if unknown:  # the first in the file
+        number, docid = unknown[0][0], unknown[0][4]
+        raise InputError(f"{name}: line {number}, field docid: unknown document {docid!r} (not in {gsource})")
+    if not rows:
+        raise InputError(f"{name}: no judgements for the queries of {qsource}")
+    arrays["qrels/query"] = np.asarray([r[1] for r in rows], dtype=np.int64)
+    arrays["qrels/item"] = np.asarray([r[2] for r in rows], dtype=np.int64)
+    arrays["qrels/rel"] = np.asarray([r[3] for r in rows], dtype=np.int8)
+    skipped = dict(sorted(skipped.items(), key=lambda item: item[1]))
     warnings = [_skipped_queries(name, skipped, f"not in {qsource}")] if skipped else []
     return arrays, {**attrs, "protocol": "qrels", WARNINGS: warnings}
-
-
-
 
 
 def _open_text(path):
