@@ -13,6 +13,7 @@ from conftest import load_vector, vector_arrays
 from reference import evaluate_all
 
 from evalcore.core import ground_truth as gt
+from evalcore.core.coordinates import coordinate_names
 from evalcore.core.ranking import TILE_ROWS
 from evalcore.engine.evaluate import Options, evaluate
 from evalcore.errors import InputError
@@ -468,7 +469,7 @@ def test_bad_embeddings_in_judged_only_ranking(write, name, row, needle):
     ("xy", "query/y", 2, np.inf, "query/y: rows 2 are NaN or infinite"),
 ])
 def test_bad_coordinates_raise_input_error(write, protocol, name, row, value, needle):
-    a, b = gt.coordinate_names(protocol)
+    a, b = coordinate_names(protocol)
     arrays = {"query/emb": np.ones((3, 2), np.float32), "gallery/emb": np.ones((5, 2), np.float32),
               f"query/{a}": np.zeros(3), f"query/{b}": np.zeros(3),
               f"gallery/{a}": np.linspace(0, 1, 5), f"gallery/{b}": np.zeros(5)}

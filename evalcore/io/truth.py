@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from evalcore.core.coordinates import coordinate_names, coordinate_problems
 from evalcore.core.ground_truth import (
     _is_member,
     _out_of_range,
     _raise_first,
     collapse_qrels,
-    coordinate_names,
-    coordinate_problems,
     euclidean,
     haversine,
     make_space,

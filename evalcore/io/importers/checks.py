@@ -5,7 +5,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from evalcore.core.ground_truth import bad_coordinates
+from evalcore.core.coordinates import bad_coordinates
 from evalcore.errors import InputError, rows_text
 
 #: attrs key under which a reader hands back warnings; import_to takes it out before writing

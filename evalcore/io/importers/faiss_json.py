@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from evalcore.core.ground_truth import DEGREES
+from evalcore.core.coordinates import DEGREES
 from evalcore.errors import InputError
 from evalcore.io.importers.checks import check_coordinates
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from evalcore.core.ground_truth import DEGREES
+from evalcore.core.coordinates import DEGREES
 from evalcore.errors import InputError, rows_text
 from evalcore.io.importers.checks import (
     check_coordinates,
