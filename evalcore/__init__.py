@@ -7,6 +7,8 @@
 The public names are below; everything else may change. They are imported on
 first use, so ``import evalcore`` (and the command line's start) stays quick.
 """
+import importlib
+
 from evalcore.errors import ArrayError, DatasetNotFoundError, InputError, OptionError
 
 __version__ = "0.1.0"
@@ -20,8 +22,6 @@ _LAZY = {"evaluate": "evalcore.api", "Result": "evalcore.api", "validate": "eval
 
 def __getattr__(name: str):
     if name in _LAZY:
-        import importlib
-
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value

@@ -22,13 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import psutil
 import pyarrow as pa
 import zarr
 
+from evalcore.core import openset
 from evalcore.engine import evaluate as engine
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
+from evalcore.io.validate import validate as validate_group
 from evalcore.render import pages
 
 #: keyword argument -> the dataset array it becomes
@@ -169,8 +172,6 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
 
 
 def sweep_tables(result, target_fpir: float | None):
-    from evalcore.core import openset
-
     pq = result.per_query
     if result.info["ranked_by"] == "ranking/item" and pq.num_rows and \
             pq.column("top1_score").null_count == pq.num_rows:
@@ -219,7 +220,7 @@ def execution(group, client, workers: int | None, memory_limit):
         if threads:
             yield None, threads, f"in process, {threads} thread(s)"
             return
-    from evalcore.engine.cluster import dask_client
+    from evalcore.engine.cluster import dask_client  # deferred: in-process runs never import distributed
 
     with dask_client(None, workers, memory_limit) as local:
         yield local, 1, f"local cluster, {len(local.scheduler_info()['workers'])} worker process(es)"
@@ -235,12 +236,7 @@ def choose_threads(group) -> int:
 
 
 def total_memory() -> int:
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().total)
-    except ImportError:  # pragma: no cover - psutil comes with distributed
-        return 4 << 30
+    return int(psutil.virtual_memory().total)
 
 
 _FLAG = re.compile(r"--([a-z][a-z-]*)")
@@ -281,8 +277,6 @@ def parameter_names(from_arrays: bool):
 def validate(source, protocol: str | None = None, *, similarity: str | None = None, judged_only: bool = False,
              storage_options: Mapping | None = None) -> list[str]:
     """Every problem of a dataset for a protocol (an empty list when it is valid)."""
-    from evalcore.io.validate import validate as validate_group
-
     group = ds.open_dataset(source, storage_options)
     attributes = ds.dataset_attributes(group)
     return validate_group(group, protocol or attributes.get("protocol") or "class",

@@ -445,7 +445,7 @@ def test_existing_output_is_kept_on_bad_input_even_with_overwrite(tmp_path):
     scipy.io.savemat(tmp_path / "good.mat", src)
     out = tmp_path / "ds.zarr"
     import_to("mat", [tmp_path / "good.mat"], out)
-    with pytest.raises(InputError, match=r"output .*ds\.zarr: already exists"):
+    with pytest.raises(InputError, match=r"--out .*ds\.zarr: exists and is not empty \(pass --overwrite"):
         import_to("mat", [tmp_path / "good.mat"], out)
     src["gallery_cam"] = [1, 2]
     scipy.io.savemat(tmp_path / "bad.mat", src)

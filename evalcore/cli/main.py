@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -18,7 +19,11 @@ import time
 
 from evalcore.cli import import_cmd
 from evalcore.errors import InputError
-from evalcore.jobs import nightly, score
+from evalcore.io import dataset as ds
+from evalcore.io import report
+from evalcore.io.history import atomic_write
+from evalcore.io.importers import check_import_out
+from evalcore.jobs import bench, nightly, score, synthetic
 from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
@@ -29,6 +34,7 @@ from evalcore.jobs.common import (
     parse_storage_options,
     run_evaluation,
 )
+from evalcore.render import pages
 from evalcore.types import PROTOCOLS, SIMILARITIES
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 128 + signal.SIGTERM
@@ -79,14 +85,11 @@ def cmd_evaluate(args) -> int:
 
 
 def print_summary(summary, per_query, n_worst: int = 10) -> None:
-    from evalcore.render import pages
-
     print(pages.format_terminal(summary, per_query, n_worst=n_worst))
 
 
 def cmd_validate(args) -> int:
-    from evalcore.io import dataset as ds
-    from evalcore.io.validate import validate
+    from evalcore.io.validate import validate  # deferred: validation needs numba, evalcore --help does not
 
     storage_options = parse_storage_options(args.storage_option)
     group = ds.open_dataset(args.dataset, storage_options)
@@ -111,23 +114,16 @@ def check_demo_out(out: str, overwrite: bool) -> None:
     Ours: it holds ``DEMO_MARKER`` and nothing but the demo's dataset.zarr and
     report/ (each what evalcore writes) and evalcore's leftovers of them.
     """
-    from evalcore.io import report
-    from evalcore.io.importers import check_import_out
-
-    p = report._local(out)
-    if p.exists() and not p.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder")
-    report.check_creatable("--out", out)
-    if not (p.is_dir() and any(p.iterdir())):
+    entries = report.local_out_entries(out, overwrite)
+    if not entries:
         return
-    if not overwrite:
-        raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
+    p = report._local(out)
     try:
         ours = json.loads((p / DEMO_MARKER).read_text()).get("written_by") == "evalcore demo"
     except (OSError, ValueError, AttributeError):
         ours = False
-    foreign = sorted(e.name for e in p.iterdir() if e.name not in (DEMO_MARKER, *DEMO_ENTRIES)
-                     and not ((m := report.LEFTOVER.match(e.name)) and m["name"] in DEMO_ENTRIES))
+    foreign = [n for n in entries if n not in (DEMO_MARKER, *DEMO_ENTRIES)
+               and not ((m := report.LEFTOVER.match(n)) and m["name"] in DEMO_ENTRIES)]
     if not ours or foreign:
         raise InputError(f"--out {out}: holds {(foreign or ['no ' + DEMO_MARKER])[0]!r}, so it is not a folder "
                          "evalcore demo wrote; --overwrite only replaces a demo folder, choose another --out")
@@ -138,10 +134,6 @@ def check_demo_out(out: str, overwrite: bool) -> None:
 
 
 def cmd_demo(args) -> int:
-    from evalcore.io import report
-    from evalcore.io.history import atomic_write
-    from evalcore.jobs import synthetic
-
     out = args.out or "evalcore-demo"
     dataset = os.path.join(out, "dataset.zarr")
     report_dir = os.path.join(out, "report")
@@ -160,8 +152,6 @@ def cmd_demo(args) -> int:
         synthetic.write_market_like(tmp, dims=dims, seed=0)
         report.swap_into_place(tmp, dataset)
     except BaseException:
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     started = time.perf_counter()
@@ -173,16 +163,12 @@ def cmd_demo(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from evalcore.io import report
-
     content = report.read_report(args.report, parse_storage_options(args.storage_option))
     print_summary(content["summary"], content["per_query"], n_worst=args.worst)
     return EXIT_OK
 
 
 def cmd_bench(args) -> int:
-    from evalcore.jobs import bench
-
     return bench.run(args)
 
 
@@ -246,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from evalcore.engine.cluster import ClusterError
+    from evalcore.engine.cluster import ClusterError  # deferred: evalcore --help does not import distributed
 
     debug = bool(os.environ.get("EVALCORE_DEBUG"))
     try:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from evalcore.core.kernels import fold_tile, pair_dots
 from evalcore.core.protocols import Truth, segment_ids
@@ -345,8 +346,6 @@ def new_states(tiles, q0: int, truth: Truth, lo: np.ndarray, hi: np.ndarray) -> 
 
 def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarray | None) -> None:
     """Fold every tile of the given gallery blocks into the states (one BLAS thread)."""
-    from threadpoolctl import threadpool_limits
-
     buffers: dict = {}  # one score buffer per tile shape, reused: no fresh 4 MiB array per product
     with threadpool_limits(limits=1, user_api="blas"):
         for g0, block in blocks:

@@ -34,6 +34,7 @@ import hashlib
 import math
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -42,9 +43,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import zarr
 
 from evalcore.errors import InputError
+from evalcore.io import dataset as ds
 from evalcore.io.dataset import is_url
+from evalcore.io.history import atomic_write, locked
 
 DEFAULT_DIMS = 128
 NORM_TOLERANCE = 1e-3
@@ -228,7 +232,6 @@ def check_npy_header(name: str, path) -> tuple[tuple, np.dtype, bool, int]:
         st = path.stat()
     except FileNotFoundError:
         raise InputError(f"{name}: missing ({path})") from None
-    import stat
 
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{name}: not a regular file ({path})")
@@ -307,9 +310,7 @@ def open_submission(path) -> Submission:
                 raise InputError(f"{name}: cannot be read ({exc})") from None
             sub.names[side] = name
         return sub
-    import zarr
 
-    from evalcore.io import dataset as ds
 
     if not root.exists() and not is_url(path):
         raise InputError(f"submission {path}: no such file or folder")
@@ -383,8 +384,6 @@ TRUTH_ARRAYS = ("query/key", "gallery/key", "qrels/query", "qrels/item", "qrels/
 
 def truth_shape(group) -> tuple[int, int, int]:
     """(queries, gallery images, dims) of a truth bundle; InputError naming what is missing."""
-    from evalcore.io import dataset as ds
-
     attrs = ds.dataset_attributes(group)
     if attrs.get("protocol", "qrels") != "qrels":
         raise InputError(f"truth: attribute evalcore.protocol is {attrs.get('protocol')!r}, not 'qrels'")
@@ -401,7 +400,7 @@ def truth_shape(group) -> tuple[int, int, int]:
 
 
 def utc_now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0)
 
 
 def result_record(team: str, submission: str, fingerprint: str, summary_all: Mapping,
@@ -447,7 +446,7 @@ def read_leaderboard(path) -> pa.Table:
 def _rank_key(row: Mapping):
     score = row["score"]
     valid = score is not None and not math.isnan(score)
-    when = row["scored_at"] or _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
+    when = row["scored_at"] or _dt.datetime.max.replace(tzinfo=_dt.UTC)
     return (not valid, -score if valid else 0.0, when, row["team"])
 
 
@@ -467,8 +466,6 @@ def update_leaderboard(path, record: Mapping) -> pa.Table:
     and writes the leaderboard and ``<stem>_best.parquet`` each through a
     temporary file and ``os.replace``. Returns the new leaderboard.
     """
-    from evalcore.io.history import atomic_write, locked
-
     p = Path(path)
     row = {k: record[k] for k in LEADERBOARD_COLUMNS}
     with locked(p.parent / f".{p.name}.lock"):

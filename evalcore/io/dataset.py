@@ -5,6 +5,8 @@ Paths may be local folders or any fsspec URL (``s3://bucket/ds.zarr``).
 """
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import warnings
 from collections.abc import Mapping
@@ -12,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import zarr
 import zarr.abc.store
+from zarr.core.sync import sync
 
 from evalcore.errors import InputError, rows_text
 
@@ -107,10 +110,6 @@ def missing_chunks(arr: zarr.Array) -> list[tuple[int, ...]]:
     on local folders and object stores alike) is compared with the keys the
     chunk grid implies. Chunks inside a stored shard are not checked.
     """
-    import itertools
-
-    from zarr.core.sync import sync
-
     grid = tuple(-(-n // c) for n, c in zip(arr.shape, arr.shards or arr.chunks))
     if any(n == 0 for n in grid):
         return []
@@ -199,8 +198,6 @@ def dataset_attributes(group: zarr.Group) -> dict:
 
 def fingerprint(group: zarr.Group) -> str:
     """A short digest of the arrays' names, shapes, dtypes and chunking (not the data)."""
-    import hashlib
-
     parts = []
     for side in ("query", "gallery", "qrels", "ranking"):
         if side not in group:

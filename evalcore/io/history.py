@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import fcntl
 import math
 import os
 import re
@@ -31,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalcore.errors import InputError
+from evalcore.io.report import folder_lock, leftover_path, remove_stale_leftovers
 
 LOCK = ".lock"
 #: evaluation names become folder names: letters, digits, ``._-``, not starting with a dot
@@ -70,8 +72,6 @@ def atomic_write(path, data: bytes | pa.Table) -> None:
     The temporary file is named ``.NAME.tmp-PID@HOST-RAND`` (``report.leftover_path``), so
     one a killed writer left is recognised and removed by a later write in that folder.
     """
-    from evalcore.io.report import folder_lock, leftover_path, remove_stale_leftovers
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(path.parent):  # a swap in progress in this folder must not see its parts cleaned
@@ -98,8 +98,6 @@ def locked(lock_path):
     The lock belongs to the open file: it is released when the block ends or
     the process dies, so a killed run never leaves the history locked.
     """
-    import fcntl
-
     lock_path = Path(lock_path)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+") as fh:

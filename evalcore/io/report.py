@@ -22,6 +22,7 @@ kill left moved aside back in place.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -32,11 +33,14 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import evalcore
 from evalcore.errors import InputError
 from evalcore.io.dataset import is_url
 
@@ -57,23 +61,18 @@ STALE_SECONDS = 24 * 3600
 def versions() -> dict:
     """Versions of what computed the report, for run.json (from package metadata: importing
     distributed only to read its version costs 0.4 s in a run that may not use it)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     def installed(name: str) -> str | None:
         try:
             return version(name)
         except PackageNotFoundError:
             return None
 
-    import evalcore
 
     return {"evalcore": evalcore.__version__, "python": platform.python_version(),
             **{name: installed(name) for name in ("numpy", "dask", "distributed", "zarr", "pyarrow", "numba")}}
 
 
 def _fs(path, storage_options: Mapping | None):
-    import fsspec
-
     fs, root = fsspec.core.url_to_fs(str(path), **dict(storage_options or {}))
     return fs, root
 
@@ -114,18 +113,29 @@ def check_out(out, overwrite: bool, storage_options: Mapping | None = None) -> N
             check_local_out(out, overwrite)
 
 
+def local_out_entries(out, overwrite: bool, option: str = "--out") -> list[str]:
+    """The names in the local output folder ``out`` (none when it is new or empty), after the checks
+    every output folder shares: not a file, creatable, and empty unless ``overwrite``.
+
+    Whether a non-empty folder is one evalcore wrote is the caller's check:
+    each kind of output (report, dataset, score, demo) knows its own entries.
+    """
+    p = _local(out)
+    if os.path.lexists(p) and not p.is_dir():
+        raise InputError(f"{option} {out}: exists and is not a folder")
+    check_creatable(option, out)
+    names = sorted(e.name for e in p.iterdir()) if p.is_dir() else []
+    if names and not overwrite:
+        raise InputError(f"{option} {out}: exists and is not empty (pass --overwrite to replace it)")
+    return names
+
+
 def check_local_out(out, overwrite: bool) -> None:
     """``check_out`` of a local folder; the caller holds ``folder_lock`` on its parent (if that exists)."""
-    p = _local(out)
-    if p.exists() and not p.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder")
-    names = [e.name for e in p.iterdir()] if p.is_dir() else []
-    if names and not overwrite:
-        raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
+    names = local_out_entries(out, overwrite)
     if names:
-        manifest, _ = _read_manifest(p, None)
+        manifest, _ = _read_manifest(_local(out), None)
         _refuse_unless_ours(out, names, manifest)
-    check_creatable("--out", out)
 
 
 def is_our_manifest(manifest) -> bool:
@@ -284,8 +294,6 @@ def lock_if_folder(folder):
 @contextlib.contextmanager
 def folder_lock(folder):
     """An exclusive ``fcntl.flock`` on the folder itself (nothing is created; released when the process dies)."""
-    import fcntl
-
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

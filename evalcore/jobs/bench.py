@@ -13,17 +13,29 @@ gallery shards the run used and the peak memory (see :func:`run_sweep`).
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
+import logging
 import math
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
+import psutil
+import zarr
+from threadpoolctl import threadpool_limits
 
+import evalcore
 from evalcore.errors import InputError
+from evalcore.jobs import synthetic
 from evalcore.jobs.common import check_memory_limit, parse_number
+from evalcore.render import svg
 
 SHAPES = {
     # name: queries, gallery, dims, stored dtype, identities, worker memory limit
@@ -48,8 +60,6 @@ class Peak:
     _stop: bool = False
 
     def __enter__(self):
-        import psutil
-
         self._procs = [psutil.Process(p) for p in self.pids]
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -79,9 +89,6 @@ def matrix_product_floor(path: str, threads: int) -> float:
     The faster of two block shapes (cache-sized 512 x 4096 output tiles, and
     large 2048 x 16384 blocks), so the floor is as low as plain numpy gets.
     """
-    import zarr
-    from threadpoolctl import threadpool_limits
-
     root = zarr.open_group(path, mode="r")
     q = np.asarray(root["query/emb"][:], dtype=np.float32)
     gallery = root["gallery/emb"]
@@ -105,9 +112,6 @@ def conventional_map(path: str, threads: int) -> tuple[float, float, float]:
 
     Returns (seconds, mAP, rank-1).
     """
-    import zarr
-    from threadpoolctl import threadpool_limits
-
     started = time.perf_counter()
     root = zarr.open_group(path, mode="r")
     q = np.asarray(root["query/emb"][:], dtype=np.float32)
@@ -160,8 +164,6 @@ print(f"mAP {np.mean(aps):.4f} rank-1 {np.mean(hits):.4f}")
 
 def whole_process(command: list[str], env: dict | None = None) -> float:
     """Wall seconds of a fresh process, start to exit (imports, cluster start, work, shutdown)."""
-    import subprocess
-
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - started
@@ -172,8 +174,6 @@ def whole_process(command: list[str], env: dict | None = None) -> float:
 
 def in_memory_arrays(path: str) -> dict:
     """The dataset's arrays as numpy, the way a training loop holds its features."""
-    import zarr
-
     root = zarr.open_group(path, mode="r")
     out = {"query": root["query/emb"][:], "gallery": root["gallery/emb"][:],
            "query_labels": root["query/label"][:], "gallery_labels": root["gallery/label"][:],
@@ -185,11 +185,6 @@ def in_memory_arrays(path: str) -> dict:
 
 def whole_process_figures(path: str, t_floor: float, workers: int) -> None:
     """The command and the conventional script as fresh processes, the API on arrays, a cold first run."""
-    import shutil
-    import sys
-
-    import evalcore
-
     exe = shutil.which("evalcore") or os.path.join(os.path.dirname(sys.executable), "evalcore")
     with tempfile.TemporaryDirectory(prefix="evalcore-bench-out-") as out:
         cmd = [exe, "evaluate", path, "--out", os.path.join(out, "r"), "--protocol", "reid", "--quiet",
@@ -217,8 +212,6 @@ def generate(path: str, shape: str) -> None:
 
 def write_data(path: str, nq: int, ng: int, dims: int, dtype: str, ids: int, keys: bool = False) -> None:
     """The benchmarks' clustered reid data (10% distractors, 1% junk, 2% open-set queries, seed 1)."""
-    from evalcore.jobs import synthetic
-
     synthetic.write_clustered(path, n_query=nq, n_gallery=ng, dims=dims, n_ids=ids, dtype=dtype,
                               distractors=0.1, junk=0.01, unknown=0.02, seed=1,
                               query_chunk=1024, gallery_chunk=65536, keys=keys)
@@ -234,6 +227,7 @@ def run(args) -> int:
     workers = parse_number("--workers", args.workers or "2", int)
     if workers < 1:
         raise InputError(f"--workers: {workers} must be at least 1")
+    # deferred: the engine brings distributed and numba, which evalcore --help should not import
     from distributed import Client, LocalCluster
 
     from evalcore.engine.cluster import PRELOAD
@@ -254,7 +248,6 @@ def run(args) -> int:
         generate(path, args.shape)
         print(f"  generated clustered data in {time.perf_counter() - t:.1f} s ({path})", flush=True)
 
-    import logging
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                       memory_limit=limit, silence_logs=logging.ERROR, preload=PRELOAD,
@@ -399,10 +392,6 @@ def sweep_dataset(folder: str, nq: int, ng: int, dims: int) -> tuple[str, float 
     Generated under a temporary name and renamed when complete, so a sweep
     stopped midway never leaves a half-written dataset that a later one reuses.
     """
-    import shutil
-
-    import zarr
-
     path = os.path.join(folder, sweep_name(nq, ng, dims))
     if os.path.exists(os.path.join(path, "zarr.json")):
         root = zarr.open_group(path, mode="r")
@@ -431,8 +420,7 @@ def measure_row(path: str, nq: int, ng: int, dims: int, workers: int, memory_lim
     A fresh cluster per row: a worker's resident memory rarely shrinks after a
     larger gallery, so one cluster for the whole sweep would blur the peaks.
     """
-    import logging
-
+    # deferred: the engine brings distributed and numba, which evalcore --help should not import
     from distributed import Client, LocalCluster
 
     from evalcore.engine.cluster import PRELOAD
@@ -480,9 +468,6 @@ def format_bars(rows: list[dict], width: int = BAR_WIDTH) -> str:
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
-    import csv
-    import io
-
     names = [key for key, _, _, _ in COLUMNS] + list(CSV_EXTRA)
     out = io.StringIO(newline="")
     writer = csv.writer(out)
@@ -508,8 +493,6 @@ def replace_file(path: str, text: str) -> None:
 
 def sweep_svg(rows: list[dict], title: str) -> str:
     """Two charts stacked in one SVG: evaluate / floor, then the seconds of both, against Q*G*D per worker count."""
-    from evalcore.render import svg
-
     counts = sorted({r["workers"] for r in rows})
     colors = svg.palette(len(counts))
     # x in thousands, millions, ... of multiply-adds, so the tick labels stay short

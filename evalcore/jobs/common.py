@@ -5,7 +5,11 @@ import argparse
 import re
 import sys
 
+from dask.utils import parse_bytes
+from tqdm import tqdm
+
 from evalcore.errors import InputError
+from evalcore.io import report
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_GATE = 0, 1, 2, 3
@@ -102,7 +106,6 @@ def check_memory_limit(text, option: str = "--memory-limit"):
     """
     if text is None or str(text).strip().lower() == "auto":
         return text
-    from dask.utils import parse_bytes
 
     try:
         n = parse_bytes(str(text))
@@ -115,7 +118,7 @@ def check_memory_limit(text, option: str = "--memory-limit"):
 
 def check_scheduler(address, option: str = "--scheduler") -> str:
     """A scheduler address with a host and a port (tcp://HOST:PORT), else an InputError naming the option."""
-    from evalcore.engine.cluster import check_address
+    from evalcore.engine.cluster import check_address  # deferred: keeps distributed out of evalcore --help
 
     try:
         check_address(address)
@@ -152,8 +155,6 @@ def progress_reporter(label: str = "chunks"):
     def on_chunk(stats: dict, done: int, total: int) -> None:
         if sys.stderr.isatty():
             if state["bar"] is None:
-                from tqdm import tqdm
-
                 state["bar"] = tqdm(total=total, unit="chunk", desc=label, file=sys.stderr, leave=False)
             state["bar"].update(1)
             if done == total:
@@ -191,9 +192,9 @@ def evaluate_params(args) -> dict:
 
 def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_run: dict | None = None):
     """Evaluate ``dataset`` through the Python API and write the report folder ``out``; returns the Result."""
+    # deferred: the engine brings distributed and numba, which evalcore --help should not import
     from evalcore import api
     from evalcore.engine.cluster import dask_client
-    from evalcore.io import report
 
     storage_options = parse_storage_options(getattr(args, "storage_option", None))
     # everything the user passed is checked here, before any work starts: nothing is written yet

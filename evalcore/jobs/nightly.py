@@ -23,12 +23,25 @@ import json
 import math
 import os
 import sys
-
 import tomllib
+
+import fsspec
 
 from evalcore.errors import InputError
 from evalcore.io import history as h
+from evalcore.io import report
 from evalcore.io.dataset import is_url
+from evalcore.jobs.common import (
+    EXIT_FAILED,
+    EXIT_GATE,
+    EXIT_INPUT,
+    EXIT_OK,
+    add_cluster_options,
+    check_cluster_options,
+    parse_storage_options,
+    run_evaluation,
+)
+from evalcore.render import pages
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
 
 TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "trend_metrics", "evaluation", "gates",
@@ -203,8 +216,6 @@ def _join(base: str, *parts: str) -> str:
 def write_text(path: str, text: str, storage_options: dict | None = None) -> None:
     """A small file, atomically on a local disk (object stores write whole objects anyway)."""
     if is_url(path):
-        import fsspec
-
         with fsspec.open(path, "wb", **(storage_options or {})) as fh:
             fh.write(text.encode())
     else:
@@ -212,25 +223,14 @@ def write_text(path: str, text: str, storage_options: dict | None = None) -> Non
 
 
 def today() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    return _dt.datetime.now(_dt.UTC).date().isoformat()
 
 
 # --------------------------------------------------------------------------- the command
 
 
 def cmd_nightly(args) -> int:
-    from evalcore.engine.cluster import ClusterUnreachable
-    from evalcore.io import report
-    from evalcore.jobs.common import (
-        EXIT_FAILED,
-        EXIT_GATE,
-        EXIT_INPUT,
-        EXIT_OK,
-        check_cluster_options,
-        parse_storage_options,
-        run_evaluation,
-    )
-    from evalcore.render import pages
+    from evalcore.engine.cluster import ClusterUnreachable  # deferred: keeps distributed out of evalcore --help
 
     job = load_job(args.job)
     run_date = h.check_date(args.date) if args.date else today()
@@ -303,8 +303,6 @@ def cmd_nightly(args) -> int:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``evalcore nightly`` to the main command line."""
-    from evalcore.jobs.common import add_cluster_options
-
     p = subparsers.add_parser(
         "nightly", help="run a job file's evaluations, keep their history and check regression gates",
         description="Run the evaluations of a TOML job file (see jobs/nightly.example.toml), write their "

@@ -30,6 +30,10 @@ import numpy as np
 
 from evalcore.errors import InputError
 from evalcore.io import challenge as ch
+from evalcore.io import dataset as ds
+from evalcore.io import report
+from evalcore.io.history import atomic_write
+from evalcore.jobs.common import EXIT_OK, add_cluster_options, check_cluster_options, run_evaluation
 
 #: query rows per Zarr chunk of the combined dataset (the tasks split it further)
 QUERY_CHUNK = 65536
@@ -39,8 +43,6 @@ GALLERY_CHUNK = 8192
 
 def write_combined(path, sub: ch.Submission, truth, n_query: int, n_gallery: int, dims: int) -> None:
     """The dataset the evaluation reads: submission vectors (float32) + every non-embedding truth array."""
-    from evalcore.io import dataset as ds
-
     arrays = {}
     for side in ("query", "gallery", "qrels"):
         if side not in truth:
@@ -71,16 +73,9 @@ def check_score_out(out: Path, overwrite: bool) -> None:
     Ours: nothing but ``result.json`` (exactly the participant's keys),
     ``organizer/`` (a report folder evalcore wrote) and evalcore's leftovers of them.
     """
-    from evalcore.io import report
-
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder")
-    report.check_creatable("--out", out)
-    entries = sorted(e.name for e in out.iterdir()) if out.is_dir() else []
+    entries = report.local_out_entries(out, overwrite)
     if not entries:
         return
-    if not overwrite:
-        raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
     foreign = [n for n in entries if n not in SCORE_ENTRIES
                and not ((m := report.LEFTOVER.match(n)) and m["name"] in SCORE_ENTRIES)]
     if "result.json" in entries and not foreign:
@@ -98,10 +93,6 @@ def check_score_out(out: Path, overwrite: bool) -> None:
 
 
 def cmd_score(args) -> int:
-    from evalcore.io import dataset as ds
-    from evalcore.io import report
-    from evalcore.jobs.common import EXIT_OK, check_cluster_options, run_evaluation
-
     # -- 1. checks, nothing written
     team = ch.check_team(args.team)
     for option, value in (("--out", args.out), ("--leaderboard", args.leaderboard)):
@@ -162,7 +153,6 @@ def cmd_score(args) -> int:
     # -- 3. the participant's result and the leaderboard
     when = ch.utc_now()
     record = ch.result_record(team, name, fingerprint, summary_all, when)
-    from evalcore.io.history import atomic_write
 
     atomic_write(out / "result.json", (json.dumps(record, indent=2) + "\n").encode())
     ch.update_leaderboard(leaderboard, ch.leaderboard_row(record, when))
@@ -174,8 +164,6 @@ def cmd_score(args) -> int:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``evalcore score`` to the main command line."""
-    from evalcore.jobs.common import add_cluster_options
-
     p = subparsers.add_parser(
         "score", help="score a challenge submission against a truth bundle and update the leaderboard",
         description="Check an untrusted submission (a folder with query.npy and gallery.npy, or a Zarr group "

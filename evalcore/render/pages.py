@@ -173,6 +173,7 @@ def _fmt(value, missing: str = "–") -> str:
 
 def _new_figure(width: float = 6.0, height: float = 3.8):
     """A pyplot-free Agg figure and its single axes (trend page only)."""
+    # deferred, as below: matplotlib takes 0.6 s to import, and only the trend page draws with it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

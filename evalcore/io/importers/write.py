@@ -47,7 +47,7 @@ def check_import_out(out, overwrite: bool, inputs: Mapping | None = None,
         if not report._listing(fs, root):
             return
         if not overwrite:
-            raise InputError(f"output {out}: already exists (pass --overwrite to replace it)")
+            raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
         try:
             meta = json.loads(fs.cat_file(f"{root}/zarr.json"))
         except (FileNotFoundError, ValueError):
@@ -62,15 +62,10 @@ def check_import_out(out, overwrite: bool, inputs: Mapping | None = None,
 
 def check_local_import_out(out, overwrite: bool) -> None:
     """``check_import_out`` of a local folder; the caller holds ``folder_lock`` on its parent (if that exists)."""
-    p = report._local(out)
-    if os.path.lexists(p) and not p.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder")
-    report.check_creatable("--out", out)
-    entries = sorted(e.name for e in p.iterdir()) if p.is_dir() else []
+    entries = report.local_out_entries(out, overwrite)
     if not entries:
         return
-    if not overwrite:
-        raise InputError(f"output {out}: already exists (pass --overwrite to replace it)")
+    p = report._local(out)
     try:
         meta = json.loads((p / "zarr.json").read_text())
     except (OSError, ValueError):
