@@ -1,4 +1,6 @@
-"""Bad input: the one exception family the command line turns into exit status 2.
+"""The errors evalcore raises on purpose: bad input (exit status 2) and a failed cluster (exit status 1).
+
+Bad input is the one exception family the command line turns into exit status 2.
 
 Every message starts with the name of what is wrong: an option
 (``--max-rank: ...``, or ``max_rank: ...`` from the Python API), an array
@@ -62,6 +64,22 @@ class ArrayError(InputError):
 
 class DatasetNotFoundError(InputError, FileNotFoundError):
     """No dataset at the path or URL given."""
+
+
+# --------------------------------------------------------------------------- not the input's fault
+# (here, not beside the cluster code, so the command line can catch them without importing distributed)
+
+
+class ClusterError(RuntimeError):
+    """The cluster, not the input, made the run fail (exit status 1; the message is the whole story)."""
+
+
+class ClusterUnreachable(ClusterError):
+    """The scheduler given by --scheduler did not answer, or the connection to it was lost (exit status 1)."""
+
+
+class WorkerFailed(ClusterError):
+    """Workers kept dying while running a task: out of memory (the message says so and what to change) or crashed."""
 
 
 def _kind(message: str) -> type[InputError]:

@@ -18,7 +18,7 @@ import threading
 import time
 
 from evalcore.cli import import_cmd
-from evalcore.errors import InputError
+from evalcore.errors import ClusterError, InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
 from evalcore.io.history import atomic_write
@@ -232,8 +232,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from evalcore.engine.cluster import ClusterError  # deferred: evalcore --help does not import distributed
-
     debug = bool(os.environ.get("EVALCORE_DEBUG"))
     try:
         with sigterm_raises():

@@ -14,7 +14,7 @@ from distributed.comm.core import CommClosedError
 from distributed.scheduler import KilledWorker
 from distributed.worker_memory import parse_memory_limit
 
-from evalcore.errors import InputError
+from evalcore.errors import ClusterError, ClusterUnreachable, InputError, WorkerFailed
 
 ADDRESS = re.compile(r"^(tcp|tls|ucx|inproc)://([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
 CONNECT_TIMEOUT = "15s"
@@ -35,18 +35,6 @@ IDLE_WORKER_MEMORY = 300 * 2 ** 20
 MIN_WORKER_MEMORY = 384 * 2 ** 20
 #: what the error suggests: the idle worker plus room for a 64 MiB gallery block and a query chunk
 SUGGESTED_WORKER_MEMORY = "512MiB"
-
-
-class ClusterError(RuntimeError):
-    """The cluster, not the input, made the run fail (exit status 1; the message is the whole story)."""
-
-
-class ClusterUnreachable(ClusterError):
-    """The scheduler given by --scheduler did not answer, or the connection to it was lost (exit status 1)."""
-
-
-class WorkerFailed(ClusterError):
-    """Workers kept dying while running a task: out of memory (the message says so and what to change) or crashed."""
 
 
 def check_address(address: str) -> str:

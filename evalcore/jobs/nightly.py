@@ -27,7 +27,7 @@ import tomllib
 
 import fsspec
 
-from evalcore.errors import InputError
+from evalcore.errors import ClusterUnreachable, InputError
 from evalcore.io import history as h
 from evalcore.io import report
 from evalcore.io.dataset import is_url
@@ -230,8 +230,6 @@ def today() -> str:
 
 
 def cmd_nightly(args) -> int:
-    from evalcore.engine.cluster import ClusterUnreachable  # deferred: keeps distributed out of evalcore --help
-
     job = load_job(args.job)
     run_date = h.check_date(args.date) if args.date else today()
     reports, history_dir = job["reports"], job["history"].removeprefix("file://")
