@@ -3,7 +3,7 @@
 ``qrels``: relevant = rel 1, junk = rel -1, anything unjudged is not relevant.
 With ``judged_only`` anything unjudged is junk too: a query is ranked among
 its judged non-junk items alone (the "allowed" CSR list of the ``Truth``),
-ranked there from per-pair scores (``pair_scores``, ``rank_pairs``).
+ranked there from per-pair canonical scores (``rank_pairs``).
 
 ``geo`` / ``xy``: the nearest gallery item is the one relevant item (ties:
 lowest index), or with ``radius`` M every gallery item within M (inclusive).
@@ -37,8 +37,6 @@ NEAREST_K = 8
 REL_SLACK = 1e-9
 #: Absolute widening of chord bounds (unit sphere; ~6 mm on the Earth).
 CHORD_SLACK = 1e-9
-#: Elements (pairs x dims) scored per block in ``pair_scores``.
-SCORE_BLOCK = 1 << 22
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
@@ -285,26 +283,6 @@ def make_space(protocol: str, query: tuple, gallery: tuple) -> Space:
 
 
 # =========================================================================== judged-only ranking
-
-
-def pair_scores(query: np.ndarray, gallery: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """float32 score of each pair (query[rows[p]], gallery[cols[p]]) of normalised float32 rows.
-
-    s = fl32( sum_k q_k g_k ), the products exact in float64 and summed in
-    float64 in the order k = 0, 1, ..., D-1, one pair at a time: the same pair
-    always gets the same number, whatever else is scored with it.
-    """
-    n, dims = len(rows), query.shape[1]
-    out = np.empty(n, dtype=np.float32)
-    step = max(1024, SCORE_BLOCK // max(dims, 1))
-    for a in range(0, n, step):
-        b = min(n, a + step)
-        prod = np.ascontiguousarray((query[rows[a:b]].astype(np.float64) * gallery[cols[a:b]]).T)
-        acc = np.zeros(b - a, dtype=np.float64)
-        for k in range(dims):
-            acc += prod[k]
-        out[a:b] = acc
-    return out
 
 
 def rank_pairs(indptr: np.ndarray, items: np.ndarray, scores: np.ndarray, relevant: np.ndarray,

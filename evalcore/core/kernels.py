@@ -1,109 +1,148 @@
-"""The one compiled loop: fold a tile of scores into the per-query counts.
+"""The compiled loops: fold a tile of matrix-product scores into per-query counts, then settle the undecided.
 
 numpy needs four passes over a tile for this (arg-max, compare, nonzero,
 gather) plus a binary search per candidate; at D = 128 that cost as much as
 the matrix product itself. One compiled pass does all of it for about a
 third of the product's time (numba, JIT-compiled once and cached on disk).
+
+The tile's scores are only estimates of the canonical scores
+(``core.canonical``): each is within ``err`` of the exact dot product. The
+fold decides what it can from them and emits the few pairs it cannot; their
+canonical scores are computed and folded in by ``fold_settled``.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
+from evalcore.core import canonical
+
+#: flags of an emitted pair: it may beat a threshold that its estimate cannot decide / it may be rank 1
+NEAR = 1
+TOP = 2
+
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def fold_tile(scores, col0, junk, best, best_idx, lo_min, row_start, lo_vals, hi_vals, hist, near_row, near_val):
+def fold_tile(scores, junk, qerr, gnorm, gmax, floor, low, bound_start, bounds, hist, out_idx, out_flag):
     """One pass over ``scores`` (queries x tile columns; relevant and per-query junk already -inf).
 
-    For every query row i and column j not in ``junk``:
-      * running arg-max: s > best[i] replaces (so the lowest index wins ties);
-      * if s >= lo_min[i]: n_lo = #{lo <= s}, n_hi = #{hi < s} over the row's
-        sorted bands; n_lo > n_hi means s is inside a band (kept in
-        near_row/near_val for the exact pass), else s surely beats the n_hi
-        lowest thresholds (hist[row_start[i] + n_hi - 1] += 1).
-    Returns how many near entries were written.
+    Pair (i, j) has tile score v and exact score x with |x - v| <= e, where
+    e = qerr[i] * gnorm[j] + floor (bound and margin for rounding, see
+    ``ranking.score_error``). ``bounds[bound_start[i]:bound_start[i+1]]`` are
+    row i's thresholds as float64 boundaries m, ascending: the pair beats a
+    threshold exactly when x > m. For every column j not in ``junk``:
+
+      * n_sure = #{m < v - e}, n_poss = #{m <= v + e}: equal means decided,
+        so hist[bound_start[i] + n_sure - 1] += 1 (it beats the n_sure lowest
+        thresholds); otherwise it is emitted with flag NEAR;
+      * rank 1: low[i] is the largest v - e seen; a pair with v + e >= low[i]
+        may have the highest canonical score and is emitted with flag TOP.
+
+    Emitted pairs go to out_idx (i * width + j) and out_flag. Returns their number.
     """
     n, width = scores.shape
     has_junk = junk.shape[0] > 0
+    neg_inf = np.float32(-np.inf)
     k = 0
     for i in range(n):
-        b = best[i]
-        bi = best_idx[i]
-        lm = lo_min[i]
-        s0 = row_start[i]
-        s1 = row_start[i + 1]
+        s0 = bound_start[i]
+        s1 = bound_start[i + 1]
+        lowest = bounds[s0] if s1 > s0 else np.inf
+        eq = qerr[i]
+        emax = eq * gmax + floor
+        lo = low[i]
+        cut = min(lowest - emax, lo - emax)
+        # a float32 gate at or below cut: one comparison per score in the common case
+        gate = np.float32(cut - abs(cut) * 2.0 ** -20 - 1e-37)
         row = scores[i]
-        gate = min(b, lm)  # one comparison per score: nothing below both the best and the lowest band matters
         for j in range(width):
             v = row[j]
             if v >= gate:
-                if has_junk and junk[j]:
+                if v == neg_inf or (has_junk and junk[j]):
                     continue
-                if v > b:
-                    b = v
-                    bi = col0 + j
-                    gate = min(b, lm)
-                if v >= lm:
-                    # n_lo: first index in lo_vals[s0:s1] with lo > v
+                vv = np.float64(v)
+                e = eq * gnorm[j] + floor
+                flag = 0
+                if vv - e > lo:
+                    lo = vv - e
+                    cut = min(lowest - emax, lo - emax)
+                    gate = np.float32(cut - abs(cut) * 2.0 ** -20 - 1e-37)
+                if vv + e >= lo:
+                    flag = TOP
+                if vv + e >= lowest:
+                    # n_sure: first index with m >= v - e
+                    x = vv - e
                     a, z = s0, s1
                     while a < z:
                         mid = (a + z) >> 1
-                        if lo_vals[mid] <= v:
+                        if bounds[mid] < x:
                             a = mid + 1
                         else:
                             z = mid
-                    n_lo = a - s0
-                    # n_hi: first index in hi_vals[s0:s1] with hi >= v
-                    a, z = s0, s1
+                    n_sure = a - s0
+                    # n_poss: first index with m > v + e
+                    x = vv + e
+                    a, z = s0 + n_sure, s1
                     while a < z:
                         mid = (a + z) >> 1
-                        if hi_vals[mid] < v:
+                        if bounds[mid] <= x:
                             a = mid + 1
                         else:
                             z = mid
-                    n_hi = a - s0
-                    if n_lo > n_hi:
-                        near_row[k] = i
-                        near_val[k] = v
-                        k += 1
-                    elif n_hi > 0:
-                        hist[s0 + n_hi - 1] += 1
-        best[i] = b
-        best_idx[i] = bi
+                    n_poss = a - s0
+                    if n_poss > n_sure:
+                        flag |= NEAR
+                    elif n_sure > 0:
+                        hist[s0 + n_sure - 1] += 1
+                if flag:
+                    out_idx[k] = i * width + j
+                    out_flag[k] = flag
+                    k += 1
+        low[i] = lo
     return k
 
 
-@njit(cache=True, nogil=True, boundscheck=False, fastmath=True)
-def pair_dots(q, g, pair_q, pair_g, out, g_norm):
-    """out[i] = sum_k q[pair_q[i], k] * g[pair_g[i], k] in float32; g_norm[i] = ||g[pair_g[i]]||.
+@njit(cache=True, nogil=True, boundscheck=False)
+def fold_settled(rows, cols, flags, canon, pessimistic, thr_start, thresholds, hist, best, best_idx):
+    """Fold pairs with known canonical scores: counts against the exact thresholds, and rank 1.
 
-    The band estimate of a relevant pair's score: any float32 summation order
-    is within the band's bound (so ``fastmath`` may vectorise it), and indexing
-    the rows here saves gathering (pairs x D) copies first, which at D = 2048
-    costs more than the sums.
+    NEAR pairs: beaten = #{t <= c} (pessimistic: a tie goes to the negative)
+    or #{t < c} (optimistic) over the row's ascending thresholds, then
+    hist[thr_start[r] + beaten - 1] += 1. TOP pairs: the highest canonical
+    score, lowest gallery index on ties, into best / best_idx.
     """
-    dims = q.shape[1]
-    for i in range(pair_q.shape[0]):
-        a = pair_q[i]
-        b = pair_g[i]
-        s = np.float32(0.0)
-        n = 0.0
-        for k in range(dims):
-            x = g[b, k]
-            s += q[a, k] * x
-            n += np.float64(x) * np.float64(x)
-        out[i] = s
-        g_norm[i] = np.sqrt(n)
+    for p in range(rows.shape[0]):
+        r = rows[p]
+        c = canon[p]
+        f = flags[p]
+        if f & NEAR:
+            a, z = thr_start[r], thr_start[r + 1]
+            s0 = a
+            while a < z:
+                mid = (a + z) >> 1
+                t = thresholds[mid]
+                if t < c or (pessimistic and t == c):
+                    a = mid + 1
+                else:
+                    z = mid
+            if a > s0:
+                hist[a - 1] += 1
+        if f & TOP:
+            col = cols[p]
+            if c > best[r] or (c == best[r] and (best_idx[r] < 0 or col < best_idx[r])):
+                best[r] = c
+                best_idx[r] = col
 
 
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) before timing-sensitive work."""
     s = np.zeros((1, 1), np.float32)
-    fold_tile(s, 0, np.zeros(0, np.bool_), np.full(1, -np.inf, np.float32), np.full(1, -1, np.int64),
-              np.full(1, np.inf, np.float32), np.zeros(2, np.int64), np.zeros(0, np.float32),
-              np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(1, np.float32))
-    pair_dots(np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32), np.zeros(1, np.int64),
-              np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float64))
+    fold_tile(s, np.zeros(0, np.bool_), np.zeros(1), np.ones(1), 1.0, 0.0, np.full(1, -np.inf),
+              np.zeros(2, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint8))
+    fold_settled(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint8), np.zeros(1, np.float32), True,
+                 np.zeros(2, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(1, np.float32),
+                 np.full(1, -1, np.int64))
+    canonical.warm_up()
 
 
 def dask_setup(worker) -> None:  # noqa: ARG001 - distributed's preload hook

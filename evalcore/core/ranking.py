@@ -3,34 +3,32 @@
 No Q x G matrix and no sort of gallery scores. For each query the rank of its
 k-th best relevant item is
 
-    r_k = k + #{ non-junk, non-relevant g : s(g) beats s_k }
+    r_k = k + #{ non-junk, non-relevant g : c(g) beats c_k }
 
-where "beats" is ``>=`` under pessimistic ties and ``>`` under optimistic ones.
+where c is the canonical score (``core.canonical``: the float32 nearest to
+the exact dot product of the two normalised rows) and "beats" is ``>=``
+under pessimistic ties and ``>`` under optimistic ones.
 
-Exactness. Every score is one float32 number computed once, inside a matrix
-product of a fixed shape (``TILE_ROWS`` x ``TILE_COLS``; the dataset's last
-query and gallery tiles are shorter, the same in every run) at a fixed place
-(query row mod TILE_ROWS, gallery index mod TILE_COLS) with one BLAS thread.
-OpenBLAS gives different last bits for the same dot product at different
-positions or shapes, so this canonical grid is what makes results independent
-of chunking and worker count. Relevant scores come out of the same tiles as
-negative ones. To count negatives above a threshold before that threshold's
-own tile has been computed, each relevant score is first estimated (``t~``,
-another float32 dot product) inside a rigorous band: any float32 summation
-is within gamma_D * ||q|| ||g|| of the exact dot product, so the tile's score
-lies within twice that of t~. A negative outside every band is counted at
-once (``kernels.fold_tile``); the few inside a band are kept and compared with
-the exact thresholds at the end. Shards of the gallery add their counts.
+Exactness. The thresholds c_k are computed canonically before the scan.
+Matrix products on a fixed tile grid (``TILE_ROWS`` x ``TILE_COLS``, one BLAS
+thread) give estimates v of every other pair's score, each within a
+rigorous bound e of the exact dot product (``score_error``). A negative
+whose interval [v - e, v + e] decides every comparison is counted at once
+(``kernels.fold_tile``); the few it cannot decide, and the candidates for
+rank 1, get canonical scores from their rows (``kernels.fold_settled``).
+So every comparison that decides a rank, a tie or the rank-1 item is made on
+canonical scores, and results depend on neither the tile a pair sits in nor
+the BLAS library. Shards of the gallery add their counts.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from evalcore.core.kernels import fold_tile, pair_dots
+from evalcore.core.canonical import canonical_pairs
+from evalcore.core.kernels import NEAR, fold_settled, fold_tile
 from evalcore.core.protocols import Truth, segment_ids
 from evalcore.errors import InputError, rows_text
 
@@ -56,7 +54,7 @@ class Ranked:
     top1: np.ndarray          # gallery index of rank 1, -1 if nothing is ranked
     top1_score: np.ndarray    # float64, NaN if unknown
     relevant_score: np.ndarray  # best score of a relevant item, NaN if none
-    near_ties: int = 0        # negatives resolved against exact thresholds
+    near_ties: int = 0        # negatives whose estimate left a comparison open, settled canonically
 
 
 # --------------------------------------------------------------------------- scores
@@ -126,70 +124,59 @@ def dot_overflow_rows(query_norms: np.ndarray, gallery_norms: np.ndarray,
     return np.flatnonzero(query_norms * gmax >= limit), np.flatnonzero(gallery_norms * qmax >= limit)
 
 
-def float32_order_keys(values: np.ndarray) -> np.ndarray:
-    """uint32 keys whose unsigned order is the float order (-0.0 folded into +0.0)."""
-    bits = (np.asarray(values, dtype=np.float32) + np.float32(0.0)).view(np.uint32)
-    negative = (bits >> 31).astype(bool)
-    return np.where(negative, ~bits, bits | np.uint32(0x80000000)).astype(np.uint32)
+def score_error(dims: int) -> float:
+    """Relative bound on how far a matrix-product score can be from the exact dot product, plus one ulp.
 
-
-def _key_values(keys: np.ndarray) -> np.ndarray:
-    """The float32 values back from ``row_keys`` keys (inverse of float32_order_keys)."""
-    bits = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    positive = (bits >> 31).astype(bool)
-    return np.where(positive, bits & np.uint32(0x7FFFFFFF), ~bits).astype(np.uint32).view(np.float32)
-
-
-def row_keys(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """uint64 keys ordered by (row, float value): one searchsorted serves many rows."""
-    return (np.asarray(rows, dtype=np.uint64) << np.uint64(32)) | float32_order_keys(values).astype(np.uint64)
-
-
-def round_down32(x: np.ndarray) -> np.ndarray:
-    y = x.astype(np.float32)
-    return np.where(y.astype(np.float64) > x, np.nextafter(y, np.float32(-np.inf)), y)
-
-
-def round_up32(x: np.ndarray) -> np.ndarray:
-    y = x.astype(np.float32)
-    return np.where(y.astype(np.float64) < x, np.nextafter(y, np.float32(np.inf)), y)
-
-
-def score_bounds(q: np.ndarray, g: np.ndarray, pair_q: np.ndarray, pair_g: np.ndarray,
-                 dims: int) -> tuple[np.ndarray, np.ndarray]:
-    """Float32 bounds [lo, hi] that surely hold the float32 tile score of each pair.
-
-    ``q[pair_q[i]]`` and ``g[pair_g[i]]`` are pair i's normalised float32 rows.
-    Any float32 summation order lies within gamma_D * sum|q_k g_k| <=
-    gamma_D * ||q|| ||g|| of the exact dot product (Cauchy-Schwarz), so the
-    tile's score and this float32 estimate are within twice that of each
-    other; a few units of roundoff cover the norms and a last-bit difference
-    in normalisation.
+    Any float32 summation of D products, in any order and with or without
+    FMA, is within gamma_D * sum_k |q_k g_k| <= gamma_D ||q|| ||g|| of the
+    exact dot product (Cauchy-Schwarz); a float32 ulp of a number of that
+    size is at most 2**-23 ||q|| ||g||. So e = score_error(D) ||q|| ||g||
+    + ``error_floor(D)`` bounds both the estimate's error and one rounding
+    step, which is what deciding on canonical scores needs.
     """
-    approx = np.empty(len(pair_q), dtype=np.float32)
-    gn = np.empty(len(pair_q), dtype=np.float64)
-    pair_dots(np.ascontiguousarray(q, dtype=np.float32), np.ascontiguousarray(g, dtype=np.float32),
-              np.asarray(pair_q, dtype=np.int64), np.asarray(pair_g, dtype=np.int64), approx, gn)
-    qn = np.sqrt(np.einsum("ij,ij->i", q, q, dtype=np.float64))
     gamma = dims * U32 / (1 - dims * U32)
-    delta = (2 * gamma + 16 * U32) * qn[pair_q] * gn * (1 + 1e-6) + 1e-30
-    approx = approx.astype(np.float64)
-    return round_down32(approx - delta), round_up32(approx + delta)
+    return (gamma + 2.0 ** -22) * (1 + 1e-6)
+
+
+def error_floor(dims: int) -> float:
+    """Absolute slack for products that underflow float32 (even when flushed to zero) and subnormal ulps."""
+    return dims * 2.0 ** -125 + 2.0 ** -148
+
+
+#: ||g|| of a cosine-normalised row is at most this (1 + a few float32 roundoffs)
+UNIT_NORM = 1 + 1e-6
+
+
+def tie_boundaries(thresholds: np.ndarray, ties: str) -> np.ndarray:
+    """float64 m(t) per float32 threshold t: a pair whose exact score x > m(t) beats t, one with x < m(t) does not.
+
+    Pessimistic (a tie goes to the negative, canonical c >= t beats):
+    m = midpoint of t and the float32 below it. Optimistic (c > t beats):
+    midpoint of t and the float32 above it. Monotone in t, so sorted
+    thresholds give sorted boundaries. x == m is left to the exact pass.
+    """
+    t = np.asarray(thresholds, dtype=np.float32)
+    other = np.nextafter(t, np.float32(-np.inf) if ties == "pessimistic" else np.float32(np.inf))
+    return (t.astype(np.float64) + other.astype(np.float64)) / 2
 
 
 # --------------------------------------------------------------------------- state
 
 
 class _TileState:
-    """One query tile: thresholds, running rank-1 and the histogram of beaten thresholds.
+    """One query tile: canonical thresholds, counts of beaten thresholds, and rank 1.
 
     The tile's queries are chunk rows ``r0 .. r1`` sitting at tile rows
     ``l0 .. l0 + (r1 - r0)``; their pairs are contiguous slices of the CSR lists.
+    ``thresholds`` are the canonical scores of the chunk's relevant pairs (CSR
+    order), ``qerr`` the per-row error factor (``score_error`` * ||q||).
     """
 
-    def __init__(self, truth: Truth, r0: int, r1: int, l0: int, lo: np.ndarray, hi: np.ndarray):
+    def __init__(self, truth: Truth, r0: int, r1: int, l0: int, thresholds: np.ndarray, ties: str,
+                 qerr: np.ndarray):
         n = r1 - r0
         self.l0, self.l1 = l0, l0 + n
+        self.pessimistic = ties == "pessimistic"
         p0, p1 = truth.rel_indptr[r0], truth.rel_indptr[r1]
         self.counts = np.diff(truth.rel_indptr[r0:r1 + 1])
         self.row_start = truth.rel_indptr[r0:r1 + 1] - p0
@@ -202,60 +189,63 @@ class _TileState:
         junk_col = truth.junk_items[j0:j1]
         order = np.argsort(junk_col, kind="stable")
         self.junk_row, self.junk_col = junk_row[order], junk_col[order]
-        # band bounds sorted within each row (sorting (row, value) keys sorts both at once)
-        self.lo_vals = _key_values(np.sort(row_keys(self.pair_row, lo[p0:p1])))
-        self.hi_vals = _key_values(np.sort(row_keys(self.pair_row, hi[p0:p1])))
-        self.lo_min = np.full(n, np.inf, dtype=np.float32)
-        has = self.counts > 0
-        self.lo_min[has] = self.lo_vals[self.row_start[:-1][has]]
-        self.exact = np.full(p1 - p0, np.nan, dtype=np.float32)
+        self.exact = np.asarray(thresholds[p0:p1], dtype=np.float32)
+        # thresholds ascending within each row, and their boundaries for the fold
+        by_value = np.lexsort((self.exact, self.pair_row))
+        self.thr_sorted = np.ascontiguousarray(self.exact[by_value])
+        self.bounds = tie_boundaries(self.thr_sorted, ties)
+        self.qerr = np.ascontiguousarray(qerr[r0:r1], dtype=np.float64)
         self.hist = np.zeros(p1 - p0, dtype=np.int64)
-        self.near: list[tuple[np.ndarray, np.ndarray]] = []
-        self.best = np.full(n, -np.inf, dtype=np.float32)
+        self.low = np.full(n, -np.inf, dtype=np.float64)      # largest (score - error) seen: rank 1 is >= it
+        self.best = np.full(n, -np.inf, dtype=np.float32)     # canonical rank-1 score among negatives
         self.best_idx = np.full(n, -1, dtype=np.int64)
+        self.n_near = 0
         self.n = n
         # scratch for the kernel, reused across tiles
-        self._near_row: np.ndarray | None = None
-        self._near_val: np.ndarray | None = None
+        self._out_idx: np.ndarray | None = None
+        self._out_flag: np.ndarray | None = None
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_near_row"] = state["_near_val"] = None  # scratch does not travel between workers
+        state["_out_idx"] = state["_out_flag"] = None  # scratch does not travel between workers
         return state
 
-    def update(self, scores: np.ndarray, col0: int, colmask: np.ndarray | None) -> None:
-        """Fold one tile of scores (TILE_ROWS x TILE_COLS, gallery from ``col0``) into the state."""
+    def update(self, scores: np.ndarray, col0: int, colmask: np.ndarray | None, qtile: np.ndarray,
+               gtile: np.ndarray, gnorm: np.ndarray, gmax: float, floor: float) -> None:
+        """Fold one tile of scores (query tile x gallery tile from ``col0``) into the state.
+
+        Pairs the estimates cannot decide get canonical scores from their rows
+        (``qtile`` and ``gtile``, the tile's operands).
+        """
         sub = scores[self.l0:self.l1]
-        col1 = col0 + sub.shape[1]
+        width = sub.shape[1]
+        col1 = col0 + width
         a, b = np.searchsorted(self.rel_cols_sorted, [col0, col1])
         if b > a:
             sel = self.rel_by_col[a:b]
-            r, c = self.pair_row[sel], self.pair_col[sel] - col0
-            self.exact[sel] = sub[r, c]
-            sub[r, c] = NEG_INF
+            sub[self.pair_row[sel], self.pair_col[sel] - col0] = NEG_INF
         a, b = np.searchsorted(self.junk_col, [col0, col1])
         if b > a:
             sub[self.junk_row[a:b], self.junk_col[a:b] - col0] = NEG_INF
-        near_row, near_val = self._near_row, self._near_val
-        if near_row is None or near_val is None or len(near_row) < sub.size:
-            near_row = self._near_row = np.empty(sub.size, dtype=np.int64)
-            near_val = self._near_val = np.empty(sub.size, dtype=np.float32)
-        k = fold_tile(sub, col0, _NO_JUNK if colmask is None else colmask, self.best, self.best_idx, self.lo_min,
-                      self.row_start, self.lo_vals, self.hi_vals, self.hist, near_row, near_val)
+        out_idx, out_flag = self._out_idx, self._out_flag
+        if out_idx is None or out_flag is None or len(out_idx) < sub.size:
+            out_idx = self._out_idx = np.empty(sub.size, dtype=np.int64)
+            out_flag = self._out_flag = np.empty(sub.size, dtype=np.uint8)
+        k = fold_tile(sub, _NO_JUNK if colmask is None else colmask, self.qerr, gnorm, gmax, floor, self.low,
+                      self.row_start, self.bounds, self.hist, out_idx, out_flag)
         if k:
-            keys = row_keys(near_row[:k], near_val[:k])
-            if k > 4096:  # many exact ties (a constant submission): keep each distinct value once
-                keys, mult = np.unique(keys, return_counts=True)
-            else:
-                mult = np.ones(k, dtype=np.int64)
-            self.near.append((keys, mult))
+            rows, cols = np.divmod(out_idx[:k], width)
+            flags = out_flag[:k]
+            canon = canonical_pairs(qtile, gtile, rows + self.l0, cols)
+            fold_settled(rows, cols + col0, flags, canon, self.pessimistic, self.row_start, self.thr_sorted,
+                         self.hist, self.best, self.best_idx)
+            self.n_near += int(np.count_nonzero(flags & NEAR))
 
     def merge(self, other: _TileState) -> None:
         """Add the state of the same queries over another, disjoint part of the gallery."""
-        seen = ~np.isnan(other.exact)
-        self.exact[seen] = other.exact[seen]
         self.hist += other.hist
-        self.near.extend(other.near)
+        self.n_near += other.n_near
+        np.maximum(self.low, other.low, out=self.low)
         better = (other.best > self.best) | ((other.best == self.best) & (other.best_idx >= 0)
                                              & ((self.best_idx < 0) | (other.best_idx < self.best_idx)))
         self.best[better] = other.best[better]
@@ -264,18 +254,6 @@ class _TileState:
     def finish(self, ties: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
         """Exact ranks (CSR by row, ascending), rank-1 item and score, best relevant score."""
         n = self.n
-        exact_keys = np.sort(row_keys(self.pair_row, self.exact))
-        n_near = 0
-        if self.near:
-            keys = np.concatenate([k for k, _ in self.near])
-            mult = np.concatenate([m for _, m in self.near])
-            n_near = int(mult.sum())
-            row = (keys >> np.uint64(32)).astype(np.int64)
-            side: Literal["left", "right"] = "right" if ties == "pessimistic" else "left"
-            beaten = np.searchsorted(exact_keys, keys, side=side) - self.row_start[row]
-            hit = beaten > 0
-            self.hist += np.bincount(self.row_start[row[hit]] + beaten[hit] - 1, weights=mult[hit],
-                                     minlength=len(self.hist)).astype(np.int64)
         # negatives beating the j-th smallest threshold = suffix sum of hist within the row
         total = len(self.hist)
         seg = np.repeat(np.arange(n, dtype=np.int64), self.counts)
@@ -287,7 +265,7 @@ class _TileState:
         k = self.row_start[1:][seg] - j
         rank_by_j = k + suffix
         ranks = rank_by_j[self.row_start[1:][seg] - 1 - (j - self.row_start[seg])] if total else rank_by_j
-        # best relevant: highest exact score, lowest index on ties (pairs are index-ascending)
+        # best relevant: highest canonical score, lowest index on ties (pairs are index-ascending)
         rel_best = np.full(n, -np.inf, dtype=np.float32)
         rel_idx = np.full(n, -1, dtype=np.int64)
         if total:
@@ -303,12 +281,12 @@ class _TileState:
         top1_score = np.where(take_rel, rel_best, self.best).astype(np.float64)
         top1_score[top1 < 0] = np.nan
         rel_score = np.where(rel_idx >= 0, rel_best.astype(np.float64), np.nan)
-        return ranks, top1, top1_score, rel_score, n_near
+        return ranks, top1, top1_score, rel_score, self.n_near
 
 
-def threshold_bounds(query_normalized: np.ndarray, truth: Truth, gallery,
-                     pairs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Float32 bands [lo, hi] around relevant pairs' scores (CSR order of ``truth``).
+def threshold_scores(query_normalized: np.ndarray, truth: Truth, gallery,
+                     pairs: np.ndarray | None = None) -> np.ndarray:
+    """Canonical scores of the relevant pairs (CSR order of ``truth``): the thresholds ranks are counted against.
 
     ``pairs`` (indices into the CSR lists) limits the work to some pairs, e.g.
     those whose gallery item lies in one shard.
@@ -320,10 +298,10 @@ def threshold_bounds(query_normalized: np.ndarray, truth: Truth, gallery,
         pair_row, items = pair_row[pairs], items[pairs]
     whole = getattr(gallery, "whole", None)
     if whole is not None:  # the normalised gallery is in memory as one array: index it, copy nothing
-        return score_bounds(query_normalized, whole, pair_row, items, dims)
+        return canonical_pairs(query_normalized, whole, pair_row, items)
     union, inverse = np.unique(items, return_inverse=True)
     rows = gallery.rows(union) if union.size else np.empty((0, dims), np.float32)
-    return score_bounds(query_normalized, rows, pair_row, inverse, dims)
+    return canonical_pairs(query_normalized, rows, pair_row, inverse.reshape(-1))
 
 
 def query_tiles(query_normalized: np.ndarray, q0: int, n_query: int) -> list[tuple[int, int, np.ndarray]]:
@@ -340,33 +318,53 @@ def query_tiles(query_normalized: np.ndarray, q0: int, n_query: int) -> list[tup
     return out
 
 
-def new_states(tiles, q0: int, truth: Truth, lo: np.ndarray, hi: np.ndarray) -> list[_TileState]:
-    return [_TileState(truth, a - q0, b - q0, a - (a // TILE_ROWS) * TILE_ROWS, lo, hi) for a, b, _ in tiles]
+def new_states(tiles, q0: int, truth: Truth, thresholds: np.ndarray, ties: str,
+               query_normalized: np.ndarray) -> list[_TileState]:
+    qerr = score_error(query_normalized.shape[1]) * row_norms(query_normalized)
+    return [_TileState(truth, a - q0, b - q0, a - (a // TILE_ROWS) * TILE_ROWS, thresholds, ties, qerr)
+            for a, b, _ in tiles]
 
 
-def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarray | None) -> None:
+def gallery_tile_norms(gtile: np.ndarray, similarity: str) -> tuple[np.ndarray, float]:
+    """(||g|| per row, their maximum), as the fold's error bound needs them; a constant under cosine."""
+    if similarity == "cosine":
+        return np.full(len(gtile), UNIT_NORM), UNIT_NORM
+    norms = row_norms(gtile)
+    return norms, float(norms.max()) if len(norms) else 0.0
+
+
+def tile_scores(qtile: np.ndarray, gtile: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The estimates of a tile's scores: one float32 matrix product. Any summation order will do (another
+    BLAS library or device gives other last bits): every decision is made on canonical scores."""
+    return np.matmul(qtile, gtile.T, out=out)
+
+
+def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarray | None,
+                 similarity: str = "cosine") -> None:
     """Fold every tile of the given gallery blocks into the states (one BLAS thread)."""
     buffers: dict = {}  # one score buffer per tile shape, reused: no fresh 4 MiB array per product
+    floor = error_floor(tiles[0][2].shape[1]) if tiles else 0.0
     with threadpool_limits(limits=1, user_api="blas"):
         for g0, block in blocks:
             for c0 in range(0, len(block), TILE_COLS):
                 col0 = g0 + c0
                 gtile = block[c0:c0 + TILE_COLS]  # the last tile is short, the same in every run
                 colmask = tile_mask(col0, len(gtile), gallery_junk)
+                gnorm, gmax = gallery_tile_norms(gtile, similarity)
                 for (_, _, qtile), state in zip(tiles, states):
                     shape = (len(qtile), len(gtile))
                     out = buffers.get(shape)
                     if out is None:
                         out = buffers[shape] = np.empty(shape, dtype=np.float32)
-                    state.update(np.matmul(qtile, gtile.T, out=out), col0, colmask)
+                    state.update(tile_scores(qtile, gtile, out), col0, colmask, qtile, gtile, gnorm, gmax,
+                                 floor)
 
 
 def merge_states(parts: list[list[_TileState]]) -> list[_TileState]:
     """States of the same query tiles over disjoint gallery shards, added up.
 
-    Counts add, each relevant score was seen in exactly one shard, near
-    negatives are pooled, and the best negative is the highest score, lowest
-    index on ties.
+    Counts add, each relevant score was seen in exactly one shard, and rank 1
+    is the highest canonical score, lowest index on ties.
     """
     merged = parts[0]
     for other in parts[1:]:
@@ -391,16 +389,16 @@ def rank_by_embeddings(query: np.ndarray, q0: int, truth: Truth, gallery, *, n_q
     ``parts > 1`` scans that many column ranges of the gallery
     (``gallery.blocks(start, stop)``, ``start`` a multiple of TILE_COLS) through
     ``map_fn`` (a thread pool's ``map``: the product and the kernel release
-    the GIL) and adds their states, as gallery shards do: the same tiles, so
-    the same numbers.
+    the GIL) and adds their states, as gallery shards do.
     """
     qn = normalize_rows(query, similarity)
-    lo, hi = threshold_bounds(qn, truth, gallery)
+    thresholds = threshold_scores(qn, truth, gallery)
     tiles = query_tiles(qn, q0, n_query or 0)
 
     def scan(span: tuple[int, int] | None) -> list[_TileState]:
-        states = new_states(tiles, q0, truth, lo, hi)
-        scan_gallery(tiles, states, gallery.blocks() if span is None else gallery.blocks(*span), gallery_junk)
+        states = new_states(tiles, q0, truth, thresholds, ties, qn)
+        scan_gallery(tiles, states, gallery.blocks() if span is None else gallery.blocks(*span), gallery_junk,
+                     similarity)
         return states
 
     spans = column_spans(gallery.n_rows, parts) if parts > 1 else []

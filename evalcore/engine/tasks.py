@@ -26,7 +26,7 @@ from evalcore.core.ranking import (
     rank_by_lists,
     row_norms,
     scan_gallery,
-    threshold_bounds,
+    threshold_scores,
 )
 from evalcore.engine.gallery import GalleryBlocks, gallery_side
 from evalcore.engine.options import Options
@@ -117,8 +117,8 @@ def chunk_truth(path: str, options: Options, q0: int, q1: int, storage_options, 
 
 def shard_bands(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, storage_options, ctx: TaskContext,
                 chunks: list[tuple[int, int]], *truths) -> list | InputError:
-    """Task: for each chunk of a batch (queries q0..q1), the threshold bands of its relevant pairs whose
-    item lies in gallery rows s0..s1, as (pairs, lo, hi); or the first input error, as a value.
+    """Task: for each chunk of a batch (queries q0..q1), the canonical scores (thresholds) of its relevant
+    pairs whose item lies in gallery rows s0..s1, as (pairs, scores); or the first input error, as a value.
 
     Done per shard so the rows come from the shard its owner holds, not from
     scattered reads of the whole gallery; and for a batch of chunks at once,
@@ -134,23 +134,22 @@ def shard_bands(path: str, options: Options, q0: int, q1: int, s0: int, s1: int,
         for (c0, c1), truth in zip(chunks, truths):
             query, gallery = chunk_inputs(group, options, c0, c1, ctx, span=(s0, s1), cache=True)
             pairs = np.nonzero((truth.rel_items >= s0) & (truth.rel_items < s1))[0]
-            out.append((pairs, *threshold_bounds(normalize_rows(query, options.similarity), truth, gallery, pairs)))
+            out.append((pairs, threshold_scores(normalize_rows(query, options.similarity), truth, gallery, pairs)))
         return out
     except InputError as exc:
         return InputError(str(exc))
 
 
-def _gather_bands(truth, bands) -> tuple[np.ndarray, np.ndarray]:
-    lo = np.empty(len(truth.rel_items), dtype=np.float32)
-    hi = np.empty(len(truth.rel_items), dtype=np.float32)
-    for pairs, part_lo, part_hi in bands:
-        lo[pairs], hi[pairs] = part_lo, part_hi
-    return lo, hi
+def _gather_thresholds(truth, bands) -> np.ndarray:
+    thresholds = np.empty(len(truth.rel_items), dtype=np.float32)
+    for pairs, scores in bands:
+        thresholds[pairs] = scores
+    return thresholds
 
 
 def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, storage_options, ctx: TaskContext,
                truth, at: int, *bands):
-    """Task: the chunk's tile states over gallery rows s0..s1 (``bands``: every shard's bands of the
+    """Task: the chunk's tile states over gallery rows s0..s1 (``bands``: every shard's thresholds of the
     chunk's batch, the chunk at position ``at`` in each)."""
     errors = [x for x in (truth, *bands) if isinstance(x, InputError)]
     if errors:
@@ -159,8 +158,9 @@ def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, 
         group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, ctx, span=(s0, s1))
         gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
         tiles = query_tiles(qn, q0, ctx.shape.n_queries)
-        states = new_states(tiles, q0, truth, *_gather_bands(truth, [batch[at] for batch in bands]))
-        scan_gallery(tiles, states, gallery.blocks(s0, s1), gallery_junk)
+        thresholds = _gather_thresholds(truth, [batch[at] for batch in bands])
+        states = new_states(tiles, q0, truth, thresholds, options.ties, qn)
+        scan_gallery(tiles, states, gallery.blocks(s0, s1), gallery_junk, options.similarity)
         return states
     except InputError as exc:
         return InputError(str(exc))

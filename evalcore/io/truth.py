@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from evalcore.core.canonical import canonical_pairs
 from evalcore.core.coordinates import coordinate_names, coordinate_problems
 from evalcore.core.ground_truth import (
     _is_member,
@@ -17,7 +18,6 @@ from evalcore.core.ground_truth import (
     euclidean,
     haversine,
     make_space,
-    pair_scores,
     qrels_problems,
     qrels_truth,
     rank_pairs,
@@ -151,7 +151,7 @@ def _read_embeddings(group, name: str, rows, index: np.ndarray, similarity: str)
 def rank_among_allowed(group, options, truth: Truth, q0: int, q1: int) -> Ranked:
     """Judged-only ranking: each query ranked among its allowed items alone.
 
-    Scores only for the (query, allowed item) pairs (``pair_scores`` on rows
+    Scores only for the (query, allowed item) pairs (canonical scores, ``canonical_pairs``, on rows
     normalised by ``normalize_rows``), then ``rank_pairs``. The rows read are
     checked as they are read (the judged gallery rows only).
     """
@@ -170,7 +170,7 @@ def rank_among_allowed(group, options, truth: Truth, q0: int, q1: int) -> Ranked
         if g_rows.size:
             raise InputError(ds.dot_overflow_message(q_rows + q0, row_norms(query)[q_rows].max(), uniq[g_rows],
                                                      row_norms(gallery)[g_rows].max()))
-    scores = pair_scores(query, gallery, rows, inverse.reshape(-1))
+    scores = canonical_pairs(query, gallery, rows, inverse.reshape(-1))
     relevant = _is_member(indptr, items, truth.rel_indptr - truth.rel_indptr[0], truth.rel_items)
     return rank_pairs(indptr, items, scores, relevant, options.ties, truth.n_relevant)
 
