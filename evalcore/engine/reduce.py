@@ -109,20 +109,21 @@ def _judged_empty_note(per_query: pa.Table, options: Options) -> str:
 
 
 def score_note(shape: DatasetShape, options: Options) -> str:
-    """How scores were computed, for run.json (README, How it works: the tile grid)."""
+    """How scores were computed, for run.json (README, How it works: the canonical score)."""
     if shape.ranked_by == "ranking/item":
         if shape.list_scores:
             return (f"given: ranking/item order; items of equal ranking/score (as float32) form tie groups, "
                     f"each ordered {options.ties} (--ties) whatever order the list gives")
         return "given: ranking/item order as it stands (no ranking/score, so ties cannot be seen; --ties does not apply)"
     if options.judged_only:
-        return ("judged-only: per (query, judged item) pair, float64 dot product of the normalised float32 rows "
-                "summed in dimension order, rounded to float32")
+        return ("judged-only: canonical scores per (query, judged item) pair: the float32 nearest to the exact "
+                "dot product of the normalised float32 rows")
     how = "cosine: rows L2-normalised in float64, stored as float32" if options.similarity == "cosine" \
         else "dot: raw inner product of float32 rows"
-    return (f"{how}; scores are float32 BLAS products on a fixed {TILE_ROWS}x{TILE_COLS} tile grid with one "
-            "BLAS thread, so each (query, gallery) score is one number whatever the chunking; relevant and "
-            "non-relevant scores come from the same tiles")
+    return (f"{how}; canonical scores: every comparison that decides a rank, a tie or rank 1 is made on the float32 "
+            "nearest to the exact dot product of the two rows, so results depend on no chunking, gallery order, "
+            f"BLAS library or device; float32 BLAS products on a {TILE_ROWS}x{TILE_COLS} tile grid only find the "
+            "candidates, within a proven error bound")
 
 
 def empty_per_query(options: Options) -> pa.Table:
