@@ -14,9 +14,11 @@ exact products, in any order, is within gamma64_D * sum_k |q_k g_k| of the
 exact value. If rounding both ends of that interval to float32 gives the
 same number, that number is the canonical score (rounding is monotone).
 Otherwise (s within its error bound of a float32 rounding midpoint, a few
-pairs in a million) ``math.fsum`` gives the exact sum correctly rounded to
-float64, and its residual settles the one case where rounding that to
-float32 could round twice.
+pairs in a million on clean data, more where scores are small) a
+double-double sum (error gamma_D^2 sum_k |q_k g_k|) decides; for the pairs
+lying on a midpoint even then, ``math.fsum`` gives the exact sum correctly
+rounded to float64, and its residual settles the one case where rounding
+that to float32 could round twice.
 
 Many pairs over few rows (a constant or collapsed submission puts every pair
 of a tile in question) go through one float64 matrix product instead of a
@@ -59,13 +61,27 @@ def exact_score(q: np.ndarray, g: np.ndarray) -> np.float32:
     return np.float32(c)
 
 
-def round_checked(s: np.ndarray, err: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(float32 rounding of s, whether every real number within ``err`` of s rounds to it too)."""
-    # widen by two float64 ulps of s: s - err and s + err are themselves rounded
-    err = err + np.abs(s) * (4 * U64) + 1e-300
-    c = s.astype(np.float32)
-    ok = ((s - err).astype(np.float32) == c) & ((s + err).astype(np.float32) == c)
-    return c, ok
+@njit(cache=True, nogil=True, boundscheck=False)
+def _round_checked(s, bound, bn, gamma, out, bad):
+    """out = float32 rounding of s; bad[i, j] = 1 where a number within the error bound of s rounds otherwise.
+
+    The bound is gamma * bound[i] * bn[j], widened by two float64 ulps of s
+    (s - err and s + err are themselves rounded). Rounding is monotone, so
+    checking both ends checks the whole interval. Returns how many are bad.
+    """
+    n_bad = 0
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            x = s[i, j]
+            err = gamma * bound[i] * bn[j] + abs(x) * (4 * U64) + 1e-300
+            c = np.float32(x)
+            out[i, j] = c
+            if np.float32(x - err) != c or np.float32(x + err) != c:
+                bad[i, j] = 1
+                n_bad += 1
+            else:
+                bad[i, j] = 0
+    return n_bad
 
 
 @njit(cache=True, nogil=True, boundscheck=False, fastmath={"reassoc", "contract"})
@@ -88,10 +104,87 @@ def _pair_sums(a, b, ia, ib, out, bound):
         bound[p] = t
 
 
-def _fix(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray, c: np.ndarray, ok: np.ndarray) -> None:
-    """Settle the pairs whose float64 sum was too close to a rounding midpoint (in place)."""
-    for p in np.flatnonzero(~ok):
-        c[p] = exact_score(a[ia[p]], b[ib[p]])
+@njit(cache=True, nogil=True, boundscheck=False)
+def _settle_double_double(a, b, ia, ib, out, unsettled):
+    """Canonical scores of pairs too close to a rounding midpoint for a float64 sum to tell.
+
+    The exact products are summed as a double-double (TwoSum keeps each
+    addition's rounding error): x = s + c is within 2 gamma_D^2 sum|p| of the
+    exact sum. With f = float32(s) and m_lo, m_hi the midpoints to its float32
+    neighbours (exact in float64), x rounds to f, to the one below or the one
+    above whenever it lies further than that bound from both midpoints; the
+    distance s - m is taken exactly (TwoSum again). Pairs still within the
+    bound of a midpoint (an exact tie, in practice) are flagged for
+    ``exact_score``. Returns how many.
+    """
+    dims = a.shape[1]
+    g = dims * U64 / (1 - dims * U64)
+    n_left = 0
+    for p in range(ia.shape[0]):
+        x = ia[p]
+        y = ib[p]
+        s = 0.0
+        c = 0.0
+        t = 0.0
+        for k in range(dims):
+            v = np.float64(a[x, k]) * np.float64(b[y, k])
+            z = s + v
+            w = z - s
+            c += (s - (z - w)) + (v - w)
+            s = z
+            t += abs(v)
+        bound = 2 * g * g * t * (1 + 1e-6) + 1e-300
+        f = np.float32(s)
+        below = np.float64(np.nextafter(f, np.float32(-np.inf)))
+        above = np.float64(np.nextafter(f, np.float32(np.inf)))
+        fd = np.float64(f)
+        # x - m for both midpoints, as (exact difference of s and m) + c
+        d = np.empty(2)
+        for side in range(2):
+            m = (fd + below) / 2 if side == 0 else (fd + above) / 2
+            h = s - m
+            w = h - s
+            lo = (s - (h - w)) + (-m - w)
+            d[side] = h + (lo + c)
+        if d[0] > bound and d[1] < -bound:
+            out[p] = f
+            unsettled[p] = 0
+        elif d[0] < -bound and d[0] > -(fd - below) + bound:
+            out[p] = np.float32(below)
+            unsettled[p] = 0
+        elif d[1] > bound and d[1] < (above - fd) - bound:
+            out[p] = np.float32(above)
+            unsettled[p] = 0
+        else:
+            unsettled[p] = 1
+            n_left += 1
+    return n_left
+
+
+def settle(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """Canonical scores of pairs whose float64 sum was too close to a rounding midpoint: a double-double
+    sum for nearly all of them, ``exact_score`` (``math.fsum``) for the ones on a midpoint."""
+    ia = np.asarray(ia, dtype=np.int64)
+    ib = np.asarray(ib, dtype=np.int64)
+    out = np.empty(len(ia), dtype=np.float32)
+    unsettled = np.empty(len(ia), dtype=np.uint8)
+    if _settle_double_double(a, b, ia, ib, out, unsettled):
+        for p in np.flatnonzero(unsettled):
+            out[p] = exact_score(a[ia[p]], b[ib[p]])
+    return out
+
+
+def compact(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values of ``idx`` ascending, each entry's position among them), values in 0..size-1.
+
+    ``np.unique`` without its sort: a presence table, O(size + len(idx)).
+    """
+    present = np.zeros(size, dtype=bool)
+    present[idx] = True
+    values = np.flatnonzero(present)
+    position = np.zeros(size, dtype=np.int64)
+    position[values] = np.arange(len(values))
+    return values, position[idx]
 
 
 def canonical_pairs(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
@@ -109,39 +202,84 @@ def canonical_pairs(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray
     a = np.ascontiguousarray(a, dtype=np.float32)
     b = np.ascontiguousarray(b, dtype=np.float32)
     if n > 4096:
-        ua, inv_a = np.unique(ia, return_inverse=True)
-        ub, inv_b = np.unique(ib, return_inverse=True)
+        ua, inv_a = compact(ia, len(a)) if len(a) <= 8 * n else np.unique(ia, return_inverse=True)
+        ub, inv_b = compact(ib, len(b)) if len(b) <= 8 * n else np.unique(ib, return_inverse=True)
         # a matrix product does ~10 times the work of the loop per second: worth it when pairs are dense
         if 10 * n >= len(ua) * len(ub):
-            return canonical_block(a[ua], b[ub])[inv_a.reshape(-1), inv_b.reshape(-1)]
+            block = canonical_block(a[ua], b[ub])
+            return block.reshape(-1)[inv_a.reshape(-1) * len(ub) + inv_b.reshape(-1)]
     s = np.empty(n, dtype=np.float64)
     bound = np.empty(n, dtype=np.float64)
     _pair_sums(a, b, ia, ib, s, bound)
-    c, ok = round_checked(s, gamma64(a.shape[1]) * bound)
-    if not ok.all():
-        _fix(a, b, ia, ib, c, ok)
-    return c
+    c = np.empty((n, 1), dtype=np.float32)
+    bad = np.empty((n, 1), dtype=np.uint8)
+    if _round_checked(s.reshape(n, 1), bound, np.ones(1), gamma64(a.shape[1]), c, bad):
+        redo = np.flatnonzero(bad[:, 0])
+        c[redo, 0] = settle(a, b, ia[redo], ib[redo])
+    return c[:, 0]
 
 
-def canonical_block(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def canonical_block(a: np.ndarray, b: np.ndarray, b64: np.ndarray | None = None,
+                    b_norms: np.ndarray | None = None) -> np.ndarray:
     """canonical(a[i], b[j]) for every i, j: a float64 matrix product, checked, then the few settled exactly.
 
     The bound uses Cauchy-Schwarz, sum_k |a_k b_k| <= ||a|| ||b||, so no second
-    product of absolute values is needed.
+    product of absolute values is needed. ``b64`` and ``b_norms`` (b widened
+    to float64 and its row norms) may be given when b is scored many times.
     """
     a64 = a.astype(np.float64)
-    b64 = b.astype(np.float64)
+    b64 = b.astype(np.float64) if b64 is None else b64
     s = a64 @ b64.T
     an = np.sqrt(np.einsum("ij,ij->i", a64, a64))
-    bn = np.sqrt(np.einsum("ij,ij->i", b64, b64))
-    c, ok = round_checked(s, gamma64(a.shape[1]) * np.multiply.outer(an, bn))
-    if not ok.all():
-        for i, j in zip(*np.nonzero(~ok)):
-            c[i, j] = exact_score(a[i], b[j])
+    bn = np.sqrt(np.einsum("ij,ij->i", b64, b64)) if b_norms is None else b_norms
+    c = np.empty(s.shape, dtype=np.float32)
+    bad = np.empty(s.shape, dtype=np.uint8)
+    if _round_checked(s, an, bn, gamma64(a.shape[1]), c, bad):
+        i, j = np.nonzero(bad)
+        c[i, j] = settle(np.ascontiguousarray(a, dtype=np.float32), np.ascontiguousarray(b, dtype=np.float32), i, j)
     return c
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _row_hashes(bits, mult):
+    """A 64-bit hash of each row's bit pattern (equal rows, equal hashes)."""
+    n, d = bits.shape
+    out = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        h = np.uint64(0)
+        for k in range(d):
+            h += np.uint64(bits[i, k]) * mult[k]
+        out[i] = h
+    return out
+
+
+_HASH_MULT = np.random.default_rng(20261124).integers(1, 2 ** 63, 1 << 16, dtype=np.uint64) | np.uint64(1)
+
+
+def first_identical(rows: np.ndarray) -> np.ndarray:
+    """For each row, the index of the first row identical to it (bit for bit, -0.0 and 0.0 apart).
+
+    Identical rows have one canonical score against any query, so it is
+    computed once: a hash finds candidates, and a row is only mapped to an
+    earlier one it really equals.
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    n, d = rows.shape
+    if d > len(_HASH_MULT):
+        return np.arange(n)
+    hashes = _row_hashes(rows.view(np.uint32), _HASH_MULT[:d])
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    rep = first[inverse.reshape(-1)]
+    same = (rep == np.arange(n)) | (rows.view(np.uint32) == rows.view(np.uint32)[rep]).all(axis=1)
+    return np.where(same, rep, np.arange(n))
 
 
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) the pair loop."""
     z = np.zeros((1, 1), np.float32)
     _pair_sums(z, z, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), np.zeros(1))
+    _round_checked(np.zeros((1, 1)), np.zeros(1), np.zeros(1), 0.0, np.zeros((1, 1), np.float32),
+                   np.zeros((1, 1), np.uint8))
+    _row_hashes(np.zeros((1, 1), np.uint32), np.ones(1, np.uint64))
+    _settle_double_double(np.ones((1, 1), np.float32), np.ones((1, 1), np.float32), np.zeros(1, np.int64),
+                          np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.uint8))

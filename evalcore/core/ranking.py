@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from evalcore.core.canonical import canonical_pairs
+from evalcore.core.canonical import canonical_block, canonical_pairs, compact, first_identical
 from evalcore.core.kernels import NEAR, fold_settled, fold_tile
 from evalcore.core.protocols import Truth, segment_ids
 from evalcore.errors import InputError, rows_text
@@ -200,6 +200,7 @@ class _TileState:
         self.best = np.full(n, -np.inf, dtype=np.float32)     # canonical rank-1 score among negatives
         self.best_idx = np.full(n, -1, dtype=np.int64)
         self.n_near = 0
+        self.dense = False    # most pairs need canonical scores: compute them first (``update_canonical``)
         self.n = n
         # scratch for the kernel, reused across tiles
         self._out_idx: np.ndarray | None = None
@@ -211,13 +212,47 @@ class _TileState:
         return state
 
     def update(self, scores: np.ndarray, col0: int, colmask: np.ndarray | None, qtile: np.ndarray,
-               gtile: np.ndarray, gnorm: np.ndarray, gmax: float, floor: float) -> None:
-        """Fold one tile of scores (query tile x gallery tile from ``col0``) into the state.
+               gtile: GalleryTile, floor: float) -> None:
+        """Fold one tile of score estimates (query tile x gallery tile from ``col0``) into the state.
 
         Pairs the estimates cannot decide get canonical scores from their rows
-        (``qtile`` and ``gtile``, the tile's operands).
+        (``qtile`` and ``gtile``, the tile's operands). When most of a tile's
+        pairs were undecided (a constant or collapsed submission), the state
+        turns ``dense``: its next tiles come canonical from the start
+        (``update_canonical``), which saves the estimate and the second pass.
         """
         sub = scores[self.l0:self.l1]
+        k, out_idx, out_flag = self._fold(sub, col0, colmask, self.qerr, gtile.norms, gtile.max_norm, floor)
+        if k:
+            width = sub.shape[1]
+            rows, cols = np.divmod(out_idx[:k], width)
+            flags = out_flag[:k]
+            # many pairs (a constant or collapsed submission): identical gallery rows share one score
+            rep = gtile.representatives()[cols] if k > width else cols
+            canon = canonical_pairs(qtile, gtile.rows, rows + self.l0, rep)
+            fold_settled(rows, cols + col0, flags, canon, self.pessimistic, self.row_start, self.thr_sorted,
+                         self.hist, self.best, self.best_idx)
+            self.n_near += int(np.count_nonzero(flags & NEAR))
+            self.dense = 2 * k > sub.size
+
+    def update_canonical(self, col0: int, colmask: np.ndarray | None, qtile: np.ndarray, gtile: GalleryTile) -> None:
+        """Fold one tile from canonical scores computed for every pair (error 0: the fold decides all)."""
+        distinct, position, rows64, norms64 = gtile.distinct_rows()
+        sub = canonical_block(qtile[self.l0:self.l1], gtile.rows[distinct], rows64, norms64)
+        if position is not None:
+            sub = sub[:, position]
+        n_exact = sub.size
+        zero = np.zeros(self.n)
+        k, out_idx, out_flag = self._fold(sub, col0, colmask, zero, gtile.norms, 0.0, 0.0)
+        if k:
+            rows, cols = np.divmod(out_idx[:k], sub.shape[1])
+            fold_settled(rows, cols + col0, out_flag[:k], sub[rows, cols], self.pessimistic, self.row_start,
+                         self.thr_sorted, self.hist, self.best, self.best_idx)
+        self.n_near += n_exact
+
+    def _fold(self, sub: np.ndarray, col0: int, colmask: np.ndarray | None, qerr: np.ndarray, gnorm: np.ndarray,
+              gmax: float, floor: float) -> tuple[int, np.ndarray, np.ndarray]:
+        """Mask the tile's relevant and junk pairs, then one ``fold_tile`` pass; (emitted, their places, flags)."""
         width = sub.shape[1]
         col1 = col0 + width
         a, b = np.searchsorted(self.rel_cols_sorted, [col0, col1])
@@ -231,15 +266,9 @@ class _TileState:
         if out_idx is None or out_flag is None or len(out_idx) < sub.size:
             out_idx = self._out_idx = np.empty(sub.size, dtype=np.int64)
             out_flag = self._out_flag = np.empty(sub.size, dtype=np.uint8)
-        k = fold_tile(sub, _NO_JUNK if colmask is None else colmask, self.qerr, gnorm, gmax, floor, self.low,
+        k = fold_tile(sub, _NO_JUNK if colmask is None else colmask, qerr, gnorm, gmax, floor, self.low,
                       self.row_start, self.bounds, self.hist, out_idx, out_flag)
-        if k:
-            rows, cols = np.divmod(out_idx[:k], width)
-            flags = out_flag[:k]
-            canon = canonical_pairs(qtile, gtile, rows + self.l0, cols)
-            fold_settled(rows, cols + col0, flags, canon, self.pessimistic, self.row_start, self.thr_sorted,
-                         self.hist, self.best, self.best_idx)
-            self.n_near += int(np.count_nonzero(flags & NEAR))
+        return k, out_idx, out_flag
 
     def merge(self, other: _TileState) -> None:
         """Add the state of the same queries over another, disjoint part of the gallery."""
@@ -325,12 +354,35 @@ def new_states(tiles, q0: int, truth: Truth, thresholds: np.ndarray, ties: str,
             for a, b, _ in tiles]
 
 
-def gallery_tile_norms(gtile: np.ndarray, similarity: str) -> tuple[np.ndarray, float]:
-    """(||g|| per row, their maximum), as the fold's error bound needs them; a constant under cosine."""
-    if similarity == "cosine":
-        return np.full(len(gtile), UNIT_NORM), UNIT_NORM
-    norms = row_norms(gtile)
-    return norms, float(norms.max()) if len(norms) else 0.0
+class GalleryTile:
+    """One gallery tile's normalised rows, with what the fold needs of them computed once for all query tiles:
+    row norms for the error bound (a constant under cosine), and, only when asked, identical rows."""
+
+    def __init__(self, rows: np.ndarray, similarity: str):
+        self.rows = rows
+        if similarity == "cosine":
+            self.norms, self.max_norm = np.full(len(rows), UNIT_NORM), UNIT_NORM
+        else:
+            self.norms = row_norms(rows)
+            self.max_norm = float(self.norms.max()) if len(rows) else 0.0
+        self._representatives: np.ndarray | None = None
+        self._distinct: tuple | None = None
+
+    def representatives(self) -> np.ndarray:
+        """For each row, the first row of the tile identical to it."""
+        if self._representatives is None:
+            self._representatives = first_identical(self.rows)
+        return self._representatives
+
+    def distinct_rows(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+        """(indices of the distinct rows, each row's position among them or None when all differ, those rows
+        widened to float64, their norms): what ``canonical_block`` needs, computed once for every query tile."""
+        if self._distinct is None:
+            distinct, position = compact(self.representatives(), len(self.rows))
+            rows64 = self.rows[distinct].astype(np.float64)
+            norms = np.sqrt(np.einsum("ij,ij->i", rows64, rows64))
+            self._distinct = (distinct, None if len(distinct) == len(self.rows) else position, rows64, norms)
+        return self._distinct
 
 
 def tile_scores(qtile: np.ndarray, gtile: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -348,16 +400,18 @@ def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarr
         for g0, block in blocks:
             for c0 in range(0, len(block), TILE_COLS):
                 col0 = g0 + c0
-                gtile = block[c0:c0 + TILE_COLS]  # the last tile is short, the same in every run
-                colmask = tile_mask(col0, len(gtile), gallery_junk)
-                gnorm, gmax = gallery_tile_norms(gtile, similarity)
+                rows = block[c0:c0 + TILE_COLS]  # the last tile is short, the same in every run
+                gtile = GalleryTile(rows, similarity)
+                colmask = tile_mask(col0, len(rows), gallery_junk)
                 for (_, _, qtile), state in zip(tiles, states):
-                    shape = (len(qtile), len(gtile))
+                    if state.dense:
+                        state.update_canonical(col0, colmask, qtile, gtile)
+                        continue
+                    shape = (len(qtile), len(rows))
                     out = buffers.get(shape)
                     if out is None:
                         out = buffers[shape] = np.empty(shape, dtype=np.float32)
-                    state.update(tile_scores(qtile, gtile, out), col0, colmask, qtile, gtile, gnorm, gmax,
-                                 floor)
+                    state.update(tile_scores(qtile, rows, out), col0, colmask, qtile, gtile, floor)
 
 
 def merge_states(parts: list[list[_TileState]]) -> list[_TileState]:
