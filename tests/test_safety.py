@@ -272,6 +272,19 @@ def test_memory_limit_and_scheduler_checks():
             common.check_scheduler(bad)
 
 
+def test_the_worker_memory_floor_is_the_same_in_the_readme_the_options_and_the_engine():
+    import re
+
+    from evalcore.engine.cluster import MIN_WORKER_MEMORY
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    stated = re.findall(r"below (\d+) MiB per worker", " ".join(readme.split()))
+    assert stated == [str(MIN_WORKER_MEMORY >> 20)], stated
+    assert common.check_memory_limit(f"{MIN_WORKER_MEMORY >> 20}MiB") == f"{MIN_WORKER_MEMORY >> 20}MiB"
+    with pytest.raises(InputError, match="--memory-limit: .* per worker is too small"):
+        common.check_memory_limit(str(MIN_WORKER_MEMORY - 1))   # bytes, as a job file's bare number
+
+
 # =========================================================================== 9. --max-rank capped at G
 
 
