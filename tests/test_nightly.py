@@ -331,12 +331,19 @@ def test_the_metrics_a_job_may_name_are_the_summary_columns_an_evaluation_writes
     from evalcore import api
     from evalcore.jobs.nightly import evaluation_metrics
 
-    path = write(random_reid(np.random.default_rng(3), n_query=40, n_gallery=200, dims=8, n_ids=15),
-                 attrs={"protocol": "reid"})
-    for options in ({}, {"ks": [2, 7]}, {"ks": [1], "map_at": 20}, {"threshold": 0.4},
-                    {"ks": [3], "threshold": 0.4, "target_fpir": 0.1, "map_at": 5}):
-        result = api.evaluate(str(path), **{**options, "ks": tuple(options.get("ks", (1, 3, 5, 10)))})
-        assert result.summary.column_names == ["group", *evaluation_metrics(options)], options
+    rng = np.random.default_rng(3)
+    arrays = random_reid(rng, n_query=40, n_gallery=200, dims=8, n_ids=15)
+    arrays.update({f"{side}/{c}": rng.uniform(-1, 1, n) for side, n in (("query", 40), ("gallery", 200))
+                   for c in ("lat", "lon")})
+    arrays.update({"qrels/query": np.repeat(np.arange(40), 3), "qrels/item": (np.arange(120) * 7) % 200,
+                   "qrels/rel": rng.integers(-1, 2, 120).astype(np.int8)})
+    path = write(arrays)
+    for protocol in ("reid", "class", "qrels", "geo"):          # the protocol changes values, not columns
+        for options in ({}, {"ks": [2, 7]}, {"ks": [1], "map_at": 20}, {"threshold": 0.4},
+                        {"ks": [3], "threshold": 0.4, "target_fpir": 0.1, "map_at": 5}):
+            result = api.evaluate(str(path), protocol=protocol,
+                                  **{**options, "ks": tuple(options.get("ks", (1, 3, 5, 10)))})
+            assert result.summary.column_names == ["group", *evaluation_metrics(options)], (protocol, options)
 
 
 def test_a_nested_storage_options_table_passes_through_typed(tmp_path, monkeypatch):
