@@ -1,4 +1,5 @@
 """``evalcore nightly``: history store, reruns, regression gates, trend page, concurrent runs."""
+import argparse
 import json
 import os
 import subprocess
@@ -257,3 +258,119 @@ def test_job_file_accepts_empty_queries_and_refuses_other_values(tmp_path):
     assert job("zero")["evaluation"][0]["empty_queries"] == "zero"
     with pytest.raises(InputError, match="empty_queries 'none' is not one of skip, zero"):
         job("none")
+
+
+# --------------------------------------------------------------------------- job files checked before any work
+
+BASE = 'reports = "r"\nhistory = "h"\n'
+EVAL = '[[evaluation]]\nname = "a"\ndataset = "d.zarr"\nks = [1, 3, 5, 10]\n'
+
+
+@pytest.mark.parametrize("text, words", [
+    # a gate, a baseline or a trend metric the evaluation does not write
+    (BASE + EVAL + "[gates.mAP]\nmax_drop_previous = 0.01\n",
+     ["gates.mAP", "'mAP' is not a metric evaluation 'a' writes", "did you mean 'map'?", "known: n_queries"]),
+    (BASE + EVAL + "[gates.hit_at_7]\nmax_drop_previous = 0.01\n", ["gates.hit_at_7", "hit_at_10"]),
+    (BASE + EVAL + "[evaluation.gates.fpir]\nmax_drop_previous = 0.01\n", ["evaluation 'a': gates.fpir", "known"]),
+    (BASE + EVAL.replace("ks = [1, 3, 5, 10]", "map_at = 50") + "[gates.map_at_100]\nmax_drop_previous = 0.1\n",
+     ["map_at_100", "map_at_50"]),
+    (BASE + EVAL + "[baseline.a]\nmap = 0.5\nmAP = 0.4\n", ["baseline.a.mAP", "did you mean 'map'?"]),
+    ('trend_metrics = ["map", "hit_at_7"]\n' + BASE + EVAL, ["trend_metrics", "'hit_at_7'", "any evaluation"]),
+    # sizes parsed and held to the worker memory floor at load
+    ("memory_limit = 4\n" + BASE + EVAL, ["memory_limit: 4 per worker is too small", "512MiB"]),
+    ('memory_limit = "100MB"\n' + BASE + EVAL, ["memory_limit: 100MB per worker is too small"]),
+    ('memory_limit = "lots"\n' + BASE + EVAL, ["memory_limit: 'lots' is not a size"]),
+    ("memory_limit = true\n" + BASE + EVAL, ["memory_limit must be a size"]),
+    # a table where one value is expected, and a bad table where a table is meant
+    ("memory_limit = { size = 4 }\n" + BASE + EVAL, ["memory_limit is a table, but it takes a single value"]),
+    (BASE + EVAL.replace("[1, 3, 5, 10]", "{ a = 1 }"), ["evaluation 'a'", "ks is a table, but it takes a single value"]),
+    (BASE + EVAL.replace("ks = [1, 3, 5, 10]", "protocol = { name = \"reid\" }"), ["protocol is a table"]),
+    (BASE + EVAL + 'storage_options = "anon=true"\n', ["storage_options: must be a table"]),
+    (BASE + EVAL + "storage_options = { expires = 2025-01-01 }\n", ["storage_options.expires", "TOML date"]),
+    (BASE + EVAL + 'storage_options = { endpoint_url = "http://a", client_kwargs = { endpoint_url = "http://b" } }\n',
+     ["endpoint_url is given both at the top and in client_kwargs"]),
+])
+def test_job_file_metrics_sizes_and_tables_are_checked_before_any_work(tmp_path, capsys, monkeypatch, text, words):
+    import evalcore.engine.cluster as cluster
+
+    def refuse(*a, **k):
+        raise AssertionError("a cluster was started before the job file was checked")
+
+    monkeypatch.setattr(cluster, "dask_client", refuse)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.toml").write_text(text)
+    assert main(["nightly", "job.toml", "--date", "2025-01-01"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("evalcore: error: job.toml"), err
+    assert all(w in err for w in words), (words, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.toml"]     # no report, history, trend or gates
+
+
+def test_metrics_a_job_may_name_follow_its_options(tmp_path):
+    from evalcore.engine.cluster import MIN_WORKER_MEMORY
+    from evalcore.jobs.nightly import load_job
+
+    path = tmp_path / "job.toml"
+    path.write_text(BASE + f'trend_metrics = ["hit_at_7", "fpir", "map_at_100"]\nmemory_limit = {MIN_WORKER_MEMORY}\n'
+                    + '[[evaluation]]\nname = "a"\ndataset = "d.zarr"\nks = [7]\nthreshold = 0.5\nmap_at = 100\n'
+                    + "target_fpir = 0.1\n"
+                    + "[evaluation.gates.fnir_at_target_fpir]\nmax_drop_previous = 0.01\n"
+                    + '[[evaluation]]\nname = "b"\ndataset = "d.zarr"\nks = [7]\n'
+                    + "[gates.hit_at_7]\nmax_drop_previous = 0.01\n[baseline.a]\nfpir = 0.1\nn_evaluated = 10\n")
+    job = load_job(path)
+    assert job["memory_limit"] == str(MIN_WORKER_MEMORY)       # the engine's floor itself, in bytes, is enough
+    assert set(job["evaluation"][0]["gates"]) == {"fnir_at_target_fpir"}
+    path.write_text(path.read_text().replace(f"= {MIN_WORKER_MEMORY}", f"= {MIN_WORKER_MEMORY - 1}"))
+    with pytest.raises(InputError, match="memory_limit: .* per worker is too small"):
+        load_job(path)
+
+
+def test_the_metrics_a_job_may_name_are_the_summary_columns_an_evaluation_writes(write):
+    """The names the job file is checked against come from the options; an evaluation with those options
+    writes exactly those summary columns."""
+    from evalcore import api
+    from evalcore.jobs.nightly import evaluation_metrics
+
+    rng = np.random.default_rng(3)
+    arrays = random_reid(rng, n_query=40, n_gallery=200, dims=8, n_ids=15)
+    arrays.update({f"{side}/{c}": rng.uniform(-1, 1, n) for side, n in (("query", 40), ("gallery", 200))
+                   for c in ("lat", "lon")})
+    arrays.update({"qrels/query": np.repeat(np.arange(40), 3), "qrels/item": (np.arange(120) * 7) % 200,
+                   "qrels/rel": rng.integers(-1, 2, 120).astype(np.int8)})
+    path = write(arrays)
+    for protocol in ("reid", "class", "qrels", "geo"):          # the protocol changes values, not columns
+        for options in ({}, {"ks": [2, 7]}, {"ks": [1], "map_at": 20}, {"threshold": 0.4},
+                        {"ks": [3], "threshold": 0.4, "target_fpir": 0.1, "map_at": 5}):
+            result = api.evaluate(str(path), protocol=protocol,
+                                  **{**options, "ks": tuple(options.get("ks", (1, 3, 5, 10)))})
+            assert result.summary.column_names == ["group", *evaluation_metrics(options)], (protocol, options)
+
+
+def test_a_nested_storage_options_table_passes_through_typed(tmp_path, monkeypatch):
+    from evalcore.jobs import common
+    from evalcore.jobs.nightly import load_job, run_namespace
+
+    path = tmp_path / "job.toml"
+    path.write_text(BASE + EVAL + 'storage_options = { anon = false, default_block_size = 1048576, '
+                    'endpoint_url = "http://127.0.0.1:9", client_kwargs = { region_name = "eu-1", '
+                    'config_kwargs = { retries = { max_attempts = 2 } } }, tags = ["a", 1] }\n')
+    ev = load_job(path)["evaluation"][0]
+    want = {"anon": False, "default_block_size": 1048576, "tags": ["a", 1],
+            "client_kwargs": {"region_name": "eu-1", "config_kwargs": {"retries": {"max_attempts": 2}},
+                              "endpoint_url": "http://127.0.0.1:9"}}
+    args = argparse.Namespace(scheduler=None, workers=None, memory_limit=None)
+    assert common.storage_options_of(run_namespace(ev, args, {})) == want
+    # what the command line's --storage-option builds for the same endpoint is the same shape
+    assert common.parse_storage_options(["endpoint_url=http://127.0.0.1:9", "anon=false"]) == \
+        {"client_kwargs": {"endpoint_url": "http://127.0.0.1:9"}, "anon": False}
+    seen = {}
+
+    def fake_evaluate(source, **kwargs):
+        seen.update(kwargs)
+        raise common.InputError("stop here")
+
+    from evalcore import api
+    monkeypatch.setattr(api, "evaluate", fake_evaluate)
+    monkeypatch.chdir(tmp_path)
+    assert main(["nightly", str(path), "--date", "2025-01-01", "--quiet"]) == 2
+    assert seen["storage_options"] == want                     # handed to the evaluation as the table it is

@@ -169,3 +169,25 @@ def test_an_interrupted_s3_overwrite_leaves_a_refused_report(s3, monkeypatch):
     s3.client().put_object(Bucket=s3.bucket, Key="reports/r3/per_query.parquet", Body=b"not the same file")
     with pytest.raises(InputError, match="per_query.parquet"):
         report.read_report(out, opts)
+
+
+def test_nightly_reaches_s3_through_a_nested_storage_options_table(s3, dataset, tmp_path):
+    """The job file's storage_options, client_kwargs a nested table, reach the server as a mapping (it used to
+    be turned into the text "{'endpoint_url': ...}" and the run failed to reach the server)."""
+    from s3server import KEY, REGION, SECRET
+
+    local_ds, url = dataset
+    job = tmp_path / "job.toml"
+    job.write_text(f"""
+reports = "{tmp_path / 'reports'}"
+history = "{tmp_path / 'history'}"
+[[evaluation]]
+name = "on-s3"
+dataset = "{url}"
+ks = [1, 5]
+storage_options = {{ key = "{KEY}", secret = "{SECRET}", client_kwargs = {{ endpoint_url = "{s3.endpoint}", region_name = "{REGION}" }} }}
+""")
+    result = run("nightly", job, "--date", "2025-02-01", "--quiet", env=s3.env(aws=False))
+    assert result.returncode == 0, result.stderr
+    got = report.read_report(tmp_path / "reports" / "2025-02-01" / "on-s3")
+    assert_same_report(got, local_run(local_ds, "--ks", "1,5"))

@@ -272,6 +272,19 @@ def test_memory_limit_and_scheduler_checks():
             common.check_scheduler(bad)
 
 
+def test_the_worker_memory_floor_is_the_same_in_the_readme_the_options_and_the_engine():
+    import re
+
+    from evalcore.engine.cluster import MIN_WORKER_MEMORY
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    stated = re.findall(r"below (\d+) MiB per worker", " ".join(readme.split()))
+    assert stated == [str(MIN_WORKER_MEMORY >> 20)], stated
+    assert common.check_memory_limit(f"{MIN_WORKER_MEMORY >> 20}MiB") == f"{MIN_WORKER_MEMORY >> 20}MiB"
+    with pytest.raises(InputError, match="--memory-limit: .* per worker is too small"):
+        common.check_memory_limit(str(MIN_WORKER_MEMORY - 1))   # bytes, as a job file's bare number
+
+
 # =========================================================================== 9. --max-rank capped at G
 
 
@@ -433,6 +446,111 @@ def test_a_kill_between_the_two_renames_gives_the_earlier_report_back(tmp_path):
     history.atomic_write(tmp_path / "other.json", b"{}")      # any later write in the folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.json", "r"]
     assert report.read_report(out)["run"] == {"x": "earlier"}
+
+
+STEPPED_SWAP = textwrap.dedent("""
+    import os, shutil, sys, time
+    from pathlib import Path
+    import pyarrow as pa
+    from evalcore.io import report
+
+    out, ready, stop_at, mode = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    count = [0]
+    rename = os.replace
+
+    def step(label):
+        if count[0] == stop_at:
+            Path(f"{ready}.part").write_text(label)
+            rename(f"{ready}.part", ready)   # whole, then the parent kills us here
+            time.sleep(600)
+        count[0] += 1
+
+    def stepped(label, fn):
+        def call(*args, **kwargs):
+            step("before " + label)
+            result = fn(*args, **kwargs)
+            step("after " + label)
+            return result
+        return call
+
+    if mode == "two renames":          # a filesystem without RENAME_EXCHANGE
+        report._RENAMEAT2 = None
+    report.exchange = stepped("exchange", report.exchange)
+    os.replace = stepped("rename", os.replace)
+    shutil.rmtree = stepped("rmtree", shutil.rmtree)
+    t = {"per_query": pa.table({"i": [1]}), "summary": pa.table({"group": ["all"]}), "cmc": pa.table({"k": [1]})}
+    report.write_report(out, t, {"x": "new"}, overwrite=True)
+""")
+
+
+@pytest.mark.parametrize("mode", ["exchange", "two renames"])
+def test_a_report_swap_killed_at_every_step(tmp_path, mode):
+    """SIGKILL at each step of replacing a report: with the exchange, --out always holds a whole report (the
+    earlier one or the new one); without it, a kill between the two renames leaves no --out until the next run
+    puts the earlier report back. Either way the next run leaves exactly the report and nothing else."""
+    labels, absent = [], []
+    for stop_at in range(20):
+        folder = tmp_path / f"kill-{stop_at}"
+        out, ready = folder / "r", tmp_path / f"ready-{stop_at}"
+        report.write_report(out, tables(), {"x": "earlier"})
+        proc = subprocess.Popen([sys.executable, "-c", STEPPED_SWAP, str(out), str(ready), str(stop_at), mode],
+                                cwd=tmp_path)
+        deadline = time.time() + 60
+        while not ready.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        if not ready.exists():                                # ran to the end without reaching this step
+            assert proc.wait(timeout=60) == 0
+            assert report.read_report(out)["run"] == {"x": "new"}
+            assert sorted(p.name for p in folder.iterdir()) == ["r"]
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        labels.append(ready.read_text())
+        if os.path.lexists(out):
+            assert report.read_report(out)["run"] in ({"x": "earlier"}, {"x": "new"}), labels[-1]
+        else:
+            absent.append(labels[-1])
+        seen = report.read_report(out)["run"] if os.path.lexists(out) else None
+        history.atomic_write(folder / "other.json", b"{}")   # any later evalcore write in the folder repairs
+        assert sorted(p.name for p in folder.iterdir()) == ["other.json", "r"], labels[-1]
+        assert report.read_report(out)["run"] == (seen or {"x": "earlier"})
+    else:
+        pytest.fail("the swap never finished")
+    if mode == "exchange":
+        assert labels == ["before exchange", "after exchange", "before rmtree", "after rmtree"]
+        assert absent == []                                   # --out was there at every step
+    else:
+        assert labels == ["before exchange", "after exchange",   # the exchange answers "cannot"
+                          "before rename", "after rename", "before rename", "after rename", "before rmtree",
+                          "after rmtree"]
+        assert absent == ["after rename", "before rename"]    # the window between the two renames
+
+
+def test_the_exchange_swaps_two_folders_and_reports_when_it_cannot(tmp_path, monkeypatch):
+    a, b = tmp_path / "a", tmp_path / "b"
+    (a / "x").mkdir(parents=True)
+    (b / "y").mkdir(parents=True)
+    assert report.exchange(a, b)
+    assert [p.name for p in a.iterdir()] == ["y"] and [p.name for p in b.iterdir()] == ["x"]
+    with pytest.raises(FileNotFoundError):
+        report.exchange(a, tmp_path / "missing")
+    monkeypatch.setattr(report, "_RENAMEAT2", None)          # no renameat2 in this C library
+    assert not report.exchange(a, b)
+    assert [p.name for p in a.iterdir()] == ["y"]
+    assert report.swap_into_place(b, a) == "two renames"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and [p.name for p in a.iterdir()] == ["x"]
+
+
+def test_a_symlinked_out_is_swapped_for_the_new_folder_and_its_target_is_left_alone(tmp_path):
+    target = tmp_path / "elsewhere" / "r"
+    report.write_report(target, tables(), {"x": "earlier"})
+    out = tmp_path / "reports" / "r"
+    out.parent.mkdir()
+    out.symlink_to(target)
+    report.write_report(out, tables(), {"x": "new"}, overwrite=True)
+    assert not out.is_symlink() and report.read_report(out)["run"] == {"x": "new"}
+    assert report.read_report(target)["run"] == {"x": "earlier"}     # the link went, not what it pointed to
+    assert sorted(p.name for p in out.parent.iterdir()) == ["r"]
 
 
 @pytest.mark.cluster

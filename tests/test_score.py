@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -377,3 +378,52 @@ def test_best_per_team():
     ], schema=ch.LEADERBOARD_SCHEMA)
     best = ch.best_per_team(table).to_pylist()
     assert [(r["team"], r["submission"]) for r in best] == [("b", "3"), ("a", "2"), ("c", "4")]
+
+
+# --------------------------------------------------------------------------- team names in Unicode NFC
+
+COMPOSED, DECOMPOSED = "\u00e9quipe", "e\u0301quipe"     # "équipe" typed two ways
+
+
+def test_a_team_name_typed_composed_or_decomposed_is_one_team():
+    assert COMPOSED != DECOMPOSED
+    assert ch.check_team(DECOMPOSED) == ch.check_team(COMPOSED) == unicodedata.normalize("NFC", DECOMPOSED)
+    assert ch.check_label("--name", "run-e\u0301") == "run-\u00e9"
+
+
+def test_leaderboard_rows_of_both_spellings_are_one_team(tmp_path):
+    board = tmp_path / "leaderboard.parquet"
+    row = {"submission": "s", "n_queries": 1, "n_evaluated": 1, "scored_at": ch.utc_now()}
+    ch.update_leaderboard(board, {**row, "team": DECOMPOSED, "fingerprint": "a", "score": 0.5})
+    ch.update_leaderboard(board, {**row, "team": COMPOSED, "fingerprint": "a", "score": 0.6})   # same submission
+    ch.update_leaderboard(board, {**row, "team": DECOMPOSED, "fingerprint": "b", "score": 0.7})
+    table = ch.read_leaderboard(board).to_pylist()
+    assert sorted((r["team"], r["fingerprint"], r["score"]) for r in table) == [(COMPOSED, "a", 0.6),
+                                                                               (COMPOSED, "b", 0.7)]
+    assert [(r["team"], r["score"]) for r in pq.read_table(ch.best_path(board)).to_pylist()] == [(COMPOSED, 0.7)]
+
+
+def test_a_leaderboard_written_before_normalisation_joins_the_spellings(tmp_path):
+    board = tmp_path / "leaderboard.parquet"
+    when = ch.utc_now()
+    pq.write_table(pa.Table.from_pylist([
+        {"team": DECOMPOSED, "submission": "s", "fingerprint": "a", "score": 0.5, "n_queries": 1, "n_evaluated": 1,
+         "scored_at": when},
+        {"team": COMPOSED, "submission": "t", "fingerprint": "b", "score": 0.4, "n_queries": 1, "n_evaluated": 1,
+         "scored_at": when}], schema=ch.LEADERBOARD_SCHEMA), board)
+    assert {r["team"] for r in ch.read_leaderboard(board).to_pylist()} == {COMPOSED}
+    assert [r["score"] for r in ch.best_per_team(ch.read_leaderboard(board)).to_pylist()] == [0.5]
+
+
+def test_scoring_under_both_spellings_lands_on_one_team(small, tmp_path):
+    root, query, gallery = small
+    sub = save_npy(tmp_path / "subs" / "e\u0301t\u00e9", query, gallery)   # a decomposed folder name too
+    board = tmp_path / "results" / "leaderboard.parquet"
+    for i, team in enumerate((COMPOSED, DECOMPOSED)):
+        assert main(["score", str(sub), "--truth", str(root / "truth.zarr"), "--out", str(tmp_path / "results" / str(i)),
+                     "--team", team, "--quiet"]) == 0
+        result = json.loads((tmp_path / "results" / str(i) / "result.json").read_text())
+        assert (result["team"], result["submission"]) == (COMPOSED, "\u00e9t\u00e9")
+    rows = pq.read_table(board).to_pylist()
+    assert len(rows) == 1 and rows[0]["team"] == COMPOSED          # the same submission of the same team, once
+    assert [r["team"] for r in pq.read_table(ch.best_path(board)).to_pylist()] == [COMPOSED]

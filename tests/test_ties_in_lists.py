@@ -17,6 +17,8 @@ from reference import evaluate_all
 
 from evalcore.engine.evaluate import Options, evaluate
 from evalcore.errors import InputError
+from evalcore.io import dataset as ds
+from evalcore.io.validate import validate
 
 CLI = [str(Path(sys.executable).with_name("evalcore"))]
 
@@ -119,12 +121,26 @@ def test_many_ties_against_the_brute_force_reference_and_any_chunking(write, tie
     assert results[0].summary.to_pylist() == results[1].summary.to_pylist()
 
 
-def test_scores_compare_as_the_float32_values_stored(write):
-    # 1 + 1e-9 and 1 are one float32 value: a tie, so the relevant item listed first goes last
+@pytest.mark.parametrize("dtype, first_rank", [
+    (np.float32, 2),   # 1 + 1e-9 and 1 are one float32 value: a tie, so the relevant item listed first goes last
+    (np.float64, 1),   # two float64 values: the higher one, the relevant item, is first
+])
+def test_scores_compare_in_the_precision_stored(write, dtype, first_rank):
     arrays = class_lists([[0, 1]], None, [7], [7, 1])
-    arrays["ranking/score"] = np.array([[1 + 1e-9, 1.0]], np.float64)
-    row = evaluate(write(arrays), Options(protocol="class", ks=(1,))).per_query.to_pylist()[0]
-    assert row["first_rank"] == 2
+    arrays["ranking/score"] = np.array([[1 + 1e-9, 1.0]], dtype)
+    path = write(arrays)
+    assert ds.open_dataset(path)["ranking/score"].dtype == dtype     # written as given, read as stored
+    assert not validate(ds.open_dataset(path), "class")
+    row = evaluate(path, Options(protocol="class", ks=(1,))).per_query.to_pylist()[0]
+    assert row["first_rank"] == first_rank
+    assert row["top1_score"] == float(dtype(1 + 1e-9))
+
+
+def test_float64_scores_rising_by_less_than_float32_can_see_are_refused(write):
+    arrays = class_lists([[0, 1]], None, [7], [7, 1])
+    arrays["ranking/score"] = np.array([[1.0, 1 + 1e-9]])      # rises along the list, as float64
+    with pytest.raises(InputError, match="ranking/score: rows 0 rise along the list"):
+        evaluate(write(arrays), Options(protocol="class", ks=(1,)))
 
 
 # --------------------------------------------------------------------------- bad lists

@@ -102,7 +102,8 @@ def test_trec_run_becomes_rankings_scores_keys_and_qrels(tmp_path):
     assert arrays["query/key"].tolist() == ["q1", "q2"]                 # q3 unjudged, q4 without results
     assert arrays["gallery/key"].tolist() == ["dA", "dB", "dC", "dD", "dE"]
     assert arrays["ranking/item"].tolist() == [[0, 1, 2, 3], [0, 1, -1, -1]]
-    np.testing.assert_array_equal(arrays["ranking/score"], np.array([[3, 2, 2, 1], [5, 4, np.nan, np.nan]], np.float32))
+    np.testing.assert_array_equal(arrays["ranking/score"], np.array([[3, 2, 2, 1], [5, 4, np.nan, np.nan]]))
+    assert arrays["ranking/score"].dtype == np.float64
     assert list(zip(arrays["qrels/query"].tolist(), arrays["qrels/item"].tolist(), arrays["qrels/rel"].tolist())) == \
         [(0, 1, 1), (0, 2, 0), (0, 4, 1), (1, 0, 0)]
     assert attrs["protocol"] == "qrels" and attrs["trec_order"] == "score"
@@ -116,8 +117,8 @@ def test_trec_eval_order_breaks_ties_by_docno_descending_and_drops_scores(tmp_pa
 
 
 @pytest.mark.parametrize("text, words", [
-    ("q1 Q0 dA 1 3.0\n", r"run: line 1: 5 fields, expected 6 \(qid Q0 docno rank score tag\)"),
-    ("q1 Q0 dA 1 3.0 t\nq1 Q0 dB 2 high t\n", r"run: line 2, field score: 'high' is not a number"),
+    ("q1 Q0 dA 1 3.0\n", r"run: line 1: 5 fields, expected at least 6 \(qid Q0 docno rank score tag\)"),
+    ("q1 Q0 dA 1 3.0 t\nq1 Q0 dB 2 high t\n", r"run: line 2, field score: 'high' is not a plain decimal number"),
     ("q1 Q0 dA 1 nan t\n", r"run: line 1, field score: 'nan' is not a finite number"),
     ("q1 Q0 dA 1 3.0 t\nq1 Q0 dB 2 2.0 t\nq1 Q0 dA 3 1.0 t\n",
      r"run: line 3, field docno: 'dA' listed twice for query 'q1' \(also line 1\)"),
@@ -317,3 +318,93 @@ def test_skip_warns_how_many_left_out_queries_trec_eval_would_count(write):
     warnings = evaluate(empty_query_dataset(write), Options(protocol="qrels", ks=(1,))).info["warnings"]
     assert any("2 of 3 queries have no relevant" in w and "1 of them are judged" in w and "--empty-queries zero" in w
                for w in warnings), warnings
+
+
+# --------------------------------------------------------------------------- runs read as trec_eval reads them
+
+
+@pytest.mark.parametrize("score", ["1_5", "0.5abc", "nan", "inf", "-Infinity", "1e999", "0x1p3", "\u0661",
+                                   "\u00a0", "+", "1e", "--1"])
+def test_a_score_that_is_not_a_plain_finite_decimal_is_refused_naming_file_and_line(tmp_path, score):
+    """Python's float reads 1_5 as 15 and trec_eval's atof as 1; 0.5abc is 0.5 to atof and an error to float;
+    U+0661 is a digit to Python; U+00A0 is whitespace to Python but a field to trec_eval. None is a score."""
+    run_file = lines(tmp_path / "run", f"q1 Q0 dA 1 3.0 t\nq1 Q0 dB 2 {score} t\n")
+    out = tmp_path / "ds.zarr"
+    proc = run("import", "trec-run", run_file, "--qrels", lines(tmp_path / "qrels", QRELS), "--out", out)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{run_file}: line 2, field score: {score!r} is not a" in proc.stderr, proc.stderr
+    finite = score.lower().lstrip("+-") in ("nan", "inf", "infinity") or score == "1e999"
+    assert ("finite number" if finite else "plain decimal number") in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("score, value", [("2.5", 2.5), ("-3", -3.0), (".5", 0.5), ("1e-05", 1e-05), ("+7.", 7.0),
+                                          ("0.1000000001", 0.1000000001), ("4E+2", 400.0)])
+def test_plain_decimal_scores_are_read_as_the_nearest_double(tmp_path, score, value):
+    arrays, _ = importers.read_trec_run(lines(tmp_path / "run", f"q1 Q0 dB 1 {score} t\n"),
+                                        qrels=lines(tmp_path / "qrels", QRELS))
+    assert arrays["ranking/score"][0, 0] == value and arrays["ranking/score"].dtype == np.float64
+
+
+def test_a_grade_that_is_not_a_plain_integer_is_refused(tmp_path):
+    """int('0_1') is 1 (relevant), trec_eval's atol reads 0 (not relevant)."""
+    with pytest.raises(InputError, match=r"qrels: line 2, field rel: '0_1' is not an integer"):
+        importers.read_trec_run(lines(tmp_path / "run", RUN), qrels=lines(tmp_path / "qrels", "q1 0 dB 1\nq1 0 dA 0_1\n"))
+
+
+def test_fields_after_the_sixth_are_ignored_as_trec_eval_ignores_them(tmp_path):
+    """trec_eval's results.trunc has 9 fields a line; the same results with and without them import alike,
+    and the import of the test file with extra fields still gives trec_eval's published numbers."""
+    plain = (TREC / "results.test").read_text().splitlines()
+    extra = lines(tmp_path / "results.extra",
+                  "".join(f"{line}\tx{i}  {i % 7}\t{'Q0' if i % 2 else '#'}\r\n" for i, line in enumerate(plain)))
+    for order in ("score", "trec_eval"):
+        a, _ = importers.read_trec_run(TREC / "results.test", qrels=TREC / "qrels.test", order=order)
+        b, _ = importers.read_trec_run(extra, qrels=TREC / "qrels.test", order=order)
+        assert sorted(a) == sorted(b)
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    data = tmp_path / "extra.zarr"
+    importers.import_to("trec-run", [extra], data, qrels=str(TREC / "qrels.test"), order="trec_eval")
+    result = evaluate(data, Options(protocol="qrels", ks=(1, 5, 10), empty_queries="zero"))
+    assert_published(ours_as_trec(result.per_query.to_pylist(), result.summary.to_pylist()[0]))
+
+
+def test_fields_are_split_at_ascii_whitespace_only(tmp_path):
+    """A no-break space (U+00A0) is part of a docno to trec_eval (C isspace); Python's split would cut there."""
+    run_file = lines(tmp_path / "run", "q1 Q0 d\u00a0A 1 2.0 t\nq1\tQ0\td\u00a0B\t2\t1.0\tt\n")
+    qrels = lines(tmp_path / "qrels", "q1 0 d\u00a0B 1\n")
+    arrays, _ = importers.read_trec_run(run_file, qrels=qrels)
+    assert arrays["gallery/key"].tolist() == ["d\u00a0A", "d\u00a0B"]
+    assert arrays["qrels/item"].tolist() == [1]
+
+
+def test_scores_closer_than_float32_rank_as_distinct_end_to_end(tmp_path):
+    """0.1000000001 and 0.1000000002 are one float32 but two doubles, and trec_eval (a C double) orders them.
+    Through import trec-run (default --order score) and evaluate (pessimistic ties) the relevant document with
+    the higher score ranks first, as the trec_eval reference ranks it; as float32 they were a tie and the
+    pessimistic rule put it second. An exact tie between doubles is still a tie."""
+    assert np.float32(0.1000000001) == np.float32(0.1000000002) and 0.1000000001 != 0.1000000002
+    run_text = ("q1 Q0 dN 1 0.1000000001 t\n"      # listed first, non-relevant, lower by 1e-10
+                "q1 Q0 dR 2 0.1000000002 t\n"      # relevant
+                "q1 Q0 dX 3 0.05 t\n"
+                "q2 Q0 dN 1 0.3 t\n"              # a true tie: pessimistic puts the relevant dR last
+                "q2 Q0 dR 2 0.3 t\n")
+    qrels_text = "q1 0 dR 1\nq1 0 dN 0\nq2 0 dR 1\nq2 0 dN 0\n"
+    run_file, qrels_file = lines(tmp_path / "run", run_text), lines(tmp_path / "qrels", qrels_text)
+    data, out = tmp_path / "ds.zarr", tmp_path / "report"
+    proc = run("import", "trec-run", run_file, "--qrels", qrels_file, "--out", data)
+    assert proc.returncode == 0, proc.stderr
+    stored = ds.open_dataset(data)["ranking/score"]
+    assert stored.dtype == np.float64 and stored[0, 0] == 0.1000000002 and stored[0, 1] == 0.1000000001
+    assert run("validate", data).returncode == 0
+    proc = run("evaluate", data, "--out", out, "--ks", "1,2", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["key"]: r for r in pq.read_table(out / "per_query.parquet").to_pylist()}
+    ref = _trec_reference()
+    want = ref.eval_query(ref.read_run(run_file)["q1"], ref.read_qrels(qrels_file)["q1"])
+    assert (rows["q1"]["first_rank"], rows["q1"]["ap"], rows["q1"]["rr"]) == (1, want["map"], want["recip_rank"])
+    assert rows["q1"]["hit_at_1"] == want["success_1"] == 1.0
+    assert rows["q1"]["top1_score"] == 0.1000000002                # the score as read, not rounded to float32
+    assert (rows["q2"]["first_rank"], rows["q2"]["ap"]) == (2, 0.5)  # pessimistic within the exact tie

@@ -199,6 +199,30 @@ def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, metric_n
     return row
 
 
+#: summary columns ``--target-fpir`` adds (``core.openset.sweep_tables``)
+TARGET_FPIR_COLUMNS = ("target_fpir", "threshold_at_target_fpir", "fnir_at_target_fpir")
+
+
+def summary_columns(ks, map_at: int | None = None, threshold: float | None = None,
+                    target_fpir: float | None = None) -> list[str]:
+    """The columns of the summary an evaluation with these options writes, ``group`` left out, in order.
+
+    Derived from the code that builds them, not listed by hand: the per-query
+    metrics of ``per_query_metrics`` that ``summary_column`` averages, the
+    counts and open-set figures ``summary_row`` adds (with a threshold), then
+    the target-FPIR columns. The protocol, ties and the other options change
+    values, never the columns. What the nightly job file's gates, baselines
+    and trend metrics may name.
+    """
+    none = np.zeros(1, np.int64)
+    per_query = per_query_metrics(none, np.empty(0, np.int64), none[:0], ks, map_at)
+    names = [c for c in per_query if summary_column(c) is not None]
+    empty = np.empty(0, dtype=np.float64)
+    row = summary_row({c: empty for c in names}, np.empty(0, np.int64), names,
+                      None if threshold is None else np.empty(0, dtype=object), threshold)
+    return [*row, *(TARGET_FPIR_COLUMNS if target_fpir is not None else ())]
+
+
 def cmc_curve(first: np.ndarray, n_relevant: np.ndarray, max_rank: int,
               counted: np.ndarray | None = None) -> np.ndarray:
     """cmc[k-1] = fraction of counted queries with r_1 <= k, k = 1..max_rank (counted as in summary_row)."""

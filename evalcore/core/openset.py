@@ -14,6 +14,8 @@ import math
 import numpy as np
 import pyarrow as pa
 
+from evalcore.core.metrics import TARGET_FPIR_COLUMNS
+
 
 def sweep(top1_score: np.ndarray, correct: np.ndarray, known: np.ndarray) -> dict[str, np.ndarray]:
     """tp, fp, fn, tn, fpir, fnir at every distinct threshold, ascending.
@@ -81,9 +83,10 @@ def sweep_tables(per_query: pa.Table, summary: pa.Table, target_fpir: float | No
     table = pa.concat_tables(parts)
     if target_fpir is not None:
         groups = summary.column("group").to_pylist()
-        summary = summary.append_column("target_fpir", pa.array([float(target_fpir)] * len(groups)))
-        summary = summary.append_column("threshold_at_target_fpir",
+        target, threshold_at, fnir_at = TARGET_FPIR_COLUMNS
+        summary = summary.append_column(target, pa.array([float(target_fpir)] * len(groups)))
+        summary = summary.append_column(threshold_at,
                                         pa.array([at_target.get(g, (None, None))[0] for g in groups], pa.float64()))
-        summary = summary.append_column("fnir_at_target_fpir",
+        summary = summary.append_column(fnir_at,
                                         pa.array([at_target.get(g, (None, None))[1] for g in groups], pa.float64()))
     return table, summary

@@ -513,13 +513,16 @@ def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> 
                          f"(row {int(dup[0]) + q0}: item {item} at positions {', '.join(map(str, where))}); "
                          "each item may appear once per list")
     if scores is not None:
-        s = np.asarray(scores, dtype=np.float32)
+        # in the precision stored: float64 stays float64 (rounding to float32 would merge near scores into
+        # a tie), float32 stays float32; anything else is widened to float64, exactly
+        s = np.asarray(scores)
+        s = s if s.dtype in (np.float32, np.float64) else s.astype(np.float64)
         nan = np.flatnonzero((np.isnan(s) & valid).any(axis=1))
         if nan.size:
             found.append(f"ranking/score: rows {rows_text(nan + q0)} hold NaN scores for listed items")
         else:
             # compare each listed item's score with the previous listed item's (pads skipped)
-            filled = np.where(valid, s, np.float32(np.inf))
+            filled = np.where(valid, s, np.array(np.inf, dtype=s.dtype))
             prev = np.maximum.accumulate(np.where(valid, -filled, -np.inf), axis=1)  # -(min so far)
             rises = valid[:, 1:] & (filled[:, 1:] > -prev[:, :-1])
             bad = np.flatnonzero(rises.any(axis=1))
@@ -534,7 +537,8 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     """Ranks from precomputed top-K lists (``ranking/item``): the given order, junk removed.
 
     Relevant items missing from a list have no rank; R still counts them.
-    With ``scores`` (``ranking/score``, compared as float32), listed items of
+    With ``scores`` (``ranking/score``, compared in the precision stored:
+    float64 as float64, float32 as float32), listed items of
     equal score form a tie group and ``ties`` orders each group whatever order
     the list gives: ``pessimistic`` puts its non-relevant items first,
     ``optimistic`` its relevant ones; otherwise the list order stands. So
@@ -546,6 +550,9 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     seen and the given order stands. Bad lists (an item twice in a row, NaN or
     rising scores) raise InputError naming the rows (``q0`` = first global row).
     """
+    if scores is not None:  # compared as stored, as in list_problems: never rounded to float32
+        scores = np.asarray(scores)
+        scores = scores if scores.dtype in (np.float32, np.float64) else scores.astype(np.float64)
     problems = list_problems(items, scores, q0)
     if problems:
         raise InputError(problems[0] + (f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""))
@@ -574,7 +581,7 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     (idx,) = np.nonzero(kept)
     krow = rows[idx]
     if scores is not None:
-        s = np.asarray(scores, dtype=np.float32).reshape(-1)[idx]
+        s = scores.reshape(-1)[idx]
         new_group = np.ones(idx.size, dtype=bool)
         new_group[1:] = (krow[1:] != krow[:-1]) | (s[1:] != s[:-1])
         group = np.cumsum(new_group)
@@ -598,7 +605,7 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     top1_score = np.full(n, np.nan)
     relevant_score = np.full(n, np.nan)
     if scores is not None:
-        flat_scores = np.asarray(scores, dtype=np.float32).reshape(-1).astype(np.float64)
+        flat_scores = scores.reshape(-1).astype(np.float64)  # widened: the values as stored
         top1_score[has] = flat_scores[first]
         rel_idx = idx[is_rel]
         has_rel = counts > 0

@@ -112,7 +112,8 @@ def score_note(shape: DatasetShape, options: Options) -> str:
     """How scores were computed, for run.json (README, How it works: the canonical score)."""
     if shape.ranked_by == "ranking/item":
         if shape.list_scores:
-            return (f"given: ranking/item order; items of equal ranking/score (as float32) form tie groups, "
+            return (f"given: ranking/item order; items of equal ranking/score (compared in the precision "
+                    f"stored, float32 or float64) form tie groups, "
                     f"each ordered {options.ties} (--ties) whatever order the list gives")
         return "given: ranking/item order as it stands (no ranking/score, so ties cannot be seen; --ties does not apply)"
     if options.judged_only:

@@ -25,7 +25,8 @@ The participant sees ``result_record``: team, submission, fingerprint, score,
 n_queries, n_evaluated, timestamp, and nothing of the annotations. The
 leaderboard is one Parquet file updated under a lock with a temporary file
 and ``os.replace`` (``update_leaderboard``); ``best_per_team`` is its view
-of each team's best submission.
+of each team's best submission. Team and submission names are compared in Unicode
+NFC: they are normalised where they come in (``check_label``, ``read_leaderboard``).
 """
 from __future__ import annotations
 
@@ -202,8 +203,16 @@ def unprintable(text: str) -> list[str]:
     return [f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in REFUSED_CATEGORIES]
 
 
+def normalized(text: str) -> str:
+    """``text`` in Unicode NFC: a name typed composed (U+00E9) and decomposed (e + U+0301) is one name."""
+    return unicodedata.normalize("NFC", text)
+
+
 def check_label(option: str, text: str) -> str:
-    """A team or submission name: 1 to 100 printable characters (no control, format, separator characters)."""
+    """A team or submission name: 1 to 100 printable characters (no control, format, separator characters),
+    returned in NFC (``normalized``), so the leaderboard sees one team however its name was typed."""
+    if isinstance(text, str):
+        text = normalized(text)
     if not isinstance(text, str) or not TEAM.match(text) or not text.strip():
         raise InputError(f"{option}: {text!r} must be 1 to 100 printable characters")
     bad = unprintable(text)
@@ -438,9 +447,13 @@ def read_leaderboard(path) -> pa.Table:
     if missing:
         raise InputError(f"--leaderboard {path}: not a leaderboard (no column(s) {', '.join(missing)})")
     try:
-        return table.select(list(LEADERBOARD_COLUMNS)).cast(LEADERBOARD_SCHEMA)
+        table = table.select(list(LEADERBOARD_COLUMNS)).cast(LEADERBOARD_SCHEMA)
     except (pa.ArrowException, ValueError) as exc:
         raise InputError(f"--leaderboard {path}: columns of unexpected types ({exc})") from None
+    for name in ("team", "submission"):  # rows written before names were normalised join their team
+        values = [None if v is None else normalized(v) for v in table.column(name).to_pylist()]
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))
+    return table
 
 
 def _rank_key(row: Mapping):
@@ -468,6 +481,7 @@ def update_leaderboard(path, record: Mapping) -> pa.Table:
     """
     p = Path(path)
     row = {k: record[k] for k in LEADERBOARD_COLUMNS}
+    row["team"], row["submission"] = normalized(row["team"]), normalized(row["submission"])
     with locked(p.parent / f".{p.name}.lock"):
         table = read_leaderboard(p)
         keep = [r for r in table.to_pylist()

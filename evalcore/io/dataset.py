@@ -18,7 +18,7 @@ from zarr.core.sync import sync
 
 from evalcore.errors import InputError, rows_text
 
-#: dtypes writers use; readers accept the kinds listed in ``ACCEPTED_KINDS``.
+#: dtypes writers use (``score``: float64 scores stay float64); readers accept the kinds in ``ACCEPTED_KINDS``.
 WRITE_DTYPES = {
     "emb": "float32", "label": "int64", "cam": "int64", "junk": "bool",
     "lat": "float64", "lon": "float64", "x": "float64", "y": "float64",
@@ -223,6 +223,8 @@ def _as_written(name: str, values) -> np.ndarray:
         return np.asarray([str(v) for v in data.reshape(-1)], dtype=object).reshape(data.shape)
     if _leaf(name) == "emb" and data.dtype in (np.float16, np.float32):
         return data  # keep float16 embeddings as given
+    if _leaf(name) == "score" and data.dtype == np.float64:
+        return data  # scores keep their precision: two float64 scores one float32 apart would tie
     if dtype is not None and np.dtype(dtype).kind == "i" and data.dtype.kind == "f":
         bad = np.nonzero(~np.isfinite(data) | (data != np.round(data)))[0]
         if bad.size:

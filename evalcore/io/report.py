@@ -1,8 +1,9 @@
 """Report folders (README, Metrics: the report folder): Parquet tables and run.json, whole or not at all.
 
-Locally a report is written into a hidden sibling folder and renamed into
-place; an earlier report is moved aside first and removed only once the new
-one stands. On object storage (no rename) the files are written first and
+Locally a report is written into a hidden sibling folder and swapped into
+place in one step (``swap_into_place``: Linux ``renameat2(RENAME_EXCHANGE)``),
+so ``--out`` always holds either the earlier report or the new one; the earlier
+one is removed only once the new one stands. On object storage (no rename) the files are written first and
 ``manifest.json`` last: a report folder without a manifest is incomplete and
 readers refuse it. An overwrite there deletes the old manifest before
 anything else and removes the old report's other objects before the new
@@ -12,16 +13,19 @@ and check the sizes.
 
 ``--overwrite`` replaces only what evalcore wrote: an empty folder, or a report
 folder whose ``manifest.json`` is evalcore's and lists every file in it.
-The local swap (old report aside, new one in) holds an ``flock`` on the parent
-folder, so two runs replacing one report at once take turns. The hidden
+The local swap holds an ``flock`` on the parent folder, so two runs replacing
+one report at once take turns. The hidden
 siblings a run makes carry its pid and host (``.NAME.tmp-PID@HOST-RAND``,
 ``.NAME.old-...``, ``.NAME.score-...``); a later run removes those whose
-owner is dead (or that are older than a day), and puts an earlier report that a
-kill left moved aside back in place.
+owner is dead (or that are older than a day), and puts back in place an
+earlier report that a kill left moved aside (only the fallback swap, where the
+exchange is unavailable, moves it aside).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import fcntl
 import hashlib
 import json
@@ -302,31 +306,99 @@ def folder_lock(folder):
         os.close(fd)  # closing releases the lock
 
 
-def swap_into_place(tmp, out, check=None) -> None:
-    """Rename the finished folder ``tmp`` to ``out``, moving an earlier ``out`` aside first and removing it after.
+#: ``renameat2`` flag: exchange two existing paths atomically (Linux 3.15+; ext4, xfs, btrfs, tmpfs, ...)
+RENAME_EXCHANGE = 2
+#: ``renameat2``'s "relative to the current directory"
+AT_FDCWD = -100
+#: errors meaning "this kernel, libc or filesystem cannot exchange": the swap falls back to two renames
+NO_EXCHANGE = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP})
 
-    Holds ``folder_lock`` on the parent so concurrent swaps take turns (without
-    it, a second run's rename meets the first run's new folder: "Directory not
-    empty"). Under the lock: stale leftovers go, then ``check()`` (the --out rules
-    again: what is there now may differ from what was checked before the work).
+
+def _renameat2():
+    """libc's ``renameat2``, or None where the C library has none (not Linux, old glibc)."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_RENAMEAT2 = _renameat2()
+
+
+def exchange(a, b) -> bool:
+    """Swap the two existing paths ``a`` and ``b`` in one atomic step; False where that is not available.
+
+    ``renameat2(RENAME_EXCHANGE)``: no moment exists where either name is
+    missing. False (nothing changed) where the C library has no
+    ``renameat2`` or the kernel or filesystem refuses the flag (EINVAL,
+    ENOSYS, EOPNOTSUPP: NFS, some FUSE and overlay filesystems); any other
+    failure is an OSError.
+    """
+    if _RENAMEAT2 is None:
+        return False
+    if _RENAMEAT2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in NO_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), os.fspath(a), None, os.fspath(b))
+
+
+def _remove_replaced(path: Path) -> None:
+    """Remove the earlier output a swap put at ``path``: a folder's tree, or a link itself (never its target)."""
+    if path.is_symlink() or not path.is_dir():
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)  # what is left stays a named leftover, removed by a later run
+
+
+def swap_into_place(tmp, out, check=None) -> str:
+    """Put the finished folder ``tmp`` at ``out``, replacing an earlier ``out``; returns how.
+
+    The one helper that puts folders in place: reports (a score's organizer
+    report too), imported datasets and the demo's dataset. Holds ``folder_lock`` on the parent so concurrent swaps take
+    turns (without it, a second run's rename meets the first run's new folder:
+    "Directory not empty"). Under the lock: stale leftovers go, then
+    ``check()`` (the --out rules again: what is there now may differ from what
+    was checked before the work). Then:
+
+    * ``out`` absent: one rename (``"rename"``);
+    * ``out`` present: ``exchange(tmp, out)`` swaps the two in one atomic step,
+      so ``out`` is never missing, not even for a process killed in the middle;
+      ``tmp`` then holds the earlier output and is removed (``"exchange"``); a
+      kill before that leaves a ``.NAME.tmp-*`` leftover that a later run
+      removes;
+    * where the exchange is not available (see ``exchange``): the earlier
+      ``out`` is renamed aside to ``.NAME.old-*``, then ``tmp`` to ``out``
+      (``"two renames"``). A kill between the two leaves no ``out`` for that
+      moment; the next evalcore run writing in that folder renames the
+      ``.old-*`` back (``remove_stale_leftovers``).
     """
     tmp, out = Path(tmp), Path(out)
-    old = None
+    replaced = None
     with folder_lock(out.parent):
         remove_stale_leftovers(out.parent)
         if check is not None:
             check()
-        if os.path.lexists(out):
-            old = leftover_path(out, "old")
-            os.replace(out, old)
-        try:
+        if not os.path.lexists(out):
             os.replace(tmp, out)
-        except BaseException:
-            if old is not None:
-                os.replace(old, out)
-            raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+            return "rename"
+        if exchange(tmp, out):
+            how, replaced = "exchange", tmp
+        else:
+            how, replaced = "two renames", leftover_path(out, "old")
+            os.replace(out, replaced)
+            try:
+                os.replace(tmp, out)
+            except BaseException:
+                os.replace(replaced, out)
+                raise
+    _remove_replaced(replaced)
+    return how
 
 
 def _json_bytes(value) -> bytes:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 
@@ -40,19 +41,65 @@ def redacted_command(argv: list[str]) -> list[str]:
     return [SECRET_OPTION.sub(r"\1***", a) for a in argv]
 
 
+#: storage options that also go into ``client_kwargs``, as s3fs wants them (a shortcut of the command line)
+CLIENT_KWARGS = ("endpoint_url", "region_name")
+
+
 def parse_storage_options(pairs: list[str] | None) -> dict:
-    out = {}
+    out: dict = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise InputError(f"--storage-option: {pair!r} is not KEY=VALUE")
-        if value.lower() in ("true", "false"):
-            value = value.lower() == "true"
-        if key in ("endpoint_url", "region_name"):
-            out.setdefault("client_kwargs", {})[key] = value
+        parsed: str | bool = value.lower() == "true" if value.lower() in ("true", "false") else value
+        if key in CLIENT_KWARGS:
+            out.setdefault("client_kwargs", {})[key] = parsed
         else:
-            out[key] = value
+            out[key] = parsed
     return out
+
+
+def check_storage_options(table, where: str) -> dict:
+    """A job file's ``storage_options`` table as fsspec keyword arguments, each value of the type written.
+
+    A mapping all the way down: strings, booleans, numbers, arrays of them and
+    nested tables (``client_kwargs = { region_name = "eu-1" }``) pass through
+    as they are (never turned into text); a TOML date or time, a NaN or an
+    infinity is an InputError naming the key. ``endpoint_url`` and
+    ``region_name`` at the top also go into ``client_kwargs``, as
+    ``--storage-option`` puts them.
+    """
+    def value(v, at: str):
+        if isinstance(v, dict):
+            return {str(k): value(x, f"{at}.{k}") for k, x in v.items()}
+        if isinstance(v, list):
+            return [value(x, f"{at}[{i}]") for i, x in enumerate(v)]
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InputError(f"{at}: {v!r} is not a finite number")
+        if isinstance(v, (str, bool, int, float)):
+            return v
+        raise InputError(f"{at}: {v!r} is a TOML {type(v).__name__}; give a string, number, boolean, array or table")
+
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: must be a table of KEY = VALUE (nested tables allowed), not {table!r}")
+    out = value(table, where)
+    shortcut = {k: out.pop(k) for k in CLIENT_KWARGS if k in out}
+    if shortcut:
+        client = out.setdefault("client_kwargs", {})
+        if not isinstance(client, dict):
+            raise InputError(f"{where}.client_kwargs: must be a table")
+        twice = sorted(set(shortcut) & set(client))
+        if twice:
+            raise InputError(f"{where}: {twice[0]} is given both at the top and in client_kwargs; give it once")
+        client.update(shortcut)
+    return out
+
+
+def storage_options_of(args) -> dict:
+    """The fsspec options of a run: a job file's checked table (``args.storage_options``), else the
+    ``--storage-option KEY=VALUE`` pairs."""
+    given = getattr(args, "storage_options", None)
+    return dict(given) if given is not None else parse_storage_options(getattr(args, "storage_option", None))
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -98,11 +145,15 @@ def sweep_options(args) -> tuple[bool, float | None]:
 
 
 def check_memory_limit(text, option: str = "--memory-limit"):
-    """``auto`` or a size dask understands (4GiB, 500MB, 2e9 bytes), else an InputError naming the option.
+    """``auto`` or a size dask understands (4GiB, 500MB, 2e9 bytes) at or above the engine's worker memory
+    floor, else an InputError naming the option.
 
     Checked with ``dask.utils.parse_bytes`` before any work (the cluster would
-    otherwise refuse it only when it starts). A size under one byte (``0``,
-    ``0.5``) is refused: dask would read it as "no limit".
+    otherwise refuse it only when it starts, and a run in this process not at
+    all). A size under one byte (``0``, ``0.5``) is refused: dask would read it
+    as "no limit". The floor is the engine's own check
+    (``engine.cluster.check_memory_limit``: ``MIN_WORKER_MEMORY``), so the
+    number lives in one place.
     """
     if text is None or str(text).strip().lower() == "auto":
         return text
@@ -113,6 +164,13 @@ def check_memory_limit(text, option: str = "--memory-limit"):
         raise InputError(f"{option}: {text!r} is not a size like 4GiB, 500MB or auto") from None
     if n < 1:
         raise InputError(f"{option}: {text!r} must be a positive size like 4GiB (or auto)")
+    # deferred: the floor lives beside the cluster code, which imports distributed (not for evalcore --help)
+    from evalcore.engine import cluster
+
+    try:
+        cluster.check_memory_limit(str(text), 1)
+    except InputError as exc:
+        raise InputError(option + str(exc).removeprefix("--memory-limit")) from None
     return text
 
 
@@ -196,7 +254,7 @@ def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_r
     from evalcore import api
     from evalcore.engine.cluster import dask_client
 
-    storage_options = parse_storage_options(getattr(args, "storage_option", None))
+    storage_options = storage_options_of(args)
     # everything the user passed is checked here, before any work starts: nothing is written yet
     params = evaluate_params(args)
     report.check_apart("--out", out, {"dataset": dataset})

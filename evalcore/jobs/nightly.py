@@ -13,12 +13,19 @@ stderr naming evaluation, metric, old and new value and the reference);
 evaluation that fails does not stop the others; its history is not written.
 
 The job file format is documented in ``jobs/nightly.example.toml``. Relative
-paths in it are relative to the current directory.
+paths in it are relative to the current directory. ``load_job`` checks the
+whole file before any work, so a bad one writes nothing: unknown keys and
+wrong types; a table under a key that takes one value; every metric a gate,
+a baseline or ``trend_metrics`` names against the summary columns the
+evaluation will write (``evaluation_metrics``); ``memory_limit`` parsed and
+held to the engine's worker memory floor; ``storage_options`` checked as the
+mapping it is and passed to the evaluation as written.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import difflib
 import json
 import math
 import os
@@ -27,6 +34,7 @@ import tomllib
 
 import fsspec
 
+from evalcore.core.metrics import summary_columns
 from evalcore.errors import ClusterUnreachable, InputError
 from evalcore.io import history as h
 from evalcore.io import report
@@ -38,8 +46,10 @@ from evalcore.jobs.common import (
     EXIT_OK,
     add_cluster_options,
     check_cluster_options,
-    parse_storage_options,
+    check_memory_limit,
+    check_storage_options,
     run_evaluation,
+    storage_options_of,
 )
 from evalcore.render import pages
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
@@ -50,6 +60,10 @@ EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank"
                    "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
                    "empty_queries"}
 GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better"}
+#: keys whose value is a table; every other key takes one value (or, for ks and trend_metrics, an array)
+TABLE_KEYS = {"evaluation", "gates", "baseline", "storage_options"}
+#: the cut-offs of an evaluation that gives no ks (evaluate's default)
+DEFAULT_KS = (1, 3, 5, 10)
 
 
 # --------------------------------------------------------------------------- the job file
@@ -66,6 +80,32 @@ def _unknown(where: str, table: dict, allowed: set) -> None:
                          f"(allowed: {', '.join(sorted(allowed))})")
 
 
+def _flat(where: str, table: dict, tables: set = frozenset()) -> None:
+    """A nested table under a key that takes one value (``ks = { a = 1 }``, ``[gates.map.x]``) is refused."""
+    nested = [k for k, v in table.items() if isinstance(v, dict) and k not in tables]
+    if nested:
+        raise InputError(f"{where}: {nested[0]} is a table, but it takes a single value"
+                         + (f" ({', '.join(sorted(tables))} are the tables here)" if tables else ""))
+
+
+def evaluation_metrics(ev: dict) -> list[str]:
+    """The summary columns the evaluation ``ev`` will write: what its gates, baseline and trend may name.
+
+    From its options (ks, map_at, threshold, target_fpir) through the code
+    that builds the summary (``core.metrics.summary_columns``).
+    """
+    return summary_columns(ev.get("ks", DEFAULT_KS), ev.get("map_at"), ev.get("threshold"), ev.get("target_fpir"))
+
+
+def _check_metric(where: str, metric: str, known: list[str], whose: str) -> None:
+    """InputError naming ``metric`` and listing ``known`` (with the likely one first) unless it is known."""
+    if metric in known:
+        return
+    close = [k for k in known if k.lower() == str(metric).lower()] or difflib.get_close_matches(str(metric), known, 1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise InputError(f"{where}: {metric!r} is not a metric {whose} writes{hint} (known: {', '.join(known)})")
+
+
 def _gates(where: str, table) -> dict:
     if not isinstance(table, dict):
         raise InputError(f"{where}: must be a table of [gates.METRIC] tables")
@@ -74,6 +114,7 @@ def _gates(where: str, table) -> dict:
         if not isinstance(gate, dict):
             raise InputError(f"{where}.{metric}: must be a table like {{ max_drop_previous = 0.01 }}")
         _unknown(f"{where}.{metric}", gate, GATE_KEYS)
+        _flat(f"{where}.{metric}", gate)
         for key in ("max_drop_previous", "max_drop_baseline"):
             if key in gate and not (_is_number(gate[key]) and gate[key] >= 0):
                 raise InputError(f"{where}.{metric}.{key}: {gate[key]!r} must be a number >= 0")
@@ -90,6 +131,7 @@ def _evaluation(i: int, ev, where: str) -> dict:
         raise InputError(f"{where}: evaluation {i + 1} must be a table")
     label = f"{where}: evaluation {ev.get('name', i + 1)!r}"
     _unknown(label, ev, EVALUATION_KEYS)
+    _flat(label, ev, TABLE_KEYS & EVALUATION_KEYS)
     for key in ("name", "dataset"):
         if not isinstance(ev.get(key), str) or not ev[key]:
             raise InputError(f"{label}: {key} must be given as a string")
@@ -122,8 +164,8 @@ def _evaluation(i: int, ev, where: str) -> dict:
     for key in ("judged_only", "sweep"):
         if key in ev and not isinstance(ev[key], bool):
             raise InputError(f"{label}: {key} must be true or false")
-    if "storage_options" in ev and not isinstance(ev["storage_options"], dict):
-        raise InputError(f"{label}: storage_options must be a table of KEY = VALUE")
+    if "storage_options" in ev:
+        ev["storage_options"] = check_storage_options(ev["storage_options"], f"{label}: storage_options")
     ev["gates"] = _gates(f"{label}: gates", ev.get("gates", {}))
     return ev
 
@@ -139,6 +181,7 @@ def load_job(path) -> dict:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{where}: not a readable TOML file ({exc})") from None
     _unknown(where, job, TOP_KEYS)
+    _flat(where, job, TABLE_KEYS & TOP_KEYS)
     for key in ("reports", "history"):
         if not isinstance(job.get(key), str) or not job[key]:
             raise InputError(f"{where}: {key} = \"DIR\" must be given")
@@ -154,6 +197,14 @@ def load_job(path) -> dict:
     if dup:
         raise InputError(f"{where}: evaluation name(s) {', '.join(map(repr, dup))} given more than once")
     job["gates"] = _gates(f"{where}: gates", job.get("gates", {}))
+    # every metric a gate, a baseline or the trend names must be one the evaluation writes
+    known = {ev["name"]: evaluation_metrics(ev) for ev in job["evaluation"]}
+    for ev in job["evaluation"]:
+        whose = f"evaluation {ev['name']!r}"
+        for metric in job["gates"]:
+            _check_metric(f"{where}: gates.{metric}", metric, known[ev["name"]], whose)
+        for metric in ev["gates"]:
+            _check_metric(f"{where}: {whose}: gates.{metric}", metric, known[ev["name"]], whose)
     baseline = job.get("baseline", {})
     if not isinstance(baseline, dict):
         raise InputError(f"{where}: baseline must be a table: [baseline.NAME] METRIC = VALUE, or NAME = \"DATE\"")
@@ -166,6 +217,8 @@ def load_job(path) -> dict:
             bad = [k for k, v in value.items() if not _is_number(v)]
             if bad:
                 raise InputError(f"{where}: baseline.{name}.{bad[0]}: {value[bad[0]]!r} must be a number")
+            for metric in value:
+                _check_metric(f"{where}: baseline.{name}.{metric}", metric, known[name], f"evaluation {name!r}")
             gates = {**job["gates"], **next(ev for ev in job["evaluation"] if ev["name"] == name)["gates"]}
             missing = [m for m, g in gates.items() if g.get("max_drop_baseline") is not None and m not in value]
             if missing:
@@ -178,11 +231,20 @@ def load_job(path) -> dict:
     trend = job.get("trend_metrics")
     if trend is not None and not (isinstance(trend, list) and all(isinstance(m, str) for m in trend)):
         raise InputError(f"{where}: trend_metrics must be a list of metric names")
+    written = list(dict.fromkeys(m for ev in job["evaluation"] for m in known[ev["name"]]))
+    for metric in trend or []:
+        _check_metric(f"{where}: trend_metrics", metric, written, "any evaluation")
     if "scheduler" in job and not isinstance(job["scheduler"], str):
         raise InputError(f"{where}: scheduler must be an address string like \"tcp://HOST:8786\"")
     if "workers" in job and not (isinstance(job["workers"], int) and not isinstance(job["workers"], bool)
                                  and job["workers"] > 0):
         raise InputError(f"{where}: workers must be a positive integer")
+    if "memory_limit" in job:
+        limit = job["memory_limit"]
+        if isinstance(limit, bool) or not isinstance(limit, (str, int)):
+            raise InputError(f"{where}: memory_limit must be a size like \"4GiB\" (or \"auto\"), not {limit!r}")
+        # a number is bytes, as dask reads it; parsed and held to the workers' memory floor here, before any work
+        job["memory_limit"] = check_memory_limit(str(limit), f"{where}: memory_limit")
     return job
 
 
@@ -191,16 +253,16 @@ def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
     scheduler, workers = args.scheduler, args.workers
     if scheduler is None and workers is None:
         scheduler, workers = job.get("scheduler"), job.get("workers")
-    storage = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in ev.get("storage_options", {}).items()]
     text = lambda key: None if ev.get(key) is None else str(ev[key])  # noqa: E731
     return argparse.Namespace(
         protocol=ev.get("protocol"), similarity=ev.get("similarity"),
-        ks=",".join(map(str, ev.get("ks", [1, 3, 5, 10]))), max_rank=str(ev.get("max_rank", 50)),
+        ks=",".join(map(str, ev.get("ks", DEFAULT_KS))), max_rank=str(ev.get("max_rank", 50)),
         ties=ev.get("ties", "pessimistic"), threshold=text("threshold"), map_at=text("map_at"),
         judged_only=bool(ev.get("judged_only", False)), radius=text("radius"), sweep=bool(ev.get("sweep", False)),
         empty_queries=ev.get("empty_queries", "skip"),
         target_fpir=text("target_fpir"), scheduler=scheduler, workers=None if workers is None else str(workers),
-        memory_limit=args.memory_limit or job.get("memory_limit", "auto"), storage_option=storage,
+        memory_limit=args.memory_limit or job.get("memory_limit", "auto"), storage_option=None,
+        storage_options=dict(ev.get("storage_options", {})),  # the checked table, typed as written
         chunk_rows=text("chunk_rows"), overwrite=True)
 
 
@@ -247,7 +309,7 @@ def cmd_nightly(args) -> int:
         try:
             run_evaluation(ev["dataset"], out, ns, quiet=args.quiet,
                            extra_run={"nightly": {"job": str(args.job), "run_date": run_date, "evaluation": name}})
-            storage = parse_storage_options(ns.storage_option)
+            storage = storage_options_of(ns)
             if not report.is_complete(out, storage):
                 raise InputError(f"report {out}: incomplete after the run (no manifest)")
             done[name] = report.read_report(out, storage)["summary"]
@@ -274,7 +336,7 @@ def cmd_nightly(args) -> int:
     failures = [c for c in checks if c["passed"] is False]
 
     metrics = job.get("trend_metrics")
-    if metrics is not None:
+    if metrics is not None:  # every name is one an evaluation writes (load_job); a history may not have it yet
         metrics = [m for m in metrics if m in snapshot.column_names]
     write_text(_join(day, "trend.html"), pages.render_trend_html(snapshot, metrics,
                                                                  title=f"Nightly evaluation trends ({run_date})"))

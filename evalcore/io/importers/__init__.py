@@ -89,16 +89,21 @@ Formats (``FORMATS_HELP`` is the same text for the command line):
     ``qrels/*``. Queries are those with both results and judgements, sorted
     by qid; the others are left out with a warning (trec_eval's default).
     ``--order score`` (default): results sorted by score, highest first, and
-    ``ranking/score`` written (float32), so equal scores are tie groups that
-    ``evaluate --ties`` orders (pessimistic by default). ``--order trec_eval``:
-    trec_eval's own order (score descending, equal scores by docno
-    descending) and no ``ranking/score``, so that order stands; with
+    ``ranking/score`` written as float64, each score as read (scores closer
+    than float32 can tell apart stay distinct), so only equal scores are tie
+    groups, which ``evaluate --ties`` orders (pessimistic by default).
+    ``--order trec_eval``: trec_eval's own order (score descending, equal
+    scores by docno descending) and no ``ranking/score``, so that order
+    stands; with
     ``evaluate --empty-queries zero`` the numbers are trec_eval's (map,
     recip_rank = mrr, P_k = precision_at_k, recall_k, success_k = hit_at_k).
-    A line without 6 fields, a score that is not a finite number, and a docno
-    listed twice for one query are errors naming the file and line
-    (duplicates in ``ranking/item`` are refused the same way at evaluation:
-    a second listing would count as a second hit).
+    Fields are split at ASCII whitespace and fields after the sixth are
+    ignored, as trec_eval does. A line with fewer than 6 fields, a score
+    that is not a plain decimal number read whole (``1_5``, ``0.5abc``;
+    Python's float would read 15, trec_eval's atof 1 and 0.5) or is NaN or
+    infinite, and a docno listed twice for one query are errors naming the
+    file and line (duplicates in ``ranking/item`` are refused the same way
+    at evaluation: a second listing would count as a second hit).
 """
 from __future__ import annotations
 

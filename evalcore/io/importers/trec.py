@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -58,17 +59,52 @@ def _skipped_queries(name: str, skipped: dict[str, int], why: str) -> str:
     return f"{name}: judged queries {why} are left out: {shown}{more}"
 
 
-def trec_records(handle, name: str, layout: str):
-    """(line number, fields) of a whitespace-separated TREC file; blank and ``#`` lines are skipped,
-    a line with another number of fields than ``layout`` names is an input error."""
+#: what trec_eval's C ``isspace`` separates fields with: ASCII space, tab, newline, vertical tab, form feed, CR
+#: (not Python's ``str.split`` set, which also splits at U+00A0, U+2003, U+001F, ...)
+FIELD_SEPARATORS = re.compile(r"[ \t\n\v\f\r]+")
+#: a score as trec_eval's ``atof`` reads all of it: a plain decimal number, optionally with an exponent
+#: (``2.5``, ``-3``, ``.5``, ``1e-05``); ``1_5``, ``0x1p3``, ``0.5abc``, ``nan``, ``inf`` and non-ASCII
+#: digits are not (atof would read a prefix of them, or a value Python's float would not)
+PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+")
+PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def trec_records(handle, name: str, layout: str, *, more_ignored: bool = False):
+    """(line number, fields) of a whitespace-separated TREC file, split where trec_eval splits.
+
+    Blank lines and lines whose first field starts with ``#`` are skipped. A
+    line with fewer fields than ``layout`` names is an input error; so is one
+    with more, unless ``more_ignored`` (a run file: trec_eval ignores
+    everything after the sixth field), where only the first ones come back.
+    """
     expected = len(layout.split())
     for number, line in enumerate(handle, start=1):
-        fields = line.split()
-        if not fields or fields[0].startswith("#"):
+        fields = FIELD_SEPARATORS.split(line.strip(" \t\n\v\f\r"))
+        if fields == [""] or fields[0].startswith("#"):
             continue
-        if len(fields) != expected:
-            raise InputError(f"{name}: line {number}: {len(fields)} fields, expected {expected} ({layout})")
-        yield number, fields
+        if len(fields) < expected or (len(fields) > expected and not more_ignored):
+            raise InputError(f"{name}: line {number}: {len(fields)} fields, expected "
+                             f"{'at least ' if more_ignored else ''}{expected} ({layout})")
+        yield number, fields[:expected]
+
+
+def trec_score(text: str, name: str, number: int) -> float:
+    """A run's score field as a float64, read whole: a plain decimal number (``PLAIN_DECIMAL``), finite.
+
+    Python's ``float`` would read ``1_5`` as 15 and ``nan``; trec_eval's
+    ``atof`` reads ``1_5`` as 1 and ``0.5abc`` as 0.5. Neither is a score
+    anyone meant, so each is an input error naming the file and line.
+    """
+    if not PLAIN_DECIMAL.fullmatch(text):
+        if text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            raise InputError(f"{name}: line {number}, field score: {text!r} is not a finite number")
+        raise InputError(f"{name}: line {number}, field score: {text!r} is not a plain decimal number "
+                         "(like 2.5, -3 or 1e-05)")
+    score = float(text)  # correctly rounded to the nearest double, as glibc's strtod/atof rounds
+    if not math.isfinite(score):
+        raise InputError(f"{name}: line {number}, field score: {text!r} is not a finite number "
+                         "(beyond float64's range)")
+    return score
 
 
 def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
@@ -129,10 +165,11 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
 
 
 def _open_text(path):
+    """A TREC file for reading; lines end at ``\\n`` only, as trec_eval reads them (a ``\\r`` is whitespace)."""
     name = str(path)
     if not os.path.isfile(path):
         raise InputError(f"{name}: no such file")
-    return open(path, encoding="utf-8")
+    return open(path, encoding="utf-8", newline="\n")
 
 
 def _read_trec_qrels(path) -> dict[str, dict[str, tuple[int, int]]]:
@@ -143,10 +180,9 @@ def _read_trec_qrels(path) -> dict[str, dict[str, tuple[int, int]]]:
         with _open_text(path) as handle:
             for number, fields in trec_records(handle, name, "qid iter docno rel"):
                 qid, _, docno, grade = fields
-                try:
-                    rel = trec_relevance(int(grade))
-                except ValueError:
-                    raise InputError(f"{name}: line {number}, field rel: {grade!r} is not an integer") from None
+                if not PLAIN_INTEGER.fullmatch(grade):  # int() would read 0_1 as 1, trec_eval's atol as 0
+                    raise InputError(f"{name}: line {number}, field rel: {grade!r} is not an integer")
+                rel = trec_relevance(int(grade))
                 seen = judged.setdefault(qid, {})
                 if docno in seen and seen[docno][0] != rel:
                     raise InputError(f"{name}: line {number}, field rel: ({qid}, {docno}) judged {grade} here "
@@ -162,23 +198,20 @@ def _read_trec_qrels(path) -> dict[str, dict[str, tuple[int, int]]]:
 def _read_trec_lines(path) -> dict[str, list[tuple[str, float, int]]]:
     """qid -> [(docno, score, line), ...] in file order, from ``qid Q0 docno rank score tag`` lines.
 
-    The rank field is ignored, as trec_eval ignores it. A docno listed twice
-    for one query is an error naming both lines: trec_eval refuses such a run
-    too, and counting it twice would count a hit twice.
+    The rank field is ignored, as trec_eval ignores it, and so is every field
+    after the sixth (trec_eval's ``results.trunc`` has nine). The score is
+    read whole as a float64 (``trec_score``). A docno listed twice for one
+    query is an error naming both lines: trec_eval refuses such a run too,
+    and counting it twice would count a hit twice.
     """
     name = str(path)
     runs: dict[str, list[tuple[str, float, int]]] = {}
     first_line: dict[tuple[str, str], int] = {}
     try:
         with _open_text(path) as handle:
-            for number, fields in trec_records(handle, name, "qid Q0 docno rank score tag"):
+            for number, fields in trec_records(handle, name, "qid Q0 docno rank score tag", more_ignored=True):
                 qid, _, docno, _, score_text, _ = fields
-                try:
-                    score = float(score_text)
-                except ValueError:
-                    raise InputError(f"{name}: line {number}, field score: {score_text!r} is not a number") from None
-                if not math.isfinite(score):
-                    raise InputError(f"{name}: line {number}, field score: {score_text!r} is not a finite number")
+                score = trec_score(score_text, name, number)
                 earlier = first_line.setdefault((qid, docno), number)
                 if earlier != number:
                     raise InputError(f"{name}: line {number}, field docno: {docno!r} listed twice for query "
@@ -194,8 +227,9 @@ def _read_trec_lines(path) -> dict[str, list[tuple[str, float, int]]]:
 def trec_order(results: list[tuple[str, float, int]], order: str) -> list[tuple[str, float, int]]:
     """One query's results best first.
 
-    ``score``: score descending (exact ties keep the file order; equal float32
-    scores are tie groups that ``--ties`` orders at evaluation). ``trec_eval``:
+    ``score``: score descending (exact ties keep the file order; equal scores,
+    compared as the float64 values read, are tie groups that ``--ties``
+    orders at evaluation). ``trec_eval``:
     score descending, equal scores by docno descending (byte order), which is
     trec_eval's own sort, so its numbers come out exactly.
     """
@@ -230,7 +264,7 @@ def read_trec_run(run_path, *, qrels=None, order: str = "score") -> tuple[dict[s
     gpos = {g: i for i, g in enumerate(gids)}
     k = max(len(ranked[q]) for q in qids)
     item = np.full((len(qids), k), -1, dtype=np.int64)
-    score = np.full((len(qids), k), np.nan, dtype=np.float32)
+    score = np.full((len(qids), k), np.nan, dtype=np.float64)  # every score as read: none may merge into a tie
     for i, q in enumerate(qids):
         item[i, :len(ranked[q])] = [gpos[d] for d, _, _ in ranked[q]]
         score[i, :len(ranked[q])] = [s for _, s, _ in ranked[q]]

@@ -89,9 +89,9 @@ def import_to(format: str, inputs, out, overwrite: bool = False, *, chunk_rows: 
               storage_options: Mapping | None = None, **options) -> dict:
     """Read ``inputs`` in ``format``, validate everything, then write the dataset at ``out``.
 
-    Locally the dataset is written into a hidden sibling folder and renamed into
-    place (``report.swap_into_place``), so a failed or killed import leaves an
-    earlier dataset as it was. Returns a summary: format, out, protocol and
+    Locally the dataset is written into a hidden sibling folder and swapped into
+    place in one step (``report.swap_into_place``), so a failed or killed import
+    leaves an earlier dataset as it was, and ``out`` is never missing. Returns a summary: format, out, protocol and
     counts (queries, gallery, dims, qrels, ranking_k) for what was written.
     """
     check_import_out(out, overwrite, import_inputs(inputs, options), storage_options)
