@@ -27,6 +27,7 @@ import tomllib
 
 import fsspec
 
+from evalcore.core import registry
 from evalcore.errors import ClusterUnreachable, InputError
 from evalcore.io import history as h
 from evalcore.io import report
@@ -48,7 +49,7 @@ TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "trend
             "baseline"}
 EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at",
                    "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
-                   "empty_queries"}
+                   "empty_queries", "metrics"}
 GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better"}
 
 
@@ -122,6 +123,8 @@ def _evaluation(i: int, ev, where: str) -> dict:
     for key in ("judged_only", "sweep"):
         if key in ev and not isinstance(ev[key], bool):
             raise InputError(f"{label}: {key} must be true or false")
+    if "metrics" in ev:  # names the registry knows (core.registry), as a list or "map,recall@5"
+        ev["metrics"] = list(registry.select(ev["metrics"], f"{label}: metrics"))
     if "storage_options" in ev and not isinstance(ev["storage_options"], dict):
         raise InputError(f"{label}: storage_options must be a table of KEY = VALUE")
     ev["gates"] = _gates(f"{label}: gates", ev.get("gates", {}))
@@ -198,7 +201,7 @@ def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
         ks=",".join(map(str, ev.get("ks", [1, 3, 5, 10]))), max_rank=str(ev.get("max_rank", 50)),
         ties=ev.get("ties", "pessimistic"), threshold=text("threshold"), map_at=text("map_at"),
         judged_only=bool(ev.get("judged_only", False)), radius=text("radius"), sweep=bool(ev.get("sweep", False)),
-        empty_queries=ev.get("empty_queries", "skip"),
+        empty_queries=ev.get("empty_queries", "skip"), metrics=",".join(ev["metrics"]) if "metrics" in ev else None,
         target_fpir=text("target_fpir"), scheduler=scheduler, workers=None if workers is None else str(workers),
         memory_limit=args.memory_limit or job.get("memory_limit", "auto"), storage_option=storage,
         chunk_rows=text("chunk_rows"), overwrite=True)
