@@ -147,6 +147,8 @@ def test_the_report_page_and_terminal_show_a_selection(kwargs):
     assert "R-precision" in html and "nDCG@10" in html and "precision@2" in html
     text = pages.format_terminal(chosen.summary, chosen.per_query)
     assert "R-precision" in text and "nDCG@10" in text
+    # the worst queries are those of lowest AP: without ap they are not listed as if they were
+    assert "No worst queries" in text and "No worst queries" in html and "lowest-AP" not in html
 
 
 def test_precomputed_lists_need_only_the_cut_offs_the_named_metrics_use(tmp_path):

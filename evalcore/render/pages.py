@@ -48,6 +48,8 @@ _TERMINAL_OPEN_SET = ("threshold", "tp", "fp", "fn", "tn", "fpir", "fnir")
 #: Shorter headers for the worst-queries text table.
 _TERMINAL_LABELS = {"top1_score": "score", "relevant_score": "rel.score", "first_rank": "1st rel"}
 _TREND_KEYS = ("run_date", "evaluation", "group")
+#: in place of the worst queries when the run did not compute AP (--metrics without map)
+_NO_AP = "No worst queries: they are ranked by AP, which is not among the metrics of this run (--metrics)."
 _PREFERRED_METRICS = ("map", "minp", "mrr", "map_trapz")
 
 
@@ -473,6 +475,8 @@ def _score_figures(per_query: pa.Table, threshold: float | None) -> list[str]:
 
 def _worst_html(per_query: pa.Table, n: int) -> str:
     """The worst-queries table, or a note when there are no known queries."""
+    if "ap" not in per_query.column_names and per_query.num_rows:
+        return f'<p class="note">{_NO_AP}</p>'
     worst = worst_queries(per_query, n)
     n_known = int(_known_mask(per_query).sum())
     if worst.num_rows == 0:
@@ -724,6 +728,8 @@ def _fit_widths(natural: list[int], available: int, minimum: int = 8) -> list[in
 
 def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
     """The worst queries as a text table; key columns share the width left by numbers."""
+    if "ap" not in per_query.column_names and per_query.num_rows:
+        return [_NO_AP]
     worst = worst_queries(per_query, n)
     n_known = int(_known_mask(per_query).sum())
     if worst.num_rows == 0:
