@@ -204,3 +204,10 @@ def test_a_nightly_evaluation_takes_metrics_and_checks_their_names(tmp_path):
     assert ns.metrics == "map,hit@1,recall@5"
     with pytest.raises(evalcore.InputError, match=r"evaluation 'a': metrics: unknown metric 'hits@1'"):
         job('"map,hits@1"')
+
+
+def test_summary_names_are_what_a_run_writes(kwargs, default):
+    names = registry.summary_names(None, (1, 3), None)
+    assert default.summary.column_names[4:4 + len(names)] == names
+    chosen = evalcore.evaluate(**kwargs, metrics=["rprec", "hit"], ks=(2,))
+    assert chosen.summary.column_names[4:] == registry.summary_names(["rprec", "hit"], (2,), None)

@@ -284,6 +284,12 @@ def run_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | 
     return sorted(set(chosen), key=_order)
 
 
+def summary_names(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | None) -> list[str]:
+    """The metric columns a run's summary has (``map``, ``hit_at_1``, ...), in order; the counts and the
+    open-set figures (``SUMMARY_FIGURES``, with a threshold) come besides. For checks of names in job files."""
+    return [c.summary for c in run_columns(metrics, ks, map_at) if c.summary is not None]
+
+
 def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
             zero_empty: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Every column's per-query values, in the given order (NaN / -1 mark nulls).

@@ -121,3 +121,10 @@ def test_the_listing_has_one_line_per_metric_with_name_columns_direction_and_def
     assert lines[2].split()[:5] == ["map", "ap", "->", "map", "higher"]
     assert "lower is better" in lines[0] and "(per query)" in lines[0]
     assert all("\n" not in line and " = " in line for line in lines)
+
+
+def test_summary_names_are_the_metric_columns_of_a_runs_summary():
+    assert registry.summary_names(None, (1, 5), 100) == ["map", "map_trapz", "minp", "mrr", "hit_at_1", "recall_at_1",
+                                                         "precision_at_1", "hit_at_5", "recall_at_5", "precision_at_5",
+                                                         "map_at_100"]
+    assert registry.summary_names(["first_rank", "ap", "ndcg@3"], (1,), None) == ["map", "ndcg_at_3"]
