@@ -26,7 +26,7 @@ import psutil
 import pyarrow as pa
 import zarr
 
-from evalcore.core import openset
+from evalcore.core import openset, registry
 from evalcore.engine import evaluate as engine
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
@@ -100,7 +100,7 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
              protocol: str | None = None, similarity: str | None = None, ks=(1, 3, 5, 10), max_rank: int = 50,
              ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
              judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
-             sweep: bool = False, target_fpir: float | None = None,
+             sweep: bool = False, target_fpir: float | None = None, metrics=None,
              client=None, workers: int | None = None, memory_limit: str | None = "auto",
              storage_options: Mapping | None = None, chunk_rows: int | None = None,
              gallery_shards: int | None = None,
@@ -113,7 +113,9 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     dataset's ``evalcore`` attribute, else ``class`` and ``cosine``.
     ``client=None, workers=None``: run here on threads when the gallery fits,
     else on a local cluster; ``workers=N``: a local cluster of N processes;
-    ``client``: that Dask client. Raises ``InputError`` naming the parameter.
+    ``client``: that Dask client. ``metrics``: names (``["map", "recall@5"]``, see
+    ``metric_names()``) to compute only those; None: the default set. Raises
+    ``InputError`` naming the parameter.
 
     >>> import numpy as np, evalcore
     >>> gallery = np.eye(4, dtype=np.float32)
@@ -129,13 +131,14 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     with parameter_names(bool(arrays)):
         return _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
-                         empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, client=client,
+                         empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
+                         client=client,
                          workers=workers, memory_limit=memory_limit, storage_options=storage_options,
                          chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk)
 
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
-              radius, empty_queries, sweep, target_fpir, client, workers, memory_limit, storage_options,
+              radius, empty_queries, sweep, target_fpir, metrics, client, workers, memory_limit, storage_options,
               chunk_rows, gallery_shards, on_chunk) -> Result:
     started = time.perf_counter()
     if arrays and source is not None:
@@ -148,7 +151,8 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         protocol=protocol or attributes.get("protocol") or "class",
         similarity=similarity or attributes.get("similarity") or "cosine",
         ks=tuple(ks), max_rank=max_rank, ties=ties, threshold=threshold, map_at=map_at,
-        judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries).checked()
+        judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries,
+        metrics=None if metrics is None else registry.select(metrics)).checked()
     if target_fpir is not None and not 0 <= target_fpir <= 1:
         raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
     if workers is not None and client is not None:
@@ -161,6 +165,8 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
                                  storage_options=dict(storage_options) if storage_options else None,
                                  chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk)
     run = dict(result.info)
+    if options.metrics is None:  # the default set: run.json's options read as they did before metrics=
+        run["options"] = {k: v for k, v in run["options"].items() if k != "metrics"}
     run["execution"] = how
     if arrays:
         run["dataset"] = "<arrays in memory: " + ", ".join(arrays) + ">"
@@ -168,7 +174,9 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
     if sweep or target_fpir is not None:
         swept, result.summary = sweep_tables(result, target_fpir)
     run["timings"] = {**run.get("timings", {}), "wall_s": time.perf_counter() - started}
-    return Result(result.per_query, result.summary, result.cmc, run, swept if sweep else None)
+    shown = {c.name for c in options.columns()}  # first_rank only served the CMC and the sweep if not asked for
+    per_query = result.per_query.drop_columns([c.name for c in options.columns(first_rank=True) if c.name not in shown])
+    return Result(per_query, result.summary, result.cmc, run, swept if sweep else None)
 
 
 def sweep_tables(result, target_fpir: float | None):
@@ -272,6 +280,12 @@ def parameter_names(from_arrays: bool):
             for parameter, array in ARRAY_PARAMETERS.items():
                 message = re.sub(rf"(?<![\w/]){re.escape(array)}(?![\w/])", parameter, message)
         raise type(exc)(message).with_traceback(None) from None
+
+
+def metric_names() -> list[registry.MetricInfo]:
+    """Every registered metric, one a line when printed: the name ``metrics=`` takes, its per-query (and
+    summary) column pattern, which direction is better, and its definition (``evalcore metrics``)."""
+    return registry.describe()
 
 
 def validate(source, protocol: str | None = None, *, similarity: str | None = None, judged_only: bool = False,

@@ -18,6 +18,7 @@ import threading
 import time
 
 from evalcore.cli import import_cmd
+from evalcore.core import registry
 from evalcore.errors import ClusterError, InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
@@ -168,6 +169,12 @@ def cmd_show(args) -> int:
     return EXIT_OK
 
 
+def cmd_metrics(args) -> int:
+    for line in registry.describe():
+        print(line)
+    return EXIT_OK
+
+
 def cmd_bench(args) -> int:
     return bench.run(args)
 
@@ -204,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worst", type=int, default=10, help="how many worst queries to list")
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("metrics", help="list every metric --metrics takes: name, column, direction, definition")
+    p.set_defaults(func=cmd_metrics)
 
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
     p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl"],

@@ -1,12 +1,15 @@
 """Ranks -> per-query metrics -> summary (README, Metrics).
 
 Every per-query metric is a function of one query's sorted relevant ranks
-r_1 < r_2 < ... (a CSR list ``indptr, ranks``) and R = ``n_relevant``. The
-functions here never see embeddings. A query with R = 0 is unknown: its
-metrics are NaN here and null in the report, and it is left out of every
-mean; except that a query named in ``zero_empty`` (a judged query with no
-relevant item, under ``--empty-queries zero``) scores 0 on every metric and
-counts, which is trec_eval's rule.
+r_1 < r_2 < ... (a CSR list ``indptr, ranks``), R = ``n_relevant`` and, for a
+metric with a cut-off, k; the first line of its docstring is its definition.
+Each one is registered once in ``core.registry`` (names, cut-off option,
+labels, direction, dtype), which everything else reads. The functions here
+never see embeddings. A query with R = 0 is unknown: its metrics are NaN here
+(-1 for ranks) and null in the report, and it is left out of every mean;
+except that a query named in ``zero_empty`` (a judged query with no relevant
+item, under ``--empty-queries zero``) scores 0 on every metric and counts,
+which is trec_eval's rule (``registry.compute`` applies it).
 """
 from __future__ import annotations
 
@@ -33,7 +36,10 @@ def _known(n_relevant: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def first_rank(indptr, ranks, n_relevant) -> np.ndarray:
-    """r_1, or -1 when no relevant item is ranked."""
+    """first_rank = r_1 (null when no relevant item is ranked).
+
+    Returned as -1 where null.
+    """
     out = np.full(len(indptr) - 1, -1, dtype=np.int64)
     has = np.diff(indptr) > 0
     out[has] = ranks[indptr[:-1][has]]
@@ -41,7 +47,10 @@ def first_rank(indptr, ranks, n_relevant) -> np.ndarray:
 
 
 def last_rank(indptr, ranks, n_relevant) -> np.ndarray:
-    """r_R, or -1 unless every relevant item is ranked."""
+    """last_rank = r_R (null unless every relevant item is ranked).
+
+    Returned as -1 where null.
+    """
     out = np.full(len(indptr) - 1, -1, dtype=np.int64)
     counts = np.diff(indptr)
     complete = (counts == n_relevant) & (counts > 0)
@@ -107,33 +116,29 @@ def average_precision_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
     return _known(n_relevant, total / np.maximum(np.minimum(n_relevant, k), 1))
 
 
-def per_query_metrics(indptr, ranks, n_relevant, ks, map_at: int | None = None,
-                      zero_empty: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Every per-query column, in report order (NaN / -1 mark nulls).
+def r_precision(indptr, ranks, n_relevant) -> np.ndarray:
+    """rprec = #{i : r_i <= R} / R (R-precision: precision at rank R, which equals recall at rank R)."""
+    r = np.asarray(n_relevant, dtype=np.int64)
+    within = np.bincount(segment_ids(indptr), weights=ranks <= np.repeat(r, np.diff(indptr)),
+                         minlength=len(indptr) - 1)
+    return _known(r, within / np.maximum(r, 1))
 
-    ``zero_empty`` (bool per query): where it holds and R = 0 every metric is
-    0 instead of null (first_rank and last_rank stay null: there is no rank).
+
+def _discount(ranks: np.ndarray) -> np.ndarray:
+    """1 / log2(r + 1) for every rank r (the gain of one relevant item at rank r)."""
+    return 1.0 / np.log2(ranks.astype(np.float64) + 1.0)
+
+
+def ndcg_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
+    """ndcg_at_k = sum_{i : r_i <= k} 1/log2(r_i + 1) / sum_{j=1..min(R, k)} 1/log2(j + 1) (binary relevance).
+
+    The ideal ranking puts min(R, k) relevant items at ranks 1.. min(R, k).
     """
-    cols = {
-        "first_rank": first_rank(indptr, ranks, n_relevant),
-        "last_rank": last_rank(indptr, ranks, n_relevant),
-        "ap": average_precision(indptr, ranks, n_relevant),
-        "ap_trapz": average_precision_trapezoid(indptr, ranks, n_relevant),
-        "inp": inverse_negative_penalty(indptr, ranks, n_relevant),
-        "rr": reciprocal_rank(indptr, ranks, n_relevant),
-    }
-    for k in ks:
-        cols[f"hit_at_{k}"] = hit_at(indptr, ranks, n_relevant, k)
-        cols[f"recall_at_{k}"] = recall_at(indptr, ranks, n_relevant, k)
-        cols[f"precision_at_{k}"] = precision_at(indptr, ranks, n_relevant, k)
-    if map_at:
-        cols[f"ap_at_{map_at}"] = average_precision_at(indptr, ranks, n_relevant, map_at)
-    if zero_empty is not None:
-        zero = np.asarray(zero_empty, dtype=bool) & (np.asarray(n_relevant) == 0)
-        for name in cols:
-            if not name.endswith("_rank"):
-                cols[name] = np.where(zero, 0.0, cols[name])
-    return cols
+    r = np.asarray(n_relevant, dtype=np.int64)
+    dcg = _segment_sum(indptr, np.where(ranks <= k, _discount(ranks), 0.0))
+    ideal = np.concatenate([[0.0], np.cumsum(_discount(np.arange(1, k + 1)))])
+    idcg = ideal[np.minimum(r, k)]
+    return _known(r, dcg / np.where(idcg > 0, idcg, 1.0))
 
 
 # --------------------------------------------------------------------------- open set
@@ -148,21 +153,6 @@ def open_set_outcome(top1_score: np.ndarray, correct: np.ndarray, threshold: flo
 
 # --------------------------------------------------------------------------- summary
 
-#: per-query column -> summary column (means over known queries)
-SUMMARY_MEANS = {"ap": "map", "ap_trapz": "map_trapz", "inp": "minp", "rr": "mrr"}
-
-
-def summary_column(per_query_column: str) -> str | None:
-    """The summary name of a per-query metric column, or None if it is not averaged."""
-    if per_query_column in SUMMARY_MEANS:
-        return SUMMARY_MEANS[per_query_column]
-    if per_query_column.startswith(("hit_at_", "recall_at_", "precision_at_")):
-        return per_query_column
-    if per_query_column.startswith("ap_at_"):
-        return "map_at_" + per_query_column[len("ap_at_"):]
-    return None
-
-
 def exact_mean(values: np.ndarray) -> float | None:
     """Correctly rounded mean (math.fsum): the same whatever the chunking or order."""
     values = values[~np.isnan(values)]
@@ -171,10 +161,10 @@ def exact_mean(values: np.ndarray) -> float | None:
     return math.fsum(values.tolist()) / values.size
 
 
-def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, metric_names: list[str],
+def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, summaries: dict[str, str],
                 outcome: np.ndarray | None = None, threshold: float | None = None,
                 counted: np.ndarray | None = None) -> dict:
-    """One summary row over the given queries.
+    """One summary row over the given queries: ``summaries`` maps per-query columns to their summary names.
 
     Means are over the ``counted`` queries: those with R > 0, plus any R = 0
     query scored 0 under ``--empty-queries zero``. n_evaluated counts them and
@@ -184,8 +174,8 @@ def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, metric_n
     counted = known if counted is None else (np.asarray(counted, dtype=bool) | known)
     row: dict[str, float | int | None] = {"n_queries": int(len(n_relevant)), "n_evaluated": int(counted.sum()),
            "n_unknown": int((~counted).sum())}
-    for name in metric_names:
-        row[str(summary_column(name))] = exact_mean(np.asarray(columns[name], dtype=np.float64)[counted])
+    for name, summary in summaries.items():
+        row[summary] = exact_mean(np.asarray(columns[name], dtype=np.float64)[counted])
     if outcome is not None:
         counts = {o: int((outcome == o).sum()) for o in ("TP", "FP", "FN", "TN")}
         n_unknown, n_known = int((~known).sum()), int(known.sum())
@@ -201,26 +191,6 @@ def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, metric_n
 
 #: summary columns ``--target-fpir`` adds (``core.openset.sweep_tables``)
 TARGET_FPIR_COLUMNS = ("target_fpir", "threshold_at_target_fpir", "fnir_at_target_fpir")
-
-
-def summary_columns(ks, map_at: int | None = None, threshold: float | None = None,
-                    target_fpir: float | None = None) -> list[str]:
-    """The columns of the summary an evaluation with these options writes, ``group`` left out, in order.
-
-    Derived from the code that builds them, not listed by hand: the per-query
-    metrics of ``per_query_metrics`` that ``summary_column`` averages, the
-    counts and open-set figures ``summary_row`` adds (with a threshold), then
-    the target-FPIR columns. The protocol, ties and the other options change
-    values, never the columns. What the nightly job file's gates, baselines
-    and trend metrics may name.
-    """
-    none = np.zeros(1, np.int64)
-    per_query = per_query_metrics(none, np.empty(0, np.int64), none[:0], ks, map_at)
-    names = [c for c in per_query if summary_column(c) is not None]
-    empty = np.empty(0, dtype=np.float64)
-    row = summary_row({c: empty for c in names}, np.empty(0, np.int64), names,
-                      None if threshold is None else np.empty(0, dtype=object), threshold)
-    return [*row, *(TARGET_FPIR_COLUMNS if target_fpir is not None else ())]
 
 
 def cmc_curve(first: np.ndarray, n_relevant: np.ndarray, max_rank: int,

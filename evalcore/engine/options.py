@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from evalcore.core import registry
 from evalcore.errors import InputError
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, EmptyQueries, Protocol, Similarity, Ties
 
@@ -23,6 +24,8 @@ class Options:
     radius: float | None = None
     #: qrels: a judged query with no relevant item is left out of the means (skip) or scores 0 (zero)
     empty_queries: EmptyQueries = "skip"
+    #: the metrics to compute, by name (``map``, ``recall@5``; core.registry); None: the default set
+    metrics: tuple[str, ...] | None = None
 
     def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
@@ -53,4 +56,10 @@ class Options:
         if self.empty_queries == "zero" and self.protocol != "qrels":
             raise InputError(f"--empty-queries: zero only applies to the qrels protocol, not {self.protocol!r} "
                              "(there a query with no relevant item is an open-set query; see --threshold)")
-        return replace(self, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank))
+        metrics = None if self.metrics is None else registry.select(self.metrics)
+        return replace(self, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank), metrics=metrics)
+
+    def columns(self, first_rank: bool = False) -> list[registry.Column]:
+        """The run's per-query metric columns in report order (``first_rank=True``: with first_rank,
+        which the engine needs for the CMC and the open set whether or not it is reported)."""
+        return registry.run_columns(self.metrics, self.ks, self.map_at, first_rank)

@@ -70,7 +70,12 @@ def describe(group, options: Options) -> DatasetShape:
     if by_lists:
         k = group["ranking/item"].shape[1]
         too_long = [x for x in (*options.ks, options.map_at or 0) if x > k]
-        if too_long:
+        if options.metrics is not None:  # the cut-offs the named metrics use, not every --ks
+            named = [c for c in options.columns() if c.k is not None and c.k > k]
+            if named:
+                raise InputError(f"--metrics: {named[0].spec} needs the top {named[0].k}, more than the ranking "
+                                 f"lists have (ranking/item has K = {k})")
+        elif too_long:
             raise InputError(f"--ks: {too_long[0]} is larger than the ranking lists (ranking/item has K = {k})")
         if options.threshold is not None and not ds.has(group, "ranking/score"):
             raise InputError("--threshold: needs ranking/score (the precomputed lists have no scores)")

@@ -24,14 +24,21 @@ def add_top1_keys(group, per_query: pa.Table) -> pa.Table:
     return per_query.add_column(per_query.column_names.index("top1") + 1, "top1_key", keys)
 
 
-def metric_columns(per_query: pa.Table) -> list[str]:
-    return [c for c in per_query.column_names if m.summary_column(c) is not None]
+def metric_columns(per_query: pa.Table, options: Options) -> dict[str, str]:
+    """The run's per-query metric columns that have a summary column (core.registry), each with its summary name."""
+    out = {}
+    for c in options.columns():
+        if c.summary is not None and c.name in per_query.column_names:
+            out[c.name] = c.summary
+    return out
 
 
 def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table]:
-    """summary.parquet (group "all", then one row per query/group) and cmc.parquet."""
-    names = metric_columns(per_query)
+    """summary.parquet (group "all", then one row per query/group) and cmc.parquet (no rows unless the run
+    has a metric that enters the CMC)."""
+    names = metric_columns(per_query, options)
     columns = {c: per_query.column(c).to_numpy(zero_copy_only=False).astype(np.float64) for c in names}
+    with_cmc = any(c.metric.cmc for c in options.columns())
     n_relevant = per_query.column("n_relevant").to_numpy()
     counted = counted_queries(per_query, options)
     first = per_query.column("first_rank").fill_null(-1).to_numpy()
@@ -48,6 +55,8 @@ def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table
         row.update(m.summary_row({c: v[sel] for c, v in columns.items()}, n_relevant[sel], names,
                                  None if outcome is None else outcome[sel], options.threshold, counted[sel]))
         rows.append(row)
+        if not with_cmc:
+            continue
         curve = m.cmc_curve(first[sel], n_relevant[sel], options.max_rank, counted[sel])
         cmc_rows["group"] += [name] * options.max_rank
         cmc_rows["k"] += list(range(1, options.max_rank + 1))
@@ -131,8 +140,7 @@ def empty_per_query(options: Options) -> pa.Table:
     """The per-query table of a dataset without queries: the columns, no rows."""
     cols = {"query": pa.array([], pa.int64()), "key": pa.array([], pa.string()),
             "n_relevant": pa.array([], pa.int64()), "n_junk": pa.array([], pa.int64())}
-    none = np.zeros(1, np.int64)
-    for name in m.per_query_metrics(none, np.empty(0, np.int64), none[:0], options.ks, options.map_at):
-        cols[name] = pa.array([], pa.int64() if name.endswith("_rank") else pa.float64())
+    for c in options.columns(first_rank=True):
+        cols[c.name] = pa.array([], c.metric.dtype)
     cols["top1_score"] = pa.array([], pa.float64())
     return pa.table(cols)

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from evalcore.core import metrics as m
 from evalcore.core import protocols as p
+from evalcore.core import registry
 from evalcore.core.ranking import (
     Ranked,
     finish_states,
@@ -213,12 +214,10 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
     cols["n_relevant"] = pa.array(r.n_relevant.astype(np.int64))
     cols["n_junk"] = pa.array(truth.n_junk.astype(np.int64))
     zero_empty = truth.columns["n_judged"] > 0 if options.empty_queries == "zero" else None
-    values = m.per_query_metrics(r.indptr, r.ranks, r.n_relevant, options.ks, options.map_at, zero_empty)
-    for name, v in values.items():
-        if name in ("first_rank", "last_rank"):
-            cols[name] = _nullable(v.astype(np.int64), v < 0)
-        else:
-            cols[name] = _nullable(v.astype(np.float64), np.isnan(v))
+    metric_columns = options.columns(first_rank=True)  # the registry's; first_rank for the open set and CMC
+    values = registry.compute(metric_columns, r.indptr, r.ranks, r.n_relevant, zero_empty)
+    for c in metric_columns:
+        cols[c.name] = _nullable(values[c.name].astype(c.metric.dtype), c.metric.null(values[c.name]))
     cols["top1"] = _nullable(r.top1, r.top1 < 0)  # top1_key is added once, on the driver
     cols["top1_score"] = _nullable(r.top1_score, np.isnan(r.top1_score))
     cols["relevant_score"] = _nullable(r.relevant_score, np.isnan(r.relevant_score))

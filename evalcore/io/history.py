@@ -31,6 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalcore.core import registry
 from evalcore.errors import InputError
 from evalcore.io.report import folder_lock, leftover_path, remove_stale_leftovers
 
@@ -38,8 +39,6 @@ LOCK = ".lock"
 #: evaluation names become folder names: letters, digits, ``._-``, not starting with a dot
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-#: metrics where a rise, not a fall, is the regression (unless the gate says otherwise)
-LOWER_IS_BETTER = frozenset({"fpir", "fnir", "fnir_at_target_fpir"})
 #: slack for comparing a drop with its limit (values are correctly rounded means)
 EPS = 1e-12
 
@@ -206,7 +205,8 @@ def gate_checks(history: pa.Table, evaluation: str, run_date: str, gates: Mappin
     """Every gate check of one run, each a dict with ``passed`` True / False / None (not checkable).
 
     ``gates``: ``{metric: {"max_drop_previous": x, "max_drop_baseline": y, "higher_is_better": bool}}``
-    (either limit may be missing). ``baseline``: metric values ``{metric: value}``, a history
+    (either limit may be missing; ``higher_is_better`` defaults to the metric's direction in core.registry,
+    else true). ``baseline``: metric values ``{metric: value}``, a history
     date ``"YYYY-MM-DD"``, or None. drop = old - new (new - old where lower is better);
     a check fails when drop > max_drop, or when the run has no value for the metric.
     """
@@ -223,7 +223,7 @@ def gate_checks(history: pa.Table, evaluation: str, run_date: str, gates: Mappin
         base_date, base_row, base_label = None, None, None
     checks = []
     for metric, gate in gates.items():
-        higher = gate.get("higher_is_better", metric not in LOWER_IS_BETTER)
+        higher = gate.get("higher_is_better", registry.direction(metric) != "lower")  # unknown: higher
         new = _number(current.get(metric)) if current else None
         refs = []
         if gate.get("max_drop_previous") is not None:

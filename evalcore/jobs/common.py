@@ -9,6 +9,7 @@ import sys
 from dask.utils import parse_bytes
 from tqdm import tqdm
 
+from evalcore.core import registry
 from evalcore.errors import InputError
 from evalcore.io import report
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
@@ -26,6 +27,12 @@ def parse_ks(text: str) -> tuple[int, ...]:
     if not ks or any(k < 1 for k in ks):
         raise InputError(f"--ks: {text!r} must list positive integers")
     return ks
+
+
+def parse_metrics(args) -> tuple[str, ...] | None:
+    """--metrics NAMES (comma-separated), checked against the registry; None when not given."""
+    text = getattr(args, "metrics", None)
+    return None if text is None else registry.select(text, "--metrics")
 
 
 def parse_number(option: str, text: str, kind=float):
@@ -112,6 +119,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ties", choices=TIES, default="pessimistic")
     p.add_argument("--threshold", help="open-set acceptance threshold on the rank-1 score")
     p.add_argument("--map-at", help="also report ap_at_K / map_at_K")
+    p.add_argument("--metrics", metavar="NAMES", help="compute only these metrics, comma-separated (map,recall@5; "
+                                                      "evalcore metrics lists them; default: the usual set)")
     p.add_argument("--judged-only", action="store_true", help="qrels: rank each query among its judged items")
     p.add_argument("--empty-queries", choices=EMPTY_QUERIES, default="skip",
                    help="qrels: a judged query with no relevant item is left out of the means (skip, default) "
@@ -243,7 +252,7 @@ def evaluate_params(args) -> dict:
         map_at=map_at, judged_only=bool(args.judged_only),
         radius=parse_number("--radius", args.radius) if args.radius is not None else None,
         empty_queries=getattr(args, "empty_queries", None) or "skip",
-        sweep=bool(getattr(args, "sweep", False)), target_fpir=target_fpir,
+        sweep=bool(getattr(args, "sweep", False)), target_fpir=target_fpir, metrics=parse_metrics(args),
         workers=workers_from_args(args), memory_limit=args.memory_limit,
         chunk_rows=chunk_rows, gallery_shards=shards)
 

@@ -34,7 +34,7 @@ import tomllib
 
 import fsspec
 
-from evalcore.core.metrics import summary_columns
+from evalcore.core import registry
 from evalcore.errors import ClusterUnreachable, InputError
 from evalcore.io import history as h
 from evalcore.io import report
@@ -58,7 +58,7 @@ TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "trend
             "baseline"}
 EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at",
                    "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
-                   "empty_queries"}
+                   "empty_queries", "metrics"}
 GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better"}
 #: keys whose value is a table; every other key takes one value (or, for ks and trend_metrics, an array)
 TABLE_KEYS = {"evaluation", "gates", "baseline", "storage_options"}
@@ -91,10 +91,11 @@ def _flat(where: str, table: dict, tables: set = frozenset()) -> None:
 def evaluation_metrics(ev: dict) -> list[str]:
     """The summary columns the evaluation ``ev`` will write: what its gates, baseline and trend may name.
 
-    From its options (ks, map_at, threshold, target_fpir) through the code
-    that builds the summary (``core.metrics.summary_columns``).
+    From its options (metrics, ks, map_at, threshold, target_fpir) through the
+    registry and the code that builds the summary (``registry.summary_columns``).
     """
-    return summary_columns(ev.get("ks", DEFAULT_KS), ev.get("map_at"), ev.get("threshold"), ev.get("target_fpir"))
+    return registry.summary_columns(ev.get("metrics"), ev.get("ks", DEFAULT_KS), ev.get("map_at"),
+                                    ev.get("threshold"), ev.get("target_fpir"))
 
 
 def _check_metric(where: str, metric: str, known: list[str], whose: str) -> None:
@@ -164,6 +165,8 @@ def _evaluation(i: int, ev, where: str) -> dict:
     for key in ("judged_only", "sweep"):
         if key in ev and not isinstance(ev[key], bool):
             raise InputError(f"{label}: {key} must be true or false")
+    if "metrics" in ev:  # names the registry knows (core.registry), as a list or "map,recall@5"
+        ev["metrics"] = list(registry.select(ev["metrics"], f"{label}: metrics"))
     if "storage_options" in ev:
         ev["storage_options"] = check_storage_options(ev["storage_options"], f"{label}: storage_options")
     ev["gates"] = _gates(f"{label}: gates", ev.get("gates", {}))
@@ -259,7 +262,7 @@ def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
         ks=",".join(map(str, ev.get("ks", DEFAULT_KS))), max_rank=str(ev.get("max_rank", 50)),
         ties=ev.get("ties", "pessimistic"), threshold=text("threshold"), map_at=text("map_at"),
         judged_only=bool(ev.get("judged_only", False)), radius=text("radius"), sweep=bool(ev.get("sweep", False)),
-        empty_queries=ev.get("empty_queries", "skip"),
+        empty_queries=ev.get("empty_queries", "skip"), metrics=",".join(ev["metrics"]) if "metrics" in ev else None,
         target_fpir=text("target_fpir"), scheduler=scheduler, workers=None if workers is None else str(workers),
         memory_limit=args.memory_limit or job.get("memory_limit", "auto"), storage_option=None,
         storage_options=dict(ev.get("storage_options", {})),  # the checked table, typed as written

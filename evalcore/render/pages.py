@@ -21,11 +21,11 @@ import html
 import io
 import json
 import math
-import re
 
 import numpy as np
 import pyarrow as pa
 
+from evalcore.core import registry
 from evalcore.errors import InputError
 from evalcore.render import svg
 
@@ -33,23 +33,23 @@ from evalcore.render import svg
 WORST_COLUMNS = ("query", "key", "top1_key", "top1_score", "relevant_score", "first_rank", "ap")
 #: Worst queries shown on the HTML page.
 N_WORST = 20
-#: Display labels of known columns; ``hit_at_5`` becomes ``hit@5`` etc.
+#: Display labels of the columns that are not metrics; a metric's (``hit_at_5``: ``hit@5``) is in core.registry.
 LABELS = {
     "group": "group", "n_queries": "queries", "n_evaluated": "evaluated", "n_unknown": "unknown",
-    "map": "mAP", "map_trapz": "mAP (trapz)", "minp": "mINP", "mrr": "MRR",
     "threshold": "threshold", "tp": "TP", "fp": "FP", "fn": "FN", "tn": "TN",
     "rejection_accuracy": "rejection acc.", "fpir": "FPIR", "fnir": "FNIR",
     "query": "query", "key": "key", "top1_key": "rank-1 key", "top1_score": "rank-1 score",
-    "relevant_score": "relevant score", "first_rank": "first correct rank", "ap": "AP",
+    "relevant_score": "relevant score",
 }
-_AT_K = re.compile(r"^(hit|recall|precision|map|ap)_at_(\d+)$")
-_RANKING = ("n_queries", "n_evaluated", "n_unknown", "map", "map_trapz", "minp", "mrr")
+#: The counts that lead the summary tables; the metrics follow in the registry's order.
+_COUNTS = ("n_queries", "n_evaluated", "n_unknown")
 _OPEN_SET = ("threshold", "tp", "fp", "fn", "tn", "rejection_accuracy", "fpir", "fnir")
-_TERMINAL = ("n_queries", "n_evaluated", "n_unknown", "map", "minp", "mrr")
 _TERMINAL_OPEN_SET = ("threshold", "tp", "fp", "fn", "tn", "fpir", "fnir")
 #: Shorter headers for the worst-queries text table.
 _TERMINAL_LABELS = {"top1_score": "score", "relevant_score": "rel.score", "first_rank": "1st rel"}
 _TREND_KEYS = ("run_date", "evaluation", "group")
+#: in place of the worst queries when the run did not compute AP (--metrics without map)
+_NO_AP = "No worst queries: they are ranked by AP, which is not among the metrics of this run (--metrics)."
 _PREFERRED_METRICS = ("map", "minp", "mrr", "map_trapz")
 
 
@@ -125,20 +125,15 @@ def worst_queries(per_query: pa.Table, n: int | None = 20) -> pa.Table:
 
 
 def _k_sort_key(name: str) -> tuple:
-    """Sort key putting ``hit_at_2`` before ``hit_at_10``."""
-    match = _AT_K.match(name)
-    return (match.group(1), int(match.group(2))) if match else (name, 0)
-
-
-def _at_k(columns: list[str], prefix: str) -> list[str]:
-    """Columns ``{prefix}_at_{k}`` sorted by k."""
-    return sorted((c for c in columns if c.startswith(prefix + "_at_") and _AT_K.match(c)), key=_k_sort_key)
+    """Sort key putting ``hit_at_2`` before ``hit_at_10`` (a metric column with a cut-off, core.registry)."""
+    column = registry.lookup(name)
+    return (name.rsplit("_at_", 1)[0], column.k) if column is not None and column.k is not None else (name, 0)
 
 
 def _summary_sections(columns: list[str]) -> list[tuple[str, list[str]]]:
     """Summary columns grouped by topic for the HTML page; empty sections dropped."""
-    ranking = [c for c in _RANKING if c in columns] + _at_k(columns, "map") + _at_k(columns, "hit")
-    recall = _at_k(columns, "recall") + _at_k(columns, "precision")
+    ranking = [c for c in _COUNTS if c in columns] + registry.display_order(columns, "ranking")
+    recall = registry.display_order(columns, "cutoff")
     open_set = [c for c in _OPEN_SET if c in columns]
     used = set(ranking) | set(recall) | set(open_set) | {"group"}
     ranking += [c for c in columns if c not in used]
@@ -150,11 +145,7 @@ def _label(name: str) -> str:
     """Short display label of a column name."""
     if name in LABELS:
         return LABELS[name]
-    match = _AT_K.match(name)
-    if match:
-        base = {"map": "mAP", "ap": "AP"}.get(match.group(1), match.group(1))
-        return f"{base}@{match.group(2)}"
-    return name
+    return registry.label(name) or name
 
 
 def _fmt(value, missing: str = "–") -> str:
@@ -484,6 +475,8 @@ def _score_figures(per_query: pa.Table, threshold: float | None) -> list[str]:
 
 def _worst_html(per_query: pa.Table, n: int) -> str:
     """The worst-queries table, or a note when there are no known queries."""
+    if "ap" not in per_query.column_names and per_query.num_rows:
+        return f'<p class="note">{_NO_AP}</p>'
     worst = worst_queries(per_query, n)
     n_known = int(_known_mask(per_query).sum())
     if worst.num_rows == 0:
@@ -704,7 +697,7 @@ def _terminal_summary(summary: pa.Table, width: int) -> list[str]:
     """
     columns = summary.column_names
     blocks = [
-        [c for c in _TERMINAL if c in columns] + _at_k(columns, "map") + _at_k(columns, "hit"),
+        [c for c in _COUNTS if c in columns] + registry.display_order(columns, terminal=True),
         [c for c in _TERMINAL_OPEN_SET if c in columns],
     ]
     groups = [_truncate("all" if g is None else str(g), max(width // 3, 8))
@@ -735,6 +728,8 @@ def _fit_widths(natural: list[int], available: int, minimum: int = 8) -> list[in
 
 def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
     """The worst queries as a text table; key columns share the width left by numbers."""
+    if "ap" not in per_query.column_names and per_query.num_rows:
+        return [_NO_AP]
     worst = worst_queries(per_query, n)
     n_known = int(_known_mask(per_query).sum())
     if worst.num_rows == 0:

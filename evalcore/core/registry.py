@@ -1,0 +1,364 @@
+"""The metric registry (README, Metrics): one record per metric, read by everything that names one.
+
+A metric is one pure function of a query's sorted relevant ranks in ``core.metrics``
+(its definition is the first line of its docstring) and ONE ``Metric`` record in
+``METRICS`` below: the name ``metrics=`` and ``--metrics`` take, its per-query
+column and summary column, the option that supplies its cut-off k, its labels,
+direction and dtype, and whether it is in the default set, the CMC and the
+terminal table. The per-query table (``engine.tasks``), the summary and CMC
+(``engine.reduce``), the option checks (``engine.options``, ``engine.plan``),
+the report pages and terminal tables (``render.pages``) and the gates' direction
+(``io.history``) read it; nothing else lists metric names, prefixes or patterns.
+
+Adding a metric (README, Adding a metric): its function in ``core.metrics``, one
+``Metric`` in ``METRICS``, and a test file in ``tests/core/metrics/`` with a
+brute-force reference in ``tests/core/metrics/references.py``
+(``tests/core/metrics/test_common.py`` fails for a metric without one).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from evalcore.core import metrics as m
+from evalcore.errors import InputError
+
+Direction = Literal["higher", "lower"]
+#: the option that supplies the cut-off k of a metric whose name does not give one
+Parameter = Literal["ks", "map_at"]
+#: where a summary column goes on the report page: the Ranking table, or "Recall and precision at k"
+Section = Literal["ranking", "cutoff"]
+PARAMETERS: tuple[Parameter, ...] = ("ks", "map_at")
+#: the cut-off's place in a name, column or label pattern
+K = "{k}"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One registered metric; patterns hold ``{k}`` where the metric has a cut-off."""
+
+    #: what ``metrics=`` takes: ``map``; ``recall@k`` (given as ``recall@5``, or ``recall`` for every --ks)
+    name: str
+    #: the per-query column: ``ap``, ``recall_at_{k}``
+    column: str
+    #: the summary column (the mean over the counted queries), or None: per-query only
+    summary: str | None
+    #: f(indptr, ranks, n_relevant[, k]) -> one value per query; NaN (float64) or -1 (int64) where undefined
+    function: Callable[..., np.ndarray]
+    #: display labels of the per-query and the summary column (report page, terminal, trend page)
+    label: str
+    summary_label: str | None = None
+    #: which way is better (the default direction of a nightly gate)
+    direction: Direction = "higher"
+    #: the option that supplies k (None: no cut-off)
+    parameter: Parameter | None = None
+    #: per-query dtype: int64 for ranks (which stay null under --empty-queries zero), float64 else
+    dtype: Literal["int64", "float64"] = "float64"
+    #: cmc.parquet (the cumulative distribution of r_1, the mean hit@k at k = 1..max_rank) is written
+    #: when the run has a metric that enters it
+    cmc: bool = False
+    #: computed when ``metrics`` is not given
+    default: bool = True
+    section: Section = "ranking"
+    #: in the terminal's summary table (``evalcore evaluate``, ``show``, ``demo``)
+    terminal: bool = True
+
+    @property
+    def definition(self) -> str:
+        """The formula: the first line of the function's docstring."""
+        return (self.function.__doc__ or "").strip().splitlines()[0]
+
+    @property
+    def base(self) -> str:
+        """The name without its cut-off: ``recall`` for ``recall@k``."""
+        return self.name.removesuffix("@k")
+
+    def null(self, values: np.ndarray) -> np.ndarray:
+        """Where the values are undefined (null in the report)."""
+        return values < 0 if self.dtype == "int64" else np.isnan(values)
+
+
+# --------------------------------------------------------------------------- the registrations
+# Order matters: it is the order of the per-query columns (metrics without a cut-off,
+# then those of --ks, k by k, then those of --map-at) and of the summary sections.
+
+METRICS: tuple[Metric, ...] = (
+    Metric("first_rank", "first_rank", None, m.first_rank, "first correct rank", direction="lower", dtype="int64",
+           cmc=True),
+    Metric("last_rank", "last_rank", None, m.last_rank, "last correct rank", direction="lower", dtype="int64"),
+    Metric("map", "ap", "map", m.average_precision, "AP", "mAP"),
+    Metric("map_trapz", "ap_trapz", "map_trapz", m.average_precision_trapezoid, "AP (trapz)", "mAP (trapz)",
+           terminal=False),
+    Metric("minp", "inp", "minp", m.inverse_negative_penalty, "INP", "mINP"),
+    Metric("mrr", "rr", "mrr", m.reciprocal_rank, "RR", "MRR"),
+    Metric("rprec", "rprec", "rprec", m.r_precision, "R-precision", "R-precision", default=False),
+    Metric("map@k", "ap_at_{k}", "map_at_{k}", m.average_precision_at, "AP@{k}", "mAP@{k}", parameter="map_at"),
+    Metric("hit@k", "hit_at_{k}", "hit_at_{k}", m.hit_at, "hit@{k}", "hit@{k}", parameter="ks", cmc=True),
+    Metric("recall@k", "recall_at_{k}", "recall_at_{k}", m.recall_at, "recall@{k}", "recall@{k}", parameter="ks",
+           section="cutoff", terminal=False),
+    Metric("precision@k", "precision_at_{k}", "precision_at_{k}", m.precision_at, "precision@{k}", "precision@{k}",
+           parameter="ks", section="cutoff", terminal=False),
+    Metric("ndcg@k", "ndcg_at_{k}", "ndcg_at_{k}", m.ndcg_at, "nDCG@{k}", "nDCG@{k}", parameter="ks", default=False),
+)
+
+#: summary figures that are not per-query metrics (open set), with the direction a gate on them takes
+SUMMARY_FIGURES: dict[str, Direction] = {
+    "rejection_accuracy": "higher", "fpir": "lower", "fnir": "lower", "fnir_at_target_fpir": "lower",
+}
+
+BY_NAME: dict[str, Metric] = {x.name: x for x in METRICS}
+
+
+@dataclass(frozen=True)
+class Column:
+    """A metric at one cut-off (``k`` None for a metric without one): one per-query column of a run."""
+
+    metric: Metric
+    k: int | None = None
+
+    def _fill(self, pattern: str) -> str:
+        return pattern.replace(K, str(self.k))
+
+    @property
+    def name(self) -> str:
+        """The per-query column: ``recall_at_5``."""
+        return self._fill(self.metric.column)
+
+    @property
+    def summary(self) -> str | None:
+        """The summary column: ``map`` for ``ap``; None for a per-query-only metric."""
+        return None if self.metric.summary is None else self._fill(self.metric.summary)
+
+    @property
+    def spec(self) -> str:
+        """The name ``metrics=`` takes for it: ``recall@5``."""
+        return self.metric.name if self.k is None else f"{self.metric.base}@{self.k}"
+
+    def compute(self, indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
+        if self.metric.parameter is None:
+            return self.metric.function(indptr, ranks, n_relevant)
+        return self.metric.function(indptr, ranks, n_relevant, self.k)
+
+
+# --------------------------------------------------------------------------- names
+
+
+def _regex(pattern: str) -> re.Pattern:
+    return re.compile("^" + r"([0-9]+)".join(re.escape(part) for part in pattern.split(K)) + "$")
+
+
+#: (regex, metric, is the summary column) for every column pattern; summary patterns first
+_COLUMNS = [(_regex(x.summary), x, True) for x in METRICS if x.summary is not None] + \
+           [(_regex(x.column), x, False) for x in METRICS]
+#: spellings ``metrics=`` takes: the name, the per-query column and the summary column, without a cut-off
+_EXACT = {s: x for x in METRICS if x.parameter is None for s in (x.name, x.column, x.summary) if s}
+_BASES = {s.split(K)[0].removesuffix("_at_").removesuffix("@"): x
+          for x in METRICS if x.parameter is not None for s in (x.name.replace("@k", "@{k}"), x.column, x.summary) if s}
+_WITH_K = re.compile(r"^(.+?)(?:@|_at_)([0-9]+)$")
+
+
+def _match(name: str) -> tuple[Column, bool] | None:
+    for regex, metric, is_summary in _COLUMNS:
+        found = regex.match(name)
+        if found:
+            k = int(found.group(1)) if metric.parameter is not None else None
+            if k is not None and (k < 1 or str(k) != found.group(1)):
+                continue
+            return Column(metric, k), is_summary
+    return None
+
+
+def lookup(name: str) -> Column | None:
+    """The metric column a per-query or summary column name is (``map_at_5`` -> map@k at 5), or None."""
+    found = _match(name)
+    return found[0] if found else None
+
+
+def label(name: str) -> str | None:
+    """The display label of a per-query or summary metric column (``mAP@5``), or None."""
+    found = _match(name)
+    if not found:
+        return None
+    column, is_summary = found
+    text = column.metric.summary_label if is_summary and column.metric.summary_label else column.metric.label
+    return column._fill(text)
+
+
+def direction(name: str) -> Direction | None:
+    """Which way is better for a summary (or per-query) column: a metric's, an open-set figure's, or None."""
+    if name in SUMMARY_FIGURES:
+        return SUMMARY_FIGURES[name]
+    column = lookup(name)
+    return column.metric.direction if column else None
+
+
+def known_names() -> list[str]:
+    """Every name ``metrics=`` takes, as ``evalcore metrics`` lists them (``recall@k``)."""
+    return [x.name for x in METRICS]
+
+
+def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
+    """(metric, k) of a name ``metrics=`` takes; k None: no cut-off, or every value of its option.
+
+    ``map``, ``ap`` (its per-query column), ``recall@5``, ``recall_at_5``,
+    ``map@100`` (= ``map_at_100``, ``ap_at_100``), ``recall`` (at every --ks);
+    case does not matter. Anything else is an InputError naming ``option``.
+    """
+    raw = str(text).strip()
+    name = raw.lower()
+    if name in _EXACT:
+        return _EXACT[name], None
+    found = _WITH_K.match(name)
+    if found and (found.group(1) in _BASES or found.group(1) in _EXACT):
+        base, k = found.group(1), int(found.group(2))
+        if base not in _BASES:
+            raise InputError(f"{option}: {raw!r}: {_EXACT[base].name} takes no cut-off")
+        if k < 1:
+            raise InputError(f"{option}: {raw!r}: the cut-off must be a positive integer")
+        return _BASES[base], k
+    if name in _BASES and _BASES[name].parameter == "ks":
+        return _BASES[name], None
+    raise InputError(f"{option}: unknown metric {raw!r}; known: {', '.join(known_names())} "
+                     "(evalcore metrics describes them)")
+
+
+def canonical(metric: Metric, k: int | None) -> str:
+    """How ``select`` spells (metric, k): ``recall@5``; ``recall`` for every --ks."""
+    return metric.base if k is None and metric.parameter is not None else Column(metric, k).spec
+
+
+def select(names: str | Iterable[str], option: str = "--metrics") -> tuple[str, ...]:
+    """The names checked and spelt as ``evalcore metrics`` lists them, each once (``ap,recall_at_5`` ->
+    ``map, recall@5``); a comma-separated string is split. InputError naming ``option`` for a bad one."""
+    given: list = names.split(",") if isinstance(names, str) else \
+        list(names) if isinstance(names, Iterable) and not isinstance(names, (bytes, Mapping)) else [None]
+    if any(not isinstance(n, str) for n in given):
+        raise InputError(f"{option}: give metric names as a list of strings or a comma-separated string")
+    items = [n for n in given if n.strip()]
+    if not items:
+        raise InputError(f"{option}: give at least one metric name (evalcore metrics lists them)")
+    return tuple(dict.fromkeys(canonical(*parse(n, option)) for n in items))
+
+
+# --------------------------------------------------------------------------- the columns of a run
+
+
+def _order(column: Column) -> tuple:
+    metric = column.metric
+    group = 0 if metric.parameter is None else 1 + PARAMETERS.index(metric.parameter)
+    return group, column.k or 0, METRICS.index(metric)
+
+
+def run_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | None,
+                first_rank: bool = False) -> list[Column]:
+    """The per-query metric columns of a run, in report order.
+
+    ``metrics`` None: every default metric, those with a cut-off at each value of
+    their option (``ks``; ``map_at`` when given). Else the named ones: ``recall@5``
+    at 5, ``recall`` at each of ``ks``; ``map_at``, when given, adds map@K either
+    way. ``first_rank=True`` adds ``first_rank`` (the engine needs it for the CMC,
+    the open-set outcome and the sweep).
+    """
+    def at(metric: Metric, k: int | None) -> list[Column]:
+        if metric.parameter is None or k is not None:
+            return [Column(metric, k)]
+        values = ks if metric.parameter == "ks" else ([map_at] if map_at else [])
+        return [Column(metric, int(v)) for v in values]
+
+    chosen: list[Column] = []
+    if metrics is None:
+        for metric in METRICS:
+            if metric.default:
+                chosen += at(metric, None)
+    else:
+        for text in metrics:
+            chosen += at(*parse(text))
+        if map_at:
+            chosen += [Column(x, int(map_at)) for x in METRICS if x.parameter == "map_at"]
+    if first_rank:
+        chosen.append(Column(BY_NAME["first_rank"]))
+    return sorted(set(chosen), key=_order)
+
+
+def summary_names(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | None) -> list[str]:
+    """The metric columns a run's summary has (``map``, ``hit_at_1``, ...), in order; the counts and the
+    open-set figures (``SUMMARY_FIGURES``, with a threshold) come besides. For checks of names in job files."""
+    return [c.summary for c in run_columns(metrics, ks, map_at) if c.summary is not None]
+
+
+def summary_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | None = None,
+                    threshold: float | None = None, target_fpir: float | None = None) -> list[str]:
+    """Every column of the summary a run with these options writes, ``group`` left out, in order.
+
+    Derived from the code that builds them, not listed by hand: the metric
+    columns (``summary_names``) through ``metrics.summary_row`` on no queries
+    (which adds the counts and, with a threshold, the open-set figures), then
+    the target-FPIR columns. The protocol, ties and the other options change
+    values, never the columns. What a nightly job file's gates, baselines and
+    trend metrics may name.
+    """
+    columns = [c for c in run_columns(metrics, ks, map_at) if c.summary is not None]
+    empty = np.empty(0, dtype=np.float64)
+    summaries = {c.name: c.summary for c in columns if c.summary is not None}
+    row = m.summary_row({c.name: empty for c in columns}, np.empty(0, np.int64), summaries,
+                        None if threshold is None else np.empty(0, dtype=object), threshold)
+    return [*row, *(m.TARGET_FPIR_COLUMNS if target_fpir is not None else ())]
+
+
+def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
+            zero_empty: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Every column's per-query values, in the given order (NaN / -1 mark nulls).
+
+    ``zero_empty`` (bool per query): where it holds and R = 0 every metric is 0
+    instead of null; ranks (int64) stay null: there is no rank.
+    """
+    out = {c.name: c.compute(indptr, ranks, n_relevant) for c in columns}
+    if zero_empty is not None:
+        zero = np.asarray(zero_empty, dtype=bool) & (np.asarray(n_relevant) == 0)
+        for c in columns:
+            if c.metric.dtype == "float64":
+                out[c.name] = np.where(zero, 0.0, out[c.name])
+    return out
+
+
+def display_order(names: Iterable[str], section: Section | None = None, terminal: bool = False) -> list[str]:
+    """The registered summary columns among ``names`` in display order: metrics without a cut-off in
+    registry order, then each metric with one, k ascending; optionally of one section or terminal ones."""
+    found = []
+    for name in names:
+        hit = _match(name)
+        if hit and hit[1]:
+            metric = hit[0].metric
+            if (section is None or metric.section == section) and (not terminal or metric.terminal):
+                found.append((metric.parameter is not None, METRICS.index(metric), hit[0].k or 0, name))
+    return [name for *_, name in sorted(found)]
+
+
+# --------------------------------------------------------------------------- listing
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """One line of ``evalcore metrics`` / ``evalcore.metric_names()``."""
+
+    name: str
+    column: str
+    summary: str | None
+    direction: Direction
+    definition: str
+
+    def __str__(self) -> str:
+        if self.summary is None:
+            columns = f"{self.column} (per query)"
+        else:
+            columns = self.column if self.summary == self.column else f"{self.column} -> {self.summary}"
+        return f"{self.name:<12} {columns:<24} {self.direction + ' is better':<17} {self.definition}"
+
+
+def describe() -> list[MetricInfo]:
+    """Every registered metric: name, per-query and summary column patterns, direction, definition."""
+    return [MetricInfo(x.name, x.column, x.summary, x.direction, x.definition) for x in METRICS]

@@ -1,0 +1,136 @@
+"""Brute-force references of every registered metric, computed from a full sorted ranking.
+
+Written the way a per-project evaluation script does it, not from evalcore's
+rank lists: ``relevant`` is the 0/1 relevance of the whole ranking, best first
+(``relevant[j]`` is rank j + 1), and ``n_relevant`` is R, which may exceed
+``relevant.sum()`` when relevant items are missing from a precomputed list.
+Each returns a Python number, or None where the metric is undefined (R = 0,
+or a rank that does not exist).
+
+``REFERENCES`` maps each registered metric's name (``core.registry``) to its
+reference; ``test_common.py`` checks that every registered metric has one.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def _hits(relevant) -> np.ndarray:
+    """0-based positions of the relevant items in the ranking."""
+    return np.flatnonzero(np.asarray(relevant, dtype=bool))
+
+
+def first_rank(relevant, n_relevant, k=None):
+    hits = _hits(relevant)
+    return int(hits[0]) + 1 if n_relevant and hits.size else None
+
+
+def last_rank(relevant, n_relevant, k=None):
+    hits = _hits(relevant)
+    return int(hits[-1]) + 1 if n_relevant and hits.size == n_relevant else None
+
+
+def average_precision(relevant, n_relevant, k=None):
+    """Precision at each relevant position, summed, over R (TREC's AP)."""
+    if not n_relevant:
+        return None
+    rel = np.asarray(relevant, dtype=float)
+    precision = np.cumsum(rel) / np.arange(1, len(rel) + 1)
+    return float((precision * rel).sum() / n_relevant)
+
+
+def average_precision_trapezoid(relevant, n_relevant, k=None):
+    """Person_reID_baseline_pytorch's loop: the mean of the precisions just before and at each hit, over R."""
+    if not n_relevant:
+        return None
+    total = 0.0
+    for i, row in enumerate(_hits(relevant)):
+        before = i / row if row else 1.0
+        total += (before + (i + 1) / (row + 1)) / 2 / n_relevant
+    return total
+
+
+def inverse_negative_penalty(relevant, n_relevant, k=None):
+    """Ye et al.: (relevant items up to the hardest one) / (its position); 0 when one is never ranked."""
+    if not n_relevant:
+        return None
+    hits = _hits(relevant)
+    if hits.size < n_relevant:
+        return 0.0
+    hardest = int(hits[-1])
+    return float(np.asarray(relevant, dtype=int)[:hardest + 1].sum() / (hardest + 1))
+
+
+def reciprocal_rank(relevant, n_relevant, k=None):
+    if not n_relevant:
+        return None
+    hits = _hits(relevant)
+    return 1.0 / (hits[0] + 1) if hits.size else 0.0
+
+
+def r_precision(relevant, n_relevant, k=None):
+    """The share of the top R that is relevant (trec_eval's Rprec)."""
+    if not n_relevant:
+        return None
+    top = np.asarray(relevant, dtype=int)[:n_relevant]
+    return float(top.sum() / n_relevant)
+
+
+def average_precision_at(relevant, n_relevant, k):
+    """GLDv2 (Kaggle) mAP@K term: sum of precision@j * rel(j) over the top K, over min(R, K)."""
+    if not n_relevant:
+        return None
+    rel = np.zeros(k)
+    top = np.asarray(relevant, dtype=float)[:k]
+    rel[:len(top)] = top
+    precision = np.cumsum(rel) / np.arange(1, k + 1)
+    return float((precision * rel).sum() / min(n_relevant, k))
+
+
+def hit_at(relevant, n_relevant, k):
+    if not n_relevant:
+        return None
+    return 1.0 if np.asarray(relevant, dtype=bool)[:k].any() else 0.0
+
+
+def recall_at(relevant, n_relevant, k):
+    if not n_relevant:
+        return None
+    return float(np.asarray(relevant, dtype=int)[:k].sum() / n_relevant)
+
+
+def precision_at(relevant, n_relevant, k):
+    if not n_relevant:
+        return None
+    return float(np.asarray(relevant, dtype=int)[:k].sum() / k)
+
+
+def _dcg(gains, k):
+    return sum(g / math.log2(j + 2) for j, g in enumerate(list(gains)[:k]))
+
+
+def ndcg_at(relevant, n_relevant, k):
+    """DCG of the top k over the DCG of the ideal ranking (all R relevant items first), gains 0/1."""
+    if not n_relevant:
+        return None
+    ideal = [1] * n_relevant
+    return _dcg(np.asarray(relevant, dtype=int), k) / _dcg(ideal, k)
+
+
+#: registered metric name -> brute-force reference (relevant, n_relevant, k)
+REFERENCES = {
+    "first_rank": first_rank,
+    "last_rank": last_rank,
+    "map": average_precision,
+    "map_trapz": average_precision_trapezoid,
+    "minp": inverse_negative_penalty,
+    "mrr": reciprocal_rank,
+    "rprec": r_precision,
+    "map@k": average_precision_at,
+    "hit@k": hit_at,
+    "recall@k": recall_at,
+    "precision@k": precision_at,
+    "ndcg@k": ndcg_at,
+}
