@@ -44,8 +44,8 @@ from evalcore.jobs.common import (
 from evalcore.render import pages
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
 
-TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "trend_metrics", "evaluation", "gates",
-            "baseline"}
+TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "stall_timeout", "trend_metrics",
+            "evaluation", "gates", "baseline"}
 EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at",
                    "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
                    "empty_queries"}
@@ -183,6 +183,8 @@ def load_job(path) -> dict:
     if "workers" in job and not (isinstance(job["workers"], int) and not isinstance(job["workers"], bool)
                                  and job["workers"] > 0):
         raise InputError(f"{where}: workers must be a positive integer")
+    if "stall_timeout" in job and not (_is_number(job["stall_timeout"]) and job["stall_timeout"] > 0):
+        raise InputError(f"{where}: stall_timeout {job['stall_timeout']!r} must be a number of seconds > 0")
     return job
 
 
@@ -201,7 +203,9 @@ def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
         empty_queries=ev.get("empty_queries", "skip"),
         target_fpir=text("target_fpir"), scheduler=scheduler, workers=None if workers is None else str(workers),
         memory_limit=args.memory_limit or job.get("memory_limit", "auto"), storage_option=storage,
-        chunk_rows=text("chunk_rows"), overwrite=True)
+        chunk_rows=text("chunk_rows"), overwrite=True,
+        stall_timeout=args.stall_timeout if args.stall_timeout is not None else
+        (None if job.get("stall_timeout") is None else str(job["stall_timeout"])))
 
 
 # --------------------------------------------------------------------------- output
