@@ -166,7 +166,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
                         on_chunk(results[index[future.key]][1], done, len(chunks))
                     future.release()
         finally:
-            forget_on_workers(client, ctx.run_id, skip=watch.stuck)
+            forget_on_workers(client, ctx.run_id, skip=watch.unavailable)
         faults = watch.faults
     ranked = time.perf_counter()
     per_query = pa.concat_tables([t for t, _ in results]) if results else empty_per_query(options)
@@ -196,7 +196,8 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
 def forget_on_workers(client, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> None:
     """Give back the workers' memory of a finished run (its cached gallery); best effort.
 
-    ``skip``: workers found stuck, which would never answer (``client.run`` waits for every worker).
+    ``skip``: workers found stuck or being restarted, which would not answer (``client.run`` waits for every
+    worker it is given).
     """
     if not run_id:
         return

@@ -228,7 +228,7 @@ class StallWatch:
         self.clock = clock
         self.faults: list[Fault] = []
         self.failure: str | None = None
-        #: workers evalcore judged stuck and could not restart (left out of the run's clean-up)
+        #: workers evalcore judged stuck when it failed the run
         self.stuck: set[str] = set()
         self.slowest = 0.0
         self._held: dict[tuple[str, str], float] = {}  # (worker, key) -> when first seen held
@@ -236,6 +236,7 @@ class StallWatch:
         self._stalls: Counter = Counter()  # key -> workers it stalled on
         self._stalled_on: dict[str, list[str]] = {}
         self._restarted: dict[str, Fault] = {}  # worker -> its stall, until it is seen gone
+        self._replacing: list[threading.Thread] = []
         self._progress = clock()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -244,6 +245,10 @@ class StallWatch:
     # ------------------------------------------------------------------ running beside the driver
 
     def __enter__(self):
+        try:
+            self.check(final=True)  # the workers there at the start: one lost before the first poll is seen too
+        except Exception:  # noqa: BLE001 - the polls try again
+            pass
         self._thread.start()
         return self
 
@@ -262,6 +267,12 @@ class StallWatch:
                 self.check()
             except Exception:  # noqa: BLE001 - a lost scheduler is reported by the run itself
                 continue
+
+    @property
+    def unavailable(self) -> set[str]:
+        """Workers that would not answer now: stuck, or being restarted (left out of the run's clean-up)."""
+        with self._lock:
+            return self.stuck | set(self._restarted)
 
     def progress(self) -> None:
         """The driver received a chunk."""
@@ -287,9 +298,11 @@ class StallWatch:
             self._gone(worker)
         self._workers = processing
         held = {(w, k) for w, keys in processing.items() for k in keys}
+        anywhere = {k for _, k in held}
         for pair in [p for p in self._held if p not in held]:
             since = self._held.pop(pair)
-            if pair[0] in processing:  # finished (or stolen), not lost with its worker
+            # finished: not lost with its worker, nor moved to another (stolen from behind a slow task)
+            if pair[0] in processing and pair[1] not in anywhere:
                 self.slowest = max(self.slowest, now - since)
                 self._progress = max(self._progress, now)
         for pair in held:
@@ -382,7 +395,9 @@ class StallWatch:
             for pair in [p for p in self._held if p[0] == w]:
                 del self._held[pair]
             # in the background: a nanny waits 4 s for a clean stop before it kills, and polls go on meanwhile
-            threading.Thread(target=self._replace, args=(w, nanny), name="evalcore-restart", daemon=True).start()
+            thread = threading.Thread(target=self._replace, args=(w, nanny), name="evalcore-restart", daemon=True)
+            thread.start()
+            self._replacing.append(thread)
         self._progress = now
 
     def _replace(self, worker: str, nanny: bool) -> None:
