@@ -320,7 +320,7 @@ class StallWatch:
             self._stalled(processing, aged, now, limit)
 
     def _gone(self, worker: str) -> None:
-        """A worker that held tasks of the run at the last poll is gone: what ran again because of it."""
+        """A worker seen at the last poll is gone: record it, with the run's tasks that ran again because of it."""
         keys, expected = self._removal(worker)
         keys = keys if keys is not None else self._workers.get(worker, set())
         stall = self._restarted.pop(worker, None)
@@ -372,9 +372,8 @@ class StallWatch:
         if not blamed:
             self._progress = now  # nothing of the run is held anywhere; look again after another limit
             return
-        running = {w: {k for k in keys if k in processing.get(w, ())} for w, keys in blamed.items()}
-        for w, keys in running.items():
-            for k in keys:
+        for w in blamed:  # a stall counts against the tasks held for the limit (not those queued behind them)
+            for k in aged.get(w, ()):
                 self._stalls[k] += 1
                 self._stalled_on.setdefault(k, []).append(w)
         # how long each has held its oldest task of the run (a silent holder of results: how long it is silent)
