@@ -271,8 +271,12 @@ class StallWatch:
     @property
     def unavailable(self) -> set[str]:
         """Workers that would not answer now: stuck, or being restarted (left out of the run's clean-up)."""
-        with self._lock:
-            return self.stuck | set(self._restarted)
+        locked = self._lock.acquire(timeout=2)  # a poll still waiting on a scheduler that went away: no matter
+        try:
+            return self.stuck | set(self._restarted.copy())
+        finally:
+            if locked:
+                self._lock.release()
 
     def progress(self) -> None:
         """The driver received a chunk."""
