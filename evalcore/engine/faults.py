@@ -410,6 +410,7 @@ class StallWatch:
                 outcome = self.client.restart_workers([worker], timeout=RESTART_TIMEOUT, raise_for_error=False)
                 if (outcome or {}).get(worker) == "OK":
                     return
+                self._set_action(worker, "removed")
             # no nanny (or it did not answer): the scheduler forgets the worker and runs its tasks elsewhere
             self.client.sync(self.client.scheduler.unregister, address=worker,
                              stimulus_id=f"evalcore-stalled-{time.time()}")
@@ -417,10 +418,15 @@ class StallWatch:
             if self._stop.is_set():
                 return  # the run is over (its cluster may be closing): its tasks ran elsewhere
             log.warning(f"could not restart or remove worker {worker}: {exc.__class__.__name__}: {exc}")
-            with self._lock:  # it may be blamed again (and then fail the run)
-                stall = self._restarted.pop(worker, None)
-                if stall is not None and stall in self.faults:
-                    self.faults[self.faults.index(stall)] = replace(stall, action="could not restart")
+            self._set_action(worker, "could not restart", forget=True)  # it may be blamed again (and fail the run)
+
+    def _set_action(self, worker: str, action: str, forget: bool = False) -> None:
+        with self._lock:
+            stall = self._restarted.pop(worker, None) if forget else self._restarted.get(worker)
+            if stall is not None and stall in self.faults:
+                self.faults[self.faults.index(stall)] = updated = replace(stall, action=action)
+                if not forget:
+                    self._restarted[worker] = updated
 
     def _scheduler_time(self) -> float:
         try:

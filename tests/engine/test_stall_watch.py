@@ -235,3 +235,18 @@ def test_a_task_stolen_from_behind_a_stuck_one_does_not_raise_the_limit(setup):
     assert watch.slowest == 0.5 and watch.limit == 5
     step(clock, watch, 1.5)
     assert client.restarted == ["a"]
+
+
+def test_a_worker_whose_nanny_does_not_answer_is_removed_instead(setup):
+    clock, client, watch = setup
+    removed = []
+    client.restart_workers = lambda workers, timeout, raise_for_error: {w: "timed out" for w in workers}
+    client.sync = lambda fn, **kw: removed.append(kw["address"])
+    client.scheduler = type("S", (), {"unregister": None})()
+    client.held = {"a": [key(0, 512)], "b": []}
+    step(clock, watch, 0)
+    step(clock, watch, 5)
+    assert removed == ["a"] and watch.faults[0].action == "removed"
+    client.held = {"b": []}
+    step(clock, watch, 1)
+    assert [(x.kind, x.action, x.chunks) for x in watch.faults] == [("stalled", "removed", [(0, 512)])]
