@@ -28,6 +28,7 @@ import zarr
 
 from evalcore.core import openset, registry
 from evalcore.engine import evaluate as engine
+from evalcore.engine.faults import check_stall_timeout
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
@@ -104,7 +105,8 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
              client=None, workers: int | None = None, memory_limit: str | None = "auto",
              storage_options: Mapping | None = None, chunk_rows: int | None = None,
              gallery_shards: int | None = None,
-             on_chunk: Callable[[dict, int, int], None] | None = None) -> Result:
+             on_chunk: Callable[[dict, int, int], None] | None = None,
+             stall_timeout: float | None = None) -> Result:
     """Rank every query against the gallery and compute the per-query and summary metrics.
 
     ``source``: a path or URL of a dataset, an open ``zarr.Group``, or None
@@ -116,6 +118,11 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     ``client``: that Dask client. ``metrics``: names (``["map", "recall@5"]``, see
     ``metric_names()``) to compute only those; None: the default set. Raises
     ``InputError`` naming the parameter.
+    On a cluster, a worker that holds a task for ``stall_timeout`` seconds
+    (default 180; longer when tasks are slow: 10 x the longest so far) is
+    restarted and its tasks run elsewhere, or, with no other worker, the run
+    raises ``evalcore.errors.WorkerStalled``; ``run["faults"]`` records lost
+    and restarted workers.
 
     >>> import numpy as np, evalcore
     >>> gallery = np.eye(4, dtype=np.float32)
@@ -134,12 +141,13 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
                          empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
                          client=client,
                          workers=workers, memory_limit=memory_limit, storage_options=storage_options,
-                         chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk)
+                         chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
+                         stall_timeout=stall_timeout)
 
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
               radius, empty_queries, sweep, target_fpir, metrics, client, workers, memory_limit, storage_options,
-              chunk_rows, gallery_shards, on_chunk) -> Result:
+              chunk_rows, gallery_shards, on_chunk, stall_timeout) -> Result:
     started = time.perf_counter()
     if arrays and source is not None:
         raise InputError(f"source: give a dataset or arrays ({', '.join(arrays)}), not both")
@@ -159,11 +167,13 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         raise InputError("--workers: give workers or client, not both")
     if workers is not None and (int(workers) != workers or workers < 1):
         raise InputError(f"--workers: {workers} must be a positive integer")
+    stall_timeout = check_stall_timeout(stall_timeout)
     target = group if arrays or isinstance(source, zarr.Group) else source
     with execution(group, client, workers, memory_limit) as (run_client, threads, how):
         result = engine.evaluate(target, options, client=run_client, threads=threads,
                                  storage_options=dict(storage_options) if storage_options else None,
-                                 chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk)
+                                 chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
+                                 stall_timeout=stall_timeout)
     run = dict(result.info)
     if options.metrics is None:  # the default set: run.json's options read as they did before metrics=
         run["options"] = {k: v for k, v in run["options"].items() if k != "metrics"}

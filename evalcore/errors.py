@@ -82,6 +82,11 @@ class WorkerFailed(ClusterError):
     """Workers kept dying while running a task: out of memory (the message says so and what to change) or crashed."""
 
 
+class WorkerStalled(ClusterError):
+    """A worker held a task far longer than the run's stall limit and the task could not run elsewhere
+    (no other worker answered, or it stalled on more than one): the message names the worker and the queries."""
+
+
 def _kind(message: str) -> type[InputError]:
     if _ARRAY.match(message):
         return ArrayError

@@ -128,6 +128,18 @@ def test_errors_name_the_parameter_not_the_flag_or_the_array(reid_data):
         evalcore.evaluate(**kwargs, ties="random")
 
 
+def test_a_bad_stall_timeout_names_the_parameter_and_a_good_one_is_recorded_on_a_cluster_only(reid_data):
+    kwargs = as_kwargs(reid_data)
+    for bad in (-1, 0, "10", float("nan")):
+        with pytest.raises(evalcore.OptionError) as err:
+            evalcore.evaluate(**kwargs, stall_timeout=bad)
+        assert err.value.option == "stall_timeout", str(err.value)
+    result = evalcore.evaluate(**kwargs, protocol="reid", stall_timeout=30)
+    assert result.run["execution"].startswith("in process")
+    assert result.run["stall_timeout"] is None  # in this process there is no worker to stall
+    assert (result.run["faults"], result.run["workers_lost"], result.run["retried_chunks"]) == ([], [], [])
+
+
 def test_small_jobs_run_in_this_process_and_release_their_gallery_copy(reid_data):
     result = evalcore.evaluate(**as_kwargs(reid_data), protocol="reid")
     assert result.run["execution"].startswith("in process")

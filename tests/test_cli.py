@@ -182,6 +182,10 @@ def test_bad_dataset_exits_2_with_a_naming_message_and_writes_nothing(tmp_path, 
     (["--workers", "0"], ["--workers"]),
     (["--scheduler", "not-an-address"], ["--scheduler"]),
     (["--protocol", "bogus"], ["--protocol"]),
+    (["--stall-timeout", "-1"], ["--stall-timeout", "> 0"]),
+    (["--stall-timeout", "0"], ["--stall-timeout"]),
+    (["--stall-timeout", "soon"], ["--stall-timeout", "not a number"]),
+    (["--stall-timeout", "inf", "--workers", "2"], ["--stall-timeout"]),
 ])
 def test_bad_options_exit_2_naming_the_option(tmp_path, args, words):
     case = load_vector("reid_camera_junk")

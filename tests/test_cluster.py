@@ -144,6 +144,9 @@ def test_evaluate_on_a_dask_cluster_of_processes_equals_a_local_run(tmp_path):
     run_json = json.loads((tmp_path / "remote" / "run.json").read_text())
     assert run_json["scheduler"] == cluster.address
     assert run_json["workers"] == 2
+    # nothing went wrong, and run.json says so
+    assert (run_json["faults"], run_json["workers_lost"], run_json["retried_chunks"]) == ([], [], [])
+    assert run_json["stall_timeout"] == 180 and "warning: worker" not in remote.stderr
 
 
 def test_each_gallery_shard_is_read_by_the_worker_that_owns_it(tmp_path):

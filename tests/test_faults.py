@@ -1,6 +1,9 @@
-"""Faults: a worker killed mid-run, the scheduler lost mid-run or not there at all, a worker out of memory."""
+"""Faults: a worker killed or frozen mid-run, a task that hangs, the scheduler lost mid-run or not there at all,
+a worker out of memory."""
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import queue
 import re
@@ -10,10 +13,12 @@ import threading
 import time
 
 import numpy as np
+import psutil
 import pytest
 from conftest import random_reid
 from test_cluster import CLI, assert_same_tables, dask_processes, run
 
+from evalcore.engine.faults import TEST_STALL_ENV
 from evalcore.io import dataset as ds
 
 pytestmark = pytest.mark.cluster
@@ -52,13 +57,14 @@ def _lines(stream, out: queue.Queue) -> None:
     out.put(None)
 
 
-def run_with_fault(args, fault, timeout: float = 120):
-    """Run the CLI, reading its progress lines as they come; call ``fault(done, total)`` after the first chunk.
+def run_with_fault(args, fault, timeout: float = 120, env: dict | None = None):
+    """Run the CLI, reading its progress lines as they come; call ``fault(done, total, proc)`` after the first
+    chunk (``proc``: the CLI's Popen).
 
-    Returns (exit status, stdout, stderr, what ``fault`` returned, (done, total) at that moment).
+    Returns (exit status, stdout, stderr, what ``fault`` returned).
     """
     proc = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "EVALCORE_DEBUG": ""})
+                            env={**os.environ, "EVALCORE_DEBUG": "", **(env or {})})
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
     stderr, result, at = [], None, None
@@ -69,7 +75,7 @@ def run_with_fault(args, fault, timeout: float = 120):
             m = re.match(r"evalcore: chunk (\d+)/(\d+) done", line)
             if m and at is None:
                 at = int(m.group(1)), int(m.group(2))
-                result = fault(*at)
+                result = fault(*at, proc)
         stdout = proc.stdout.read()
         rc = proc.wait(timeout=60)
     finally:
@@ -89,26 +95,141 @@ def test_a_worker_killed_mid_run_changes_nothing(cluster, big, tmp_path, shardin
                 "--quiet", *sharding)
     assert clean.returncode == 0, clean.stderr + cluster.log_tail()
 
-    def kill_a_busy_worker(done, total):
+    def kill_a_busy_worker(done, total, proc):
         # the worker that is running a task right now, by the pid of its process (the nanny's child)
         busy = [w for w, keys in cluster.client.processing().items() if keys]
         assert busy, "no worker is busy: the run is too short to kill a worker in its middle"
         pid = cluster.worker_pids()[busy[0]]
         os.kill(pid, signal.SIGKILL)
-        return pid
+        return pid, busy[0]
 
-    rc, stdout, stderr, killed = run_with_fault(["evaluate", big, "--out", tmp_path / "faulty", "--scheduler",
-                                                 cluster.address, "--chunk-rows", "256", *sharding], kill_a_busy_worker)
+    rc, stdout, stderr, (killed, address) = run_with_fault(
+        ["evaluate", big, "--out", tmp_path / "faulty", "--scheduler", cluster.address, "--chunk-rows", "256",
+         *sharding], kill_a_busy_worker)
     assert rc == 0, stderr + cluster.log_tail()
     assert "report written to" in stdout
     # the nanny replaced the killed process: two workers again, the killed pid not among them
     cluster.client.wait_for_workers(2, timeout=30)
     assert killed not in cluster.worker_pids().values()
     assert_same_tables(tmp_path / "clean", tmp_path / "faulty")
+    # ... and the run says so: run.json records the lost worker and the chunks that ran again, stderr warns
+    record = json.loads((tmp_path / "faulty" / "run.json").read_text())
+    assert record["workers_lost"] == [address], record["faults"]
+    (fault,) = record["faults"]
+    assert fault["kind"] == "lost" and fault["worker"] == address and fault["chunks"], fault
+    assert record["retried_chunks"] == fault["chunks"]
+    first = fault["chunks"][0]
+    assert f"evalcore: warning: worker {address} was lost (died or lost its connection); queries " \
+           f"{first[0]}-{first[1] - 1}" in stderr, stderr
+    assert any(address in w and "ran again on another worker" in w for w in record["warnings"]), record["warnings"]
+
+
+# --------------------------------------------------------------------------- a worker that stops making progress
+
+
+@pytest.fixture(scope="module")
+def clean(big, tmp_path_factory):
+    """The report of an undisturbed run (in this process: the numbers do not depend on where it ran)."""
+    out = tmp_path_factory.mktemp("clean") / "report"
+    result = run("evaluate", big, "--out", out, "--quiet")
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def local_workers(cli_pid: int) -> list:
+    """The worker processes of the CLI's local cluster (multiprocessing children; not its resource tracker)."""
+    return [c for c in psutil.Process(cli_pid).children(recursive=True) if "spawn_main" in " ".join(c.cmdline())]
+
+
+def addresses_of(worker) -> set[str]:
+    """tcp://127.0.0.1:PORT where a worker process listens: its address, and its HTTP server's."""
+    connections = getattr(worker, "net_connections", None) or worker.connections
+    return {f"tcp://127.0.0.1:{c.laddr.port}" for c in connections("tcp") if c.status == psutil.CONN_LISTEN}
+
+
+@contextlib.contextmanager
+def freezing():
+    """freeze(done, total, proc) -> (addresses, when): SIGSTOP a worker of the CLI's local cluster; killed after."""
+    frozen = []
+
+    def freeze(done, total, proc):
+        worker = local_workers(proc.pid)[0]
+        addresses = addresses_of(worker)
+        worker.suspend()  # SIGSTOP: still connected, silent, holding its tasks
+        frozen.append(worker)
+        return addresses, time.monotonic()
+
+    try:
+        yield freeze
+    finally:
+        for worker in frozen:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.kill()
+
+
+#: every chunk sleeps 0.2 s first, so the run is still going when a worker freezes after the first one
+SLOW_CHUNKS = {TEST_STALL_ENV: "*:0.2"}
+
+
+def test_a_frozen_worker_is_restarted_and_the_run_completes_with_the_same_tables(big, clean, tmp_path):
+    out = tmp_path / "out"
+    started = time.monotonic()
+    with freezing() as freeze:
+        rc, stdout, stderr, (addresses, _) = run_with_fault(
+            ["evaluate", big, "--out", out, "--workers", "2", "--chunk-rows", "256", "--stall-timeout", "2"],
+            freeze, env=SLOW_CHUNKS)
+    assert rc == 0, stderr
+    assert time.monotonic() - started < 60
+    assert_same_tables(clean, out)
+    record = json.loads((out / "run.json").read_text())
+    (fault,) = record["faults"]
+    address = fault["worker"]
+    assert address in addresses and (fault["kind"], fault["action"]) == ("stalled", "restarted"), (fault, addresses)
+    assert fault["chunks"] and record["retried_chunks"] == fault["chunks"] and record["workers_lost"] == [address]
+    assert fault["heartbeat_s"] >= 2 and fault["held_s"] >= fault["limit_s"] >= 2, fault
+    assert record["stall_timeout"] == 2
+    assert f"evalcore: warning: worker {address} has held queries" in stderr, stderr
+    assert "no heartbeat from it" in stderr and "Traceback" not in stderr, stderr
+
+
+def test_a_frozen_only_worker_fails_the_run_naming_it_and_its_queries(big, tmp_path):
+    out = tmp_path / "out"
+    with freezing() as freeze:
+        rc, _, stderr, (addresses, frozen_at) = run_with_fault(
+            ["evaluate", big, "--out", out, "--workers", "1", "--chunk-rows", "256", "--stall-timeout", "2"],
+            freeze, env=SLOW_CHUNKS)
+    assert rc == 1, stderr
+    assert time.monotonic() - frozen_at < 40  # the limit (~2-10 s here), then the local cluster's shutdown
+    assert "Traceback" not in stderr, stderr
+    message = stderr.strip().splitlines()[-1]
+    found = re.match(r"evalcore: error: worker (\S+) held queries \d+-\d+(, \d+-\d+)? for \d+ s without "
+                     r"finishing \(no heartbeat from it for \d+ s", message)
+    assert found and found.group(1) in addresses, (message, addresses)
+    assert "no other worker answers" in message and "--stall-timeout" in message, message
+    assert not out.exists()
+
+
+def test_a_task_that_hangs_once_is_run_again_elsewhere(big, clean, tmp_path):
+    """The worker answers (heartbeats) but its task does not finish: the chunk of queries 1024-1535 sleeps
+    for two minutes on its first attempt only (the test hook's flag file)."""
+    out = tmp_path / "out"
+    started = time.monotonic()
+    result = run("evaluate", big, "--out", out, "--workers", "2", "--chunk-rows", "256", "--stall-timeout", "2",
+                 env={**os.environ, TEST_STALL_ENV: f"1024:120:{tmp_path / 'slept'}"})
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 60
+    assert (tmp_path / "slept").exists()
+    assert_same_tables(clean, out)
+    record = json.loads((out / "run.json").read_text())
+    (fault,) = record["faults"]
+    assert fault["kind"] == "stalled" and fault["chunks"] == [[1024, 1536]], fault
+    assert fault["heartbeat_s"] < 2, fault
+    assert record["retried_chunks"] == [[1024, 1536]]
+    assert "has held queries 1024-1535 for" in result.stderr and "it still answered" in result.stderr
 
 
 def test_losing_the_scheduler_mid_run_is_a_clear_error(cluster, big, tmp_path):
-    def kill_the_scheduler(done, total):
+    def kill_the_scheduler(done, total, proc):
         os.killpg(cluster.scheduler.pid, signal.SIGKILL)
         return time.monotonic()
 
@@ -127,7 +248,7 @@ def test_losing_the_only_worker_mid_run_fails_instead_of_waiting_forever(big, tm
     # the scheduler keeps the tasks while it has no worker; the run gives up after EVALCORE_NO_WORKERS_TIMEOUT
     monkeypatch.setenv("EVALCORE_NO_WORKERS_TIMEOUT", "5")
     with dask_processes(tmp_path, n_workers=1) as one:
-        def kill_the_worker(done, total):
+        def kill_the_worker(done, total, proc):
             os.killpg(one.workers[0].pid, signal.SIGKILL)  # the nanny and its worker: nothing restarts it
             return time.monotonic()
 

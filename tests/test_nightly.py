@@ -142,6 +142,10 @@ def test_dates_concurrent_runs_rerun_and_gates(tmp_path, datasets):
     ('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\ndataset = "d"\n[baseline]\na = "2025-13-01"\n',
      ["2025-13-01"]),
     ('reports = "r"\nhistory = [\n', ["TOML"]),
+    ('reports = "r"\nhistory = "h"\nstall_timeout = "5m"\n[[evaluation]]\nname = "a"\ndataset = "d"\n',
+     ["stall_timeout", "'5m'"]),
+    ('reports = "r"\nhistory = "h"\nstall_timeout = -1\n[[evaluation]]\nname = "a"\ndataset = "d"\n',
+     ["stall_timeout", "> 0"]),
 ])
 def test_bad_job_files_exit_2_before_any_work(tmp_path, capsys, text, words, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -374,3 +378,23 @@ def test_a_nested_storage_options_table_passes_through_typed(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     assert main(["nightly", str(path), "--date", "2025-01-01", "--quiet"]) == 2
     assert seen["storage_options"] == want                     # handed to the evaluation as the table it is
+
+
+def test_stall_timeout_comes_from_the_command_line_else_the_job_file(tmp_path, capsys, monkeypatch):
+    import argparse
+
+    from evalcore.jobs.nightly import load_job, run_namespace
+
+    path = tmp_path / "job.toml"
+    path.write_text('reports = "r"\nhistory = "h"\nstall_timeout = 90\n[[evaluation]]\nname = "a"\n'
+                    'dataset = "d.zarr"\n')
+    job = load_job(path)
+    args = argparse.Namespace(scheduler=None, workers="1", memory_limit=None, stall_timeout=None)
+    assert run_namespace(job["evaluation"][0], args, job).stall_timeout == "90"
+    args.stall_timeout = "20"
+    assert run_namespace(job["evaluation"][0], args, job).stall_timeout == "20"
+    monkeypatch.chdir(tmp_path)
+    assert main(["nightly", "job.toml", "--date", "2025-01-01", "--stall-timeout", "-5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("evalcore: error: --stall-timeout: "), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.toml"]

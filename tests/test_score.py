@@ -320,6 +320,10 @@ def test_out_folder_and_team_are_checked_first(small, capsys):
     assert "--overwrite" in capsys.readouterr().err
     assert main([*args, "--out", str(root / "results" / "t"), "--team", "bad\nname"]) == 2
     assert "--team" in capsys.readouterr().err
+    assert main([*args, "--out", str(root / "results" / "t"), "--team", "t", "--stall-timeout", "never"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("evalcore: error: --stall-timeout: 'never' is not a number"), err
+    assert not (root / "results" / "t").exists()
 
 
 # --------------------------------------------------------------------------- pure helpers

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -241,8 +242,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (tests and callers may replace it)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def show_fault_events() -> None:
+    """A worker lost or restarted mid-run is printed as it happens: ``evalcore: warning: ...`` on stderr."""
+    log = logging.getLogger("evalcore.faults")
+    if not log.handlers:
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("evalcore: warning: %(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     debug = bool(os.environ.get("EVALCORE_DEBUG"))
+    show_fault_events()
     try:
         with sigterm_raises():
             args = build_parser().parse_args(argv)

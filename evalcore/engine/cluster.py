@@ -14,6 +14,7 @@ from distributed.comm.core import CommClosedError
 from distributed.scheduler import KilledWorker
 from distributed.worker_memory import parse_memory_limit
 
+from evalcore.engine.faults import TASK_KEY, task_queries  # noqa: F401 - task keys are named there
 from evalcore.errors import ClusterError, ClusterUnreachable, InputError, WorkerFailed
 
 ADDRESS = re.compile(r"^(tcp|tls|ucx|inproc)://([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
@@ -109,21 +110,6 @@ def _diagnose(exc: BaseException, client=None, *, scheduler: str | None = None, 
     return WorkerFailed, (f"a worker process died while it evaluated {what}, {attempts} times (last on {address}, "
                           f"memory limit {_mib(limit)}) and Dask saw no memory-limit restart; if the system's "
                           f"OOM killer stopped it, {fix}; otherwise see the worker logs")
-
-
-#: task keys: evalcore-chunk-Q0-Q1-RUN, or for sharded runs evalcore-truth-Q0-Q1-RUN,
-#: evalcore-bands-Q0-Q1-S0-S1-RUN, evalcore-scan-Q0-Q1-S0-S1-RUN and evalcore-combine-Q0-Q1-RUN
-TASK_KEY = re.compile(r"^evalcore-[a-z]+-(\d+)-(\d+)(?:-(\d+)-(\d+))?-[0-9a-f]+$")
-
-
-def task_queries(key: str) -> str | None:
-    """``queries 512-767`` (and ``, gallery rows 0-59999`` for a shard's task) named by a task key."""
-    found = TASK_KEY.match(key)
-    if not found:
-        return None
-    q0, q1, s0, s1 = found.groups()
-    shard = f", gallery rows {s0}-{int(s1) - 1}" if s0 is not None else ""
-    return f"queries {q0}-{int(q1) - 1}{shard}"
 
 
 def no_workers_timeout() -> float:

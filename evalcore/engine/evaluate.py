@@ -17,6 +17,7 @@ import pyarrow as pa
 import zarr
 
 from evalcore.engine import cache as run_caches
+from evalcore.engine.faults import Fault, StallWatch, check_stall_timeout, retried_chunks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import (
     DatasetShape,
@@ -31,6 +32,7 @@ from evalcore.engine.plan import (
 )
 from evalcore.engine.reduce import add_top1_keys, empty_per_query, run_warnings, score_note, summarize
 from evalcore.engine.schedule import raise_input_error, run_here, submit_chunks
+from evalcore.errors import WorkerStalled
 from evalcore.io import dataset as ds
 from evalcore.io.validate import validate as validate_dataset
 
@@ -55,6 +57,9 @@ class RunRecord:
     warnings: list[str]
     timings: dict
     workers: int
+    #: cluster runs: the stall limit's floor (seconds), and the workers lost or restarted during the run
+    stall_timeout: float | None = None
+    faults: list[Fault] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         """The run.json payload: the dataset's description, then the run's own fields."""
@@ -64,7 +69,10 @@ class RunRecord:
                     "options": asdict(self.options), "dataset": self.dataset, "fingerprint": self.fingerprint,
                     "chunks": [list(c) for c in self.chunks], "counts": dict(self.counts), "scores": self.scores,
                     "near_ties_resolved": self.near_ties_resolved, "warnings": list(self.warnings),
-                    "timings": dict(self.timings), "workers": self.workers})
+                    "timings": dict(self.timings), "workers": self.workers, "stall_timeout": self.stall_timeout,
+                    "faults": [f.record() for f in self.faults],
+                    "workers_lost": [f.worker for f in self.faults],
+                    "retried_chunks": [list(c) for c in retried_chunks(self.faults)]})
         return out
 
 
@@ -87,7 +95,8 @@ class Result:
 
 def evaluate(path, options: Options | None = None, *, client=None, threads: int = 1,
              storage_options: dict | None = None, chunk_rows: int | None = None, gallery_shards: int | None = None,
-             on_chunk: Callable[[dict, int, int], None] | None = None) -> Result:
+             on_chunk: Callable[[dict, int, int], None] | None = None,
+             stall_timeout: float | None = None) -> Result:
     """Evaluate a dataset: the three report tables as pyarrow Tables, plus run information.
 
     ``path`` is a path or URL, or an open ``zarr.Group`` (an in-memory one
@@ -98,8 +107,13 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     or, when the gallery is larger than a worker's share of memory (or
     ``gallery_shards`` says so), a task per (chunk, gallery shard) whose
     counts are added. ``on_chunk(stats, done, total)`` is called as chunks finish.
+    On a client, a worker lost mid-run is recorded (``RunRecord.faults``) and
+    one that holds a task for ``stall_timeout`` seconds (or 10 x the longest
+    task so far, if longer) is restarted, or the run fails with
+    ``WorkerStalled``: see ``engine.faults``.
     """
     options = (options or Options()).checked()
+    stall_timeout = check_stall_timeout(stall_timeout)
     started = time.perf_counter()
     group = ds.open_dataset(path, storage_options)
     source = group if isinstance(path, zarr.Group) else str(path)
@@ -120,29 +134,40 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
         if shards and client is not None else None
     validated = time.perf_counter()
     results: list = [None] * len(chunks)
+    faults: list[Fault] = []
     if client is None:
         try:
             run_here(source, options, chunks, storage_options, ctx, shards, max(1, threads), results, on_chunk)
         finally:
             run_caches.forget_run(ctx.run_id)
     else:
-        from distributed import as_completed  # deferred: runs without a client never import distributed
+        # deferred: runs without a client never import distributed
+        from distributed import CancelledError, as_completed
 
         if isinstance(source, zarr.Group):  # arrays in memory: one copy per worker, not one per task
             source = client.scatter(source, broadcast=True, hash=False)
         futures = submit_chunks(client, source, options, chunks, storage_options, ctx, shards, owners)
         index = {f.key: i for i, f in enumerate(futures)}
+        watch = StallWatch(client, futures, ctx.run_id, stall_timeout)
         try:
-            for done, future in enumerate(as_completed(futures), start=1):
-                results[index[future.key]] = future.result()
-                if "input_error" in results[index[future.key]][1]:
-                    client.cancel(futures)
-                    raise_input_error(results[index[future.key]][1])
-                if on_chunk:
-                    on_chunk(results[index[future.key]][1], done, len(chunks))
-                future.release()
+            with watch:
+                for done, future in enumerate(as_completed(futures), start=1):
+                    try:
+                        results[index[future.key]] = future.result()
+                    except CancelledError:
+                        if watch.failure:
+                            raise WorkerStalled(watch.failure) from None
+                        raise
+                    watch.progress()
+                    if "input_error" in results[index[future.key]][1]:
+                        client.cancel(futures)
+                        raise_input_error(results[index[future.key]][1])
+                    if on_chunk:
+                        on_chunk(results[index[future.key]][1], done, len(chunks))
+                    future.release()
         finally:
-            forget_on_workers(client, ctx.run_id)
+            forget_on_workers(client, ctx.run_id, skip=watch.unavailable)
+        faults = watch.faults
     ranked = time.perf_counter()
     per_query = pa.concat_tables([t for t, _ in results]) if results else empty_per_query(options)
     if "top1" in per_query.column_names:
@@ -160,19 +185,25 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
                 "unknown": int(summary.column("n_unknown")[0].as_py())},
         scores=score_note(shape, options),
         near_ties_resolved=int(sum(s["near_ties"] for s in stats)),
-        warnings=run_warnings(per_query, options) + ([capped] if capped else []),
+        warnings=run_warnings(per_query, options) + ([capped] if capped else []) + [f.message() for f in faults],
         timings={"validate_s": validated - started, "rank_s": ranked - validated,
                  "reduce_s": finished - ranked, "total_s": finished - started,
                  "chunk_s": [round(s["seconds"], 4) for s in stats]},
-        workers=n_workers)
+        workers=n_workers, stall_timeout=stall_timeout if client is not None else None, faults=faults)
     return Result(per_query, summary, cmc, record)
 
 
-def forget_on_workers(client, run_id: str) -> None:
-    """Give back the workers' memory of a finished run (its cached gallery); best effort."""
+def forget_on_workers(client, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> None:
+    """Give back the workers' memory of a finished run (its cached gallery); best effort.
+
+    ``skip``: workers found stuck or being restarted, which would not answer (``client.run`` waits for every
+    worker it is given).
+    """
     if not run_id:
         return
     try:
-        client.run(run_caches.forget_run, run_id, on_error="ignore")
+        workers = [w for w in client.scheduler_info()["workers"] if w not in skip]
+        if workers:
+            client.run(run_caches.forget_run, run_id, workers=workers, on_error="ignore")
     except Exception:  # noqa: BLE001 - a cluster that is going away keeps nothing anyway
         pass

@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from threadpoolctl import threadpool_limits
 
+from evalcore.engine.faults import test_stall
 from evalcore.engine.gallery import GalleryBlocks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import Span, TaskContext
@@ -29,7 +30,7 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
     """
     run = ctx.run_id[:8]
     if shards is None:
-        return [client.submit(evaluate_chunk, path, options, q0, q1, storage_options, ctx,
+        return [client.submit(chunk_task, path, options, q0, q1, storage_options, ctx,
                               key=f"evalcore-chunk-{q0}-{q1}-{run}", retries=3, pure=False) for q0, q1 in chunks]
 
     order = iter(range(10 ** 9, 0, -1))
@@ -58,6 +59,13 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
                                  at, *[bands[j][b] for j in range(len(shards))], workers=owner[k])
     return [submit(combine_shards, f"combine-{q0}-{q1}", q0, q1, storage_options, ctx, truths[i],
                    *[scans[k, i] for k in range(len(shards))]) for i, (q0, q1) in enumerate(chunks)]
+
+
+def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext):
+    """The whole-gallery chunk task as a cluster runs it: ``evaluate_chunk``, after the tests' stall hook
+    (``faults.test_stall``, a no-op unless ``EVALCORE_TEST_STALL`` is set)."""
+    test_stall(q0)
+    return evaluate_chunk(path, options, q0, q1, storage_options, ctx)
 
 
 #: query rows (as float32) one bands task holds at most

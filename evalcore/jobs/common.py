@@ -10,6 +10,7 @@ from dask.utils import parse_bytes
 from tqdm import tqdm
 
 from evalcore.core import registry
+from evalcore.engine.faults import check_stall_timeout
 from evalcore.errors import InputError
 from evalcore.io import report
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
@@ -141,6 +142,9 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     group.add_argument("--scheduler", metavar="ADDRESS", help="join an existing Dask cluster (tcp://HOST:PORT)")
     group.add_argument("--workers", help="worker processes of the local cluster (default: the cores)")
     p.add_argument("--memory-limit", default="auto", help="memory limit per local worker (default auto)")
+    p.add_argument("--stall-timeout", metavar="SECONDS",
+                   help="restart a worker that holds a task this long (or 10 x the longest task so far, if "
+                        "longer) so the task runs elsewhere; with no other worker, fail (default 180)")
 
 
 def sweep_options(args) -> tuple[bool, float | None]:
@@ -199,11 +203,20 @@ def check_scheduler(address, option: str = "--scheduler") -> str:
 
 
 def check_cluster_options(args) -> None:
-    """--workers, --scheduler and --memory-limit, before any work starts."""
+    """--workers, --scheduler, --memory-limit and --stall-timeout, before any work starts."""
     workers_from_args(args)
     if getattr(args, "scheduler", None):
         check_scheduler(args.scheduler)
     check_memory_limit(getattr(args, "memory_limit", None))
+    stall_timeout_from_args(args)
+
+
+def stall_timeout_from_args(args) -> float | None:
+    """--stall-timeout in seconds (None: the default), else an InputError naming it."""
+    text = getattr(args, "stall_timeout", None)
+    if text is None:
+        return None
+    return check_stall_timeout(parse_number("--stall-timeout", str(text)))
 
 
 def workers_from_args(args) -> int | None:
@@ -254,7 +267,7 @@ def evaluate_params(args) -> dict:
         empty_queries=getattr(args, "empty_queries", None) or "skip",
         sweep=bool(getattr(args, "sweep", False)), target_fpir=target_fpir, metrics=parse_metrics(args),
         workers=workers_from_args(args), memory_limit=args.memory_limit,
-        chunk_rows=chunk_rows, gallery_shards=shards)
+        chunk_rows=chunk_rows, gallery_shards=shards, stall_timeout=stall_timeout_from_args(args))
 
 
 def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_run: dict | None = None):

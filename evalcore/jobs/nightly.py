@@ -54,8 +54,8 @@ from evalcore.jobs.common import (
 from evalcore.render import pages
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
 
-TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "trend_metrics", "evaluation", "gates",
-            "baseline"}
+TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "stall_timeout", "trend_metrics",
+            "evaluation", "gates", "baseline"}
 EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at",
                    "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
                    "empty_queries", "metrics"}
@@ -248,6 +248,8 @@ def load_job(path) -> dict:
             raise InputError(f"{where}: memory_limit must be a size like \"4GiB\" (or \"auto\"), not {limit!r}")
         # a number is bytes, as dask reads it; parsed and held to the workers' memory floor here, before any work
         job["memory_limit"] = check_memory_limit(str(limit), f"{where}: memory_limit")
+    if "stall_timeout" in job and not (_is_number(job["stall_timeout"]) and job["stall_timeout"] > 0):
+        raise InputError(f"{where}: stall_timeout {job['stall_timeout']!r} must be a number of seconds > 0")
     return job
 
 
@@ -266,7 +268,9 @@ def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
         target_fpir=text("target_fpir"), scheduler=scheduler, workers=None if workers is None else str(workers),
         memory_limit=args.memory_limit or job.get("memory_limit", "auto"), storage_option=None,
         storage_options=dict(ev.get("storage_options", {})),  # the checked table, typed as written
-        chunk_rows=text("chunk_rows"), overwrite=True)
+        chunk_rows=text("chunk_rows"), overwrite=True,
+        stall_timeout=args.stall_timeout if args.stall_timeout is not None else
+        (None if job.get("stall_timeout") is None else str(job["stall_timeout"])))
 
 
 # --------------------------------------------------------------------------- output

@@ -133,6 +133,7 @@ def cmd_score(args) -> int:
             protocol="qrels", similarity="cosine", ks="1,5,10", max_rank="50", ties="pessimistic",
             threshold=None, map_at=None, judged_only=True, radius=None, sweep=False, target_fpir=None,
             scheduler=args.scheduler, workers=args.workers, memory_limit=args.memory_limit, storage_option=None,
+            stall_timeout=args.stall_timeout,
             chunk_rows=None, overwrite=args.overwrite)
         organizer = out / "organizer"
         run_evaluation(str(combined), str(organizer), ns, quiet=args.quiet, extra_run={
