@@ -269,8 +269,8 @@ def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
         memory_limit=args.memory_limit or job.get("memory_limit", "auto"), storage_option=None,
         storage_options=dict(ev.get("storage_options", {})),  # the checked table, typed as written
         chunk_rows=text("chunk_rows"), overwrite=True,
-        stall_timeout=args.stall_timeout if args.stall_timeout is not None else
-        (None if job.get("stall_timeout") is None else str(job["stall_timeout"])))
+        stall_timeout=getattr(args, "stall_timeout", None) if getattr(args, "stall_timeout", None) is not None
+        else (None if job.get("stall_timeout") is None else str(job["stall_timeout"])))
 
 
 # --------------------------------------------------------------------------- output
