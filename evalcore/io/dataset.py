@@ -220,7 +220,7 @@ def higher_is_better(group: zarr.Group) -> bool:
 
 def nonfinite_score_message(rows: np.ndarray) -> str:
     """The input error for rows of scores/value holding NaN or infinite values (``rows``: global rows)."""
-    return f"{SCORES}: rows {rows_text(rows)} hold NaN or infinite values (every score must be a finite number)"
+    return f"{SCORES}: rows {rows_text(rows)} hold NaN or infinite values (every value must be a finite number)"
 
 
 def read(group: zarr.Group, name: str, rows: slice | np.ndarray | None = None) -> np.ndarray:
