@@ -99,7 +99,8 @@ class Result:
 
 def evaluate(source=None, *, query=None, gallery=None, query_labels=None, gallery_labels=None, query_cams=None,
              gallery_cams=None, gallery_junk=None, query_keys=None, gallery_keys=None, query_groups=None,
-             scores=None, distances=None, protocol: str | None = None, similarity: str | None = None, ks=(1, 3, 5, 10), max_rank: int = 50,
+             scores=None, distances=None,
+             protocol: str | None = None, similarity: str | None = None, ks=(1, 3, 5, 10), max_rank: int = 50,
              ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
              judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
              sweep: bool = False, target_fpir: float | None = None,
@@ -114,8 +115,9 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     such as CPU torch tensors). ``scores`` or ``distances`` (Q, G), float16/32/64,
     numpy, dask or Zarr, replace ``query`` and ``gallery``: every pair's value
     as given, compared exactly (distances: lower is better), and
-    ``top1_score``/``relevant_score`` report them as given. ``protocol`` and ``similarity`` default to the
-    dataset's ``evalcore`` attribute, else ``class`` and ``cosine``.
+    ``top1_score``/``relevant_score`` report them as given. ``protocol`` and
+    ``similarity`` default to the dataset's ``evalcore`` attribute, else
+    ``class`` and ``cosine``.
     ``client=None, workers=None``: run here on threads when the gallery fits,
     else on a local cluster; ``workers=N``: a local cluster of N processes;
     ``client``: that Dask client. Raises ``InputError`` naming the parameter.
@@ -231,7 +233,7 @@ def in_memory_dataset(arrays: Mapping[str, Any]) -> zarr.Group:
 
 def _scores_dataset(name: str, arrays: Mapping[str, Any]) -> zarr.Group:
     """The in-memory dataset of a given score (or distance) matrix and the 1-D arrays beside it."""
-    matrix, dtype = ds._matrix(arrays[name])
+    matrix, dtype = ds.matrix_like(arrays[name])
     if len(matrix.shape) != 2:
         raise InputError(f"{name}: must be 2-D (queries, gallery items), got shape {tuple(matrix.shape)}")
     if dtype.name not in ds.SCORE_DTYPES:

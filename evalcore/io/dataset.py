@@ -283,7 +283,7 @@ def score_chunks(shape: tuple[int, ...], dtype, chunk_rows: int | None = None) -
     return max(1, min(rows, n_rows)), cols
 
 
-def _matrix(values):
+def matrix_like(values):
     """A 2-D array-like kept as it is when it has a numpy dtype and slices (numpy, dask, Zarr): scores are
     written a chunk at a time, never computed whole; anything else goes through ``np.asarray``."""
     try:
@@ -323,7 +323,7 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
     created = {}
     for name, values in arrays.items():
         if name == SCORES:
-            data, dtype = _matrix(values)
+            data, dtype = matrix_like(values)
             if dtype.kind != "f" or dtype.name not in SCORE_DTYPES:
                 raise InputError(f"{SCORES}: dtype {dtype} is not float16, float32 or float64")
             with warnings.catch_warnings():
