@@ -41,8 +41,10 @@ ARRAY_PARAMETERS = {
     "query_labels": "query/label", "gallery_labels": "gallery/label",
     "query_cams": "query/cam", "gallery_cams": "gallery/cam",
     "gallery_junk": "gallery/junk", "query_keys": "query/key", "gallery_keys": "gallery/key",
-    "query_groups": "query/group",
+    "query_groups": "query/group", "scores": "scores/value",
 }
+#: the given score matrix may come as distances (lower is better): stored as scores/value, higher_is_better false
+DISTANCES = "distances"
 #: the in-process threads never exceed this share of the machine's memory for the normalised gallery
 IN_PROCESS_SHARE = 1 / 4
 
@@ -98,6 +100,7 @@ class Result:
 
 def evaluate(source=None, *, query=None, gallery=None, query_labels=None, gallery_labels=None, query_cams=None,
              gallery_cams=None, gallery_junk=None, query_keys=None, gallery_keys=None, query_groups=None,
+             scores=None, distances=None,
              protocol: str | None = None, similarity: str | None = None, ks=(1, 3, 5, 10), max_rank: int = 50,
              ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
              judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
@@ -111,8 +114,12 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
 
     ``source``: a path or URL of a dataset, an open ``zarr.Group``, or None
     when the arrays are given (numpy, dask, or anything ``np.asarray`` takes,
-    such as CPU torch tensors). ``protocol`` and ``similarity`` default to the
-    dataset's ``evalcore`` attribute, else ``class`` and ``cosine``.
+    such as CPU torch tensors). ``scores`` or ``distances`` (Q, G), float16/32/64,
+    numpy, dask or Zarr, replace ``query`` and ``gallery``: every pair's value
+    as given, compared exactly (distances: lower is better), and
+    ``top1_score``/``relevant_score`` report them as given. ``protocol`` and
+    ``similarity`` default to the dataset's ``evalcore`` attribute, else
+    ``class`` and ``cosine``.
     ``client=None, workers=None``: run here on threads when the gallery fits,
     else on a local cluster; ``workers=N``: a local cluster of N processes;
     ``client``: that Dask client. ``metrics``: names (``["map", "recall@5"]``, see
@@ -134,8 +141,8 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     [1, 1]
     """
     given = locals()
-    arrays = {name: given[name] for name in ARRAY_PARAMETERS if given[name] is not None}
-    with parameter_names(bool(arrays)):
+    arrays = {name: given[name] for name in (*ARRAY_PARAMETERS, DISTANCES) if given[name] is not None}
+    with parameter_names(bool(arrays), DISTANCES in arrays):
         return _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
                          empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
@@ -155,6 +162,13 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         raise InputError("source: give a dataset path, a zarr.Group, or the query and gallery arrays")
     group = in_memory_dataset(arrays) if arrays else ds.open_dataset(source, storage_options)
     attributes = ds.dataset_attributes(group)
+    if ds.has(group, ds.SCORES):
+        if similarity is not None:
+            raise InputError(f"--similarity: does not apply to given scores ({ds.SCORES}), compared as given")
+        if not ds.higher_is_better(group) and (sweep or target_fpir is not None):
+            raise InputError(f"--{'sweep' if sweep else 'target-fpir'}: the open-set sweep needs scores, where higher "
+                             "is better; these are distances (higher_is_better false): negate them and give them as "
+                             "scores")
     options = engine.Options(
         protocol=protocol or attributes.get("protocol") or "class",
         similarity=similarity or attributes.get("similarity") or "cosine",
@@ -198,10 +212,18 @@ def sweep_tables(result, target_fpir: float | None):
 
 
 def in_memory_dataset(arrays: Mapping[str, Any]) -> zarr.Group:
-    """The arrays as a dataset group in memory (no disk), one Zarr chunk per side's rows."""
+    """The arrays as a dataset group in memory (no disk), one Zarr chunk per side's rows (given scores in
+    chunks of whole query tiles, copied a chunk at a time)."""
+    given = [name for name in ("scores", DISTANCES) if name in arrays]
+    if len(given) > 1:
+        raise InputError("distances: give scores or distances, not both")
+    if given and ("query" in arrays or "gallery" in arrays):
+        raise InputError(f"{given[0]}: give {given[0]} or the query and gallery embeddings, not both")
+    if given:
+        return _scores_dataset(given[0], arrays)
     for name in ("query", "gallery"):
         if name not in arrays:
-            raise InputError(f"{name}: missing (give both query and gallery embeddings)")
+            raise InputError(f"{name}: missing (give both query and gallery embeddings, or scores)")
     data = {}
     for name, value in arrays.items():
         value = np.asarray(value)  # dask arrays compute, CPU torch tensors convert
@@ -225,6 +247,32 @@ def in_memory_dataset(arrays: Mapping[str, Any]) -> zarr.Group:
             raise InputError(f"{name}: {array.shape[0]} rows, but {side}/emb has {n}")
     rows = max(1, data["query/emb"].shape[0], data["gallery/emb"].shape[0])
     return ds.write_dataset(zarr.storage.MemoryStore(), data, chunk_rows=rows)
+
+
+def _scores_dataset(name: str, arrays: Mapping[str, Any]) -> zarr.Group:
+    """The in-memory dataset of a given score (or distance) matrix and the 1-D arrays beside it."""
+    matrix, dtype = ds.matrix_like(arrays[name])
+    if len(matrix.shape) != 2:
+        raise InputError(f"{name}: must be 2-D (queries, gallery items), got shape {tuple(matrix.shape)}")
+    if dtype.name not in ds.SCORE_DTYPES:
+        raise InputError(f"{name}: dtype {dtype} is not float16, float32 or float64")
+    sizes = {"query": int(matrix.shape[0]), "gallery": int(matrix.shape[1])}
+    data: dict[str, Any] = {ds.SCORES: matrix}
+    for parameter, value in arrays.items():
+        if parameter == name:
+            continue
+        value = np.asarray(value)
+        array = ARRAY_PARAMETERS[parameter]
+        if value.ndim != 1:
+            raise InputError(f"{array}: must be 1-D, got shape {value.shape}")
+        side = array.split("/")[0]
+        if value.shape[0] != sizes[side]:
+            what = "rows" if side == "query" else "columns"
+            raise InputError(f"{array}: {value.shape[0]} rows, but {ds.SCORES} has {sizes[side]} {what}")
+        data[array] = value
+    rows = max(1, *sizes.values())
+    return ds.write_dataset(zarr.storage.MemoryStore(), data, chunk_rows=rows,
+                            array_attrs={ds.SCORES: {"higher_is_better": name != DISTANCES}})
 
 
 @contextlib.contextmanager
@@ -276,9 +324,9 @@ def command_line_words():
 
 
 @contextlib.contextmanager
-def parameter_names(from_arrays: bool):
+def parameter_names(from_arrays: bool, distances: bool = False):
     """Re-word InputErrors for Python callers: ``--max-rank`` -> ``max_rank``; with arrays given,
-    ``gallery/label`` -> ``gallery_labels``."""
+    ``gallery/label`` -> ``gallery_labels`` (``scores/value`` -> ``distances`` when distances were given)."""
     if _CLI_WORDS.get():
         yield
         return
@@ -288,6 +336,7 @@ def parameter_names(from_arrays: bool):
         message = _FLAG.sub(lambda m: m.group(1).replace("-", "_"), str(exc))
         if from_arrays:
             for parameter, array in ARRAY_PARAMETERS.items():
+                parameter = DISTANCES if distances and array == ds.SCORES else parameter
                 message = re.sub(rf"(?<![\w/]){re.escape(array)}(?![\w/])", parameter, message)
         raise type(exc)(message).with_traceback(None) from None
 

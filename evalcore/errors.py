@@ -24,7 +24,7 @@ import re
 #: a command-line flag, or a Python parameter name (the API words its errors so)
 _OPTION = re.compile(r"^(--[a-z][a-z0-9-]*|[a-z][a-z0-9_]*)(?=:)")
 #: a dataset array, or the API parameter it came from (``gallery_labels``)
-_ARRAY = re.compile(r"^((?:query|gallery|qrels|ranking)/[a-z_]+)(?=[:\s])")
+_ARRAY = re.compile(r"^((?:query|gallery|qrels|ranking|scores)/[a-z_]+)(?=[:\s])")
 _LEAD = re.compile(r"^([^\s:]+)")
 _ROWS = re.compile(r"\brows? ((?:\d+, )*\d+)")
 

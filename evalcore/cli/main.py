@@ -106,6 +106,8 @@ def cmd_validate(args) -> int:
         return EXIT_INPUT
     shapes = ", ".join(f"{side}/{name} {arr.shape}" for side in ("query", "gallery")
                        if side in group for name, arr in sorted(group[side].arrays()) if name == "emb")
+    if ds.has(group, ds.SCORES):
+        shapes = f"{ds.SCORES} {group[ds.SCORES].shape}, given"
     print(f"{args.dataset}: valid for protocol {protocol} ({shapes or 'precomputed rankings'})")
     return EXIT_OK
 

@@ -1,4 +1,5 @@
-"""The compiled loops: fold a tile of matrix-product scores into per-query counts, then settle the undecided.
+"""The compiled loops: fold a tile of matrix-product scores into per-query counts, then settle the undecided
+(and ``fold_exact``: the same counts from given, exact values in one pass).
 
 numpy needs four passes over a tile for this (arg-max, compare, nonzero,
 gather) plus a binary search per candidate; at D = 128 that cost as much as
@@ -134,6 +135,47 @@ def fold_settled(rows, cols, flags, canon, pessimistic, thr_start, thresholds, h
                 best_idx[r] = col
 
 
+@njit(cache=True, nogil=True, boundscheck=False)
+def fold_exact(values, junk, col0, pessimistic, thr_start, thresholds, hist, best, best_idx):
+    """One pass over exact values (queries x tile columns from gallery item ``col0``; relevant and
+    per-query junk pairs already -inf): counts and rank 1 decided at once, nothing emitted.
+
+    For every column j not in ``junk``: beaten = #{t <= v} (pessimistic: a tie
+    goes to the negative) or #{t < v} (optimistic) over the row's ascending
+    ``thresholds``, then hist[thr_start[i] + beaten - 1] += 1; rank 1 is the
+    highest value, the lowest gallery index on ties, into best / best_idx.
+    For given scores (``core.scan.scores``), whose values need no error bound.
+    """
+    n, width = values.shape
+    has_junk = junk.shape[0] > 0
+    for i in range(n):
+        s0 = thr_start[i]
+        s1 = thr_start[i + 1]
+        lowest = thresholds[s0] if s1 > s0 else np.inf
+        b = best[i]
+        bi = best_idx[i]
+        row = values[i]
+        for j in range(width):
+            v = row[j]
+            if v == -np.inf or (has_junk and junk[j]):
+                continue
+            if v > b or (v == b and (bi < 0 or col0 + j < bi)):
+                b = v
+                bi = col0 + j
+            if v > lowest or (pessimistic and v == lowest):
+                a, z = s0, s1
+                while a < z:
+                    mid = (a + z) >> 1
+                    t = thresholds[mid]
+                    if t < v or (pessimistic and t == v):
+                        a = mid + 1
+                    else:
+                        z = mid
+                hist[a - 1] += 1
+        best[i] = b
+        best_idx[i] = bi
+
+
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) before timing-sensitive work."""
     s = np.zeros((1, 1), np.float32)
@@ -142,6 +184,8 @@ def warm_up() -> None:
     fold_settled(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint8), np.zeros(1, np.float32), True,
                  np.zeros(2, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(1, np.float32),
                  np.full(1, -1, np.int64))
+    fold_exact(np.zeros((1, 1)), np.zeros(0, np.bool_), 0, True, np.zeros(2, np.int64), np.zeros(0),
+               np.zeros(0, np.int64), np.full(1, -np.inf), np.full(1, -1, np.int64))
     canonical.warm_up()
 
 

@@ -28,6 +28,7 @@ from evalcore.engine.plan import (
     describe,
     plan_chunks,
     plan_shards,
+    query_rows_array,
     shard_owners,
 )
 from evalcore.engine.reduce import add_top1_keys, empty_per_query, run_warnings, score_note, summarize
@@ -125,7 +126,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
                            scan_values=False)
     problems.raise_if_any()
     ctx = TaskContext(shape, run_id=uuid.uuid4().hex, cache_bytes=cache_budget(client))
-    zarr_rows = ds.array(group, "ranking/item" if shape.ranked_by == "ranking/item" else "query/emb").chunks[0]
+    zarr_rows = ds.array(group, query_rows_array(shape)).chunks[0]
     n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
     # no worker yet (still starting, or all gone): plan for one; the cluster's watch gives up if none comes
     chunks = plan_chunks(shape.n_queries, chunk_rows or zarr_rows, max(1, n_workers))

@@ -126,3 +126,51 @@ def dot_overflow_problems(q0: int, query_norms: np.ndarray, g0: int, gallery_nor
         return []
     return [ds.dot_overflow_message(q_rows + q0, query_norms[q_rows].max(), g_rows + g0,
                                     gallery_norms[g_rows].max())]
+
+
+#: bytes of a chunk's given scores read at a time (whole Zarr chunks of columns, at least one)
+SCORE_BLOCK_BYTES = 64 << 20
+
+
+class ScoreBlocks:
+    """One chunk's rows (queries q0..q1) of the given score matrix ``scores/value``, a gallery block at a time.
+
+    The source of the ``scores`` scan backend (``core.scan.base.ScoreSource``).
+    A block is a whole number of the array's column chunks, about
+    ``block_bytes``; values are checked as they are read (NaN or infinite
+    values are an input error naming the array and rows) and handed on in
+    the dtype stored. Nothing is cached: each chunk reads only its own rows.
+    """
+
+    def __init__(self, group, q0: int, q1: int, block_bytes: int = SCORE_BLOCK_BYTES):
+        self.array = ds.array(group, ds.SCORES)
+        self.q0, self.q1 = q0, q1
+        self.n_rows = int(self.array.shape[1])
+        self.higher_is_better = ds.higher_is_better(group)
+        cols = max(1, self.array.chunks[1])
+        fit = block_bytes // max(1, (q1 - q0) * self.array.dtype.itemsize)
+        self.block_cols = max(cols, fit // cols * cols)
+
+    @staticmethod
+    def _checked(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``values`` (a block of ``rows``, or one value per row of ``rows``); InputError on NaN or Inf."""
+        finite = np.isfinite(values)
+        if not finite.all():
+            bad = rows[~finite.all(axis=1)] if values.ndim == 2 else np.unique(rows[~finite])
+            raise InputError(ds.nonfinite_score_message(bad))
+        return values
+
+    def blocks(self, start: int = 0, stop: int | None = None):
+        """(g0, values of rows q0..q1 and gallery items g0..) covering items start..stop, in order."""
+        stop = self.n_rows if stop is None else min(stop, self.n_rows)
+        rows = np.arange(self.q0, self.q1)
+        first = (start // self.block_cols) * self.block_cols
+        for b0 in range(first, stop, self.block_cols):
+            a, z = max(start, b0), min(stop, b0 + self.block_cols)
+            block = ds.read_array(self.array, ds.SCORES, (slice(self.q0, self.q1), slice(a, z)))
+            yield a, self._checked(block, rows)
+
+    def values(self, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """The values at (chunk row, gallery item) pairs, as stored."""
+        rows = np.asarray(rows, dtype=np.int64) + self.q0
+        return self._checked(ds.read_points(self.array, ds.SCORES, rows, items), rows)

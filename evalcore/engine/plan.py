@@ -15,7 +15,7 @@ from evalcore.engine.options import Options
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 
-RankedBy = Literal["embeddings", "ranking/item"]
+RankedBy = Literal["embeddings", "ranking/item", "scores/value"]
 Span = tuple[int, int]
 
 #: bytes of normalised float32 gallery rows read at a time (a whole number of score tiles)
@@ -36,6 +36,9 @@ class DatasetShape:
     #: ranked by precomputed lists
     list_length: int | None = None
     list_scores: bool | None = None
+    #: ranked by a given score matrix (scores/value): its dtype, and false for distances
+    score_dtype: str | None = None
+    higher_is_better: bool | None = None
 
     def record(self) -> dict:
         """run.json's description of the dataset (the fields that apply)."""
@@ -55,10 +58,12 @@ class TaskContext:
 
 def describe(group, options: Options) -> DatasetShape:
     """Sizes and how queries are ranked; InputError when something needed is missing."""
+    if ds.has(group, ds.SCORES):
+        return describe_scores(group, options)
     by_lists = ds.has(group, "ranking/item")
     if not by_lists and not (ds.has(group, "query/emb") and ds.has(group, "gallery/emb")):
         missing = "query/emb" if not ds.has(group, "query/emb") else "gallery/emb"
-        raise InputError(f"{missing}: missing (needed to rank; or give ranking/item)")
+        raise InputError(f"{missing}: missing (needed to rank; or give ranking/item or scores/value)")
     n_queries = group["ranking/item" if by_lists else "query/emb"].shape[0]
     n_gallery = None
     for name in ("gallery/emb", "gallery/label", "gallery/key", "gallery/lat", "gallery/x", "gallery/cam"):
@@ -83,6 +88,24 @@ def describe(group, options: Options) -> DatasetShape:
                             list_scores=bool(ds.has(group, "ranking/score")))
     return DatasetShape(int(n_queries), int(n_gallery), "embeddings", dims=int(group["query/emb"].shape[1]),
                         query_dtype=str(group["query/emb"].dtype), gallery_dtype=str(group["gallery/emb"].dtype))
+
+
+def describe_scores(group, options: Options) -> DatasetShape:
+    """The shape of a dataset ranked by its given score matrix (``scores/value``, Q x G)."""
+    values = group[ds.SCORES]
+    if len(values.shape) != 2:
+        raise InputError(f"{ds.SCORES}: shape {values.shape} is not (queries, gallery items)")
+    higher_is_better = ds.higher_is_better(group)
+    if options.threshold is not None and not higher_is_better:
+        raise InputError("--threshold: open-set decisions need scores, where higher is better; these are distances "
+                         "(higher_is_better false): negate them and give them as scores")
+    return DatasetShape(int(values.shape[0]), int(values.shape[1]), "scores/value", score_dtype=str(values.dtype),
+                        higher_is_better=higher_is_better)
+
+
+def query_rows_array(shape: DatasetShape) -> str:
+    """The array whose Zarr row chunks set the default task size: one row per query of how it is ranked."""
+    return shape.ranked_by if shape.ranked_by in ("ranking/item", "scores/value") else "query/emb"
 
 
 def cap_max_rank(max_rank: int, n_gallery: int) -> tuple[int, str | None]:

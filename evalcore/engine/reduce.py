@@ -119,6 +119,12 @@ def _judged_empty_note(per_query: pa.Table, options: Options) -> str:
 
 def score_note(shape: DatasetShape, options: Options) -> str:
     """How scores were computed, for run.json (README, How it works: the canonical score)."""
+    if shape.ranked_by == "scores/value":
+        what = "scores" if shape.higher_is_better else \
+            "distances (higher_is_better false: ranked by the exact negation)"
+        return (f"given: scores/value ({shape.score_dtype} {what}), compared exactly as stored (float16 and float32 "
+                f"widened to float64, never rounded to float32); equal values are ties, ordered {options.ties} "
+                "(--ties); top1_score and relevant_score are the values as given")
     if shape.ranked_by == "ranking/item":
         if shape.list_scores:
             return (f"given: ranking/item order; items of equal ranking/score (compared in the precision "

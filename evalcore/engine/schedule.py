@@ -112,7 +112,7 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
                 # the threads finish together, however few chunks there are
                 prefetch_gallery(pool, source, options, storage_options, ctx)
                 for i, (q0, q1) in enumerate(chunks):
-                    finished(i, evaluate_chunk(source, options, q0, q1, storage_options, ctx, pool=pool), i + 1)
+                    finished(i, evaluate_chunk(source, options, q0, q1, storage_options, ctx, threads, pool.map), i + 1)
                 return
             futures = {pool.submit(run_chunk_here, source, options, q0, q1, storage_options, ctx, shards): i
                        for i, (q0, q1) in enumerate(chunks)}

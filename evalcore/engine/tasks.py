@@ -15,21 +15,11 @@ import pyarrow as pa
 
 from evalcore.core import metrics as m
 from evalcore.core import protocols as p
-from evalcore.core import registry
-from evalcore.core.ranking import (
-    Ranked,
-    finish_states,
-    merge_states,
-    new_states,
-    normalize_rows,
-    query_tiles,
-    rank_by_embeddings,
-    rank_by_lists,
-    row_norms,
-    scan_gallery,
-    threshold_scores,
-)
-from evalcore.engine.gallery import GalleryBlocks, gallery_side
+from evalcore.core import registry, scan
+from evalcore.core.ranking import Ranked, normalize_rows, rank_by_lists, row_norms
+from evalcore.core.scan.embeddings import EMBEDDINGS
+from evalcore.core.scan.scores import ScoreQueries
+from evalcore.engine.gallery import GalleryBlocks, ScoreBlocks, gallery_side
 from evalcore.engine.options import Options
 from evalcore.engine.plan import TaskContext, describe
 from evalcore.errors import InputError
@@ -69,8 +59,10 @@ def _nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
     return pa.array(values, mask=null)
 
 
-def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, pool=None) -> Ranked:
-    """Relevant ranks for one chunk, from embeddings or from precomputed lists."""
+def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, threads: int = 1,
+               map_fn=map) -> Ranked:
+    """Relevant ranks for one chunk, from a scan backend or from precomputed lists (``threads``: column ranges
+    of the scan run through ``map_fn``)."""
     gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
     if ctx.shape.ranked_by == "ranking/item":
         items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
@@ -79,10 +71,26 @@ def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: in
     if truth.allowed_indptr is not None:
 
         return truth_io.rank_among_allowed(group, options, truth, q0, q1)
-    query, gallery = chunk_inputs(group, options, q0, q1, ctx, cache=True)
-    split = {} if pool is None else {"parts": pool._max_workers, "map_fn": pool.map}
-    return rank_by_embeddings(query, q0, truth, gallery, n_query=ctx.shape.n_queries, similarity=options.similarity,
-                              ties=options.ties, gallery_junk=gallery_junk, **split)
+    backend, queries, source = chunk_scan(group, options, q0, q1, ctx, cache=True)
+    return scan.rank(backend, queries, truth, source, ties=options.ties, gallery_junk=gallery_junk, threads=threads,
+                     map_fn=map_fn)
+
+
+def chunk_scan(group, options: Options, q0: int, q1: int, ctx: TaskContext, span=None, cache: bool = False):
+    """(backend, queries, source) of one chunk: what ``core.scan`` ranks it with, and what it scans."""
+    backend = backend_of(ctx)
+    if backend.name == "scores":
+        source = ScoreBlocks(group, q0, q1)
+        return backend, ScoreQueries(q0, q1 - q0, source.higher_is_better), source
+    query, gallery = chunk_inputs(group, options, q0, q1, ctx, span=span, cache=cache)
+    queries = EMBEDDINGS.queries(normalize_rows(query, options.similarity), q0, ctx.shape.n_queries,
+                                 options.similarity)
+    return backend, queries, gallery
+
+
+def backend_of(ctx: TaskContext):
+    """The registered scan backend for how the dataset is ranked (embeddings, or scores/value as given)."""
+    return scan.backend("scores" if ctx.shape.ranked_by == "scores/value" else "embeddings")
 
 
 
@@ -101,10 +109,9 @@ def chunk_inputs(group, options: Options, q0: int, q1: int, ctx: TaskContext, sp
 
 
 def _open_chunk(path, options, q0, q1, storage_options, ctx, span=None):
-    """Dataset, normalised query rows and gallery reader; a shard's reader keeps its blocks."""
+    """Dataset, scan backend, queries and source; a shard's reader keeps its blocks."""
     group = ds.open_dataset(path, storage_options)
-    query, gallery = chunk_inputs(group, options, q0, q1, ctx, span=span, cache=span is not None)
-    return group, normalize_rows(query, options.similarity), gallery
+    return (group, *chunk_scan(group, options, q0, q1, ctx, span=span, cache=span is not None))
 
 
 def chunk_truth(path: str, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext):
@@ -133,16 +140,17 @@ def shard_bands(path: str, options: Options, q0: int, q1: int, s0: int, s1: int,
         group = ds.open_dataset(path, storage_options)
         out = []
         for (c0, c1), truth in zip(chunks, truths):
-            query, gallery = chunk_inputs(group, options, c0, c1, ctx, span=(s0, s1), cache=True)
+            backend, queries, source = chunk_scan(group, options, c0, c1, ctx, span=(s0, s1), cache=True)
             pairs = np.nonzero((truth.rel_items >= s0) & (truth.rel_items < s1))[0]
-            out.append((pairs, threshold_scores(normalize_rows(query, options.similarity), truth, gallery, pairs)))
+            out.append((pairs, backend.thresholds(queries, truth, source, pairs)))
         return out
     except InputError as exc:
         return InputError(str(exc))
 
 
 def _gather_thresholds(truth, bands) -> np.ndarray:
-    thresholds = np.empty(len(truth.rel_items), dtype=np.float32)
+    dtype = bands[0][1].dtype if bands else np.float32
+    thresholds = np.empty(len(truth.rel_items), dtype=dtype)
     for pairs, scores in bands:
         thresholds[pairs] = scores
     return thresholds
@@ -156,12 +164,11 @@ def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, 
     if errors:
         return errors[0]
     try:
-        group, qn, gallery = _open_chunk(path, options, q0, q1, storage_options, ctx, span=(s0, s1))
+        group, backend, queries, source = _open_chunk(path, options, q0, q1, storage_options, ctx, span=(s0, s1))
         gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
-        tiles = query_tiles(qn, q0, ctx.shape.n_queries)
         thresholds = _gather_thresholds(truth, [batch[at] for batch in bands])
-        states = new_states(tiles, q0, truth, thresholds, options.ties, qn)
-        scan_gallery(tiles, states, gallery.blocks(s0, s1), gallery_junk, options.similarity)
+        states = backend.new_states(queries, truth, thresholds, options.ties)
+        backend.scan(queries, states, source, (s0, s1), gallery_junk)
         return states
     except InputError as exc:
         return InputError(str(exc))
@@ -173,7 +180,8 @@ def combine_shards(path: str, options: Options, q0: int, q1: int, storage_option
     errors = [x for x in (truth, *parts) if isinstance(x, InputError)]
     if errors:
         return None, {"q0": q0, "q1": q1, "input_error": str(errors[0]), "near_ties": 0, "seconds": 0.0}
-    ranked = finish_states(merge_states(list(parts)), truth, options.ties)
+    backend = backend_of(ctx)
+    ranked = backend.finish(backend.merge(list(parts)), truth, options.ties)
     try:
         group = ds.open_dataset(path, storage_options)
         table = per_query_table(group, options, truth, ranked, q0, q1)
@@ -185,14 +193,15 @@ def combine_shards(path: str, options: Options, q0: int, q1: int, storage_option
 
 
 def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_options: dict | None = None,
-                   ctx: TaskContext | None = None, pool=None) -> tuple[pa.Table, dict]:
-    """The task: per-query rows for queries q0..q1 and a few counters (``pool``: threads that split the scan)."""
+                   ctx: TaskContext | None = None, threads: int = 1, map_fn=map) -> tuple[pa.Table, dict]:
+    """The task: per-query rows for queries q0..q1 and a few counters (``threads`` column ranges of the scan,
+    run through ``map_fn``: a thread pool's map)."""
     started = time.perf_counter()
     try:
         group = ds.open_dataset(path, storage_options)
         ctx = ctx or TaskContext(describe(group, options))
         truth = load_truth(group, options, q0, q1, ctx.shape.n_gallery, ctx.run_id)
-        ranked = rank_chunk(group, options, ctx, truth, q0, q1, pool)
+        ranked = rank_chunk(group, options, ctx, truth, q0, q1, threads, map_fn)
         table = per_query_table(group, options, truth, ranked, q0, q1)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
         return None, {"q0": q0, "q1": q1, "input_error": str(exc), "near_ties": 0,

@@ -28,8 +28,16 @@ WRITE_DTYPES = {
 ACCEPTED_KINDS = {
     "emb": "f", "label": "iu", "cam": "iu", "junk": "b", "lat": "f", "lon": "f",
     "x": "f", "y": "f", "query": "iu", "item": "iu", "rel": "iu", "score": "f",
-    "key": "UOT", "group": "UOT",
+    "key": "UOT", "group": "UOT", "value": "f",
 }
+#: the given score (or distance) matrix, (Q, G), and its dtypes (compared exactly as stored)
+SCORES = "scores/value"
+SCORE_DTYPES = ("float16", "float32", "float64")
+#: scores/value is written in chunks of at most this many rows (a multiple of the 512-row query tile) and
+#: columns, and about this many bytes: a task reads its rows a few chunks at a time, never a whole row band
+SCORE_CHUNK_ROWS, SCORE_CHUNK_COLS, SCORE_CHUNK_BYTES = 4096, 16384, 64 << 20
+#: bytes of given scores written at a time when filling scores/value
+SCORE_BAND_BYTES = 256 << 20
 SIDES = ("query", "gallery")
 SHARED_ATTRIBUTE = "evalcore"
 #: Rows per write when filling arrays; keeps memory flat for large inputs.
@@ -140,6 +148,8 @@ def chunk_problems(group: zarr.Group, name: str) -> list[str]:
 def _read_rows(arr: zarr.Array, rows) -> np.ndarray:
     if rows is None:
         return np.asarray(arr[...])
+    if isinstance(rows, tuple):  # (row slice, column slice) of a 2-D array
+        return np.asarray(arr[rows])
     if isinstance(rows, slice):
         return np.asarray(arr[rows])
     return np.asarray(arr.oindex[np.asarray(rows, dtype=np.int64)])
@@ -150,6 +160,8 @@ def _bad_chunk(arr: zarr.Array, rows) -> int | None:
     if not arr.ndim or not arr.shape[0]:
         return None
     step = (arr.shards or arr.chunks)[0]
+    if isinstance(rows, tuple):
+        rows = rows[0]
     if rows is None:
         wanted = range(-(-arr.shape[0] // step))
     elif isinstance(rows, slice):
@@ -165,7 +177,7 @@ def _bad_chunk(arr: zarr.Array, rows) -> int | None:
     return None
 
 
-def read_array(arr: zarr.Array, name: str, rows: slice | np.ndarray | None = None) -> np.ndarray:
+def read_array(arr: zarr.Array, name: str, rows: slice | np.ndarray | tuple | None = None) -> np.ndarray:
     """``arr[rows]`` as numpy; a chunk that cannot be decoded is an InputError naming the array and rows.
 
     A truncated or overwritten chunk makes the codec raise (zstd, blosc,
@@ -180,6 +192,35 @@ def read_array(arr: zarr.Array, name: str, rows: slice | np.ndarray | None = Non
         bad = _bad_chunk(arr, rows)
         where = chunk_rows_text(arr, bad) + " " if bad is not None else ""
         raise InputError(f"{name}: {where}cannot be read, the stored data is corrupt ({_reason(exc)})") from None
+
+
+def read_points(arr: zarr.Array, name: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``arr[rows[i], cols[i]]`` for every i (a 2-D array read point by point, chunk by chunk), as numpy;
+    a chunk that cannot be decoded is an InputError naming the array."""
+    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    if not rows.size:
+        return np.empty(0, dtype=arr.dtype)
+    try:
+        return np.asarray(arr.vindex[rows, cols])
+    except (InputError, MemoryError, OSError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a decode failure of stored bytes is bad input
+        bad = _bad_chunk(arr, np.unique(rows))
+        where = chunk_rows_text(arr, bad) + " " if bad is not None else ""
+        raise InputError(f"{name}: {where}cannot be read, the stored data is corrupt ({_reason(exc)})") from None
+
+
+def higher_is_better(group: zarr.Group) -> bool:
+    """The ``higher_is_better`` attribute of ``scores/value``: true (scores, the default) or false (distances)."""
+    value = group[SCORES].attrs.get("higher_is_better", True)
+    if not isinstance(value, bool):
+        raise InputError(f"{SCORES}: attribute higher_is_better is {value!r}, not true or false")
+    return value
+
+
+def nonfinite_score_message(rows: np.ndarray) -> str:
+    """The input error for rows of scores/value holding NaN or infinite values (``rows``: global rows)."""
+    return f"{SCORES}: rows {rows_text(rows)} hold NaN or infinite values (every value must be a finite number)"
 
 
 def read(group: zarr.Group, name: str, rows: slice | np.ndarray | None = None) -> np.ndarray:
@@ -199,7 +240,7 @@ def dataset_attributes(group: zarr.Group) -> dict:
 def fingerprint(group: zarr.Group) -> str:
     """A short digest of the arrays' names, shapes, dtypes and chunking (not the data)."""
     parts = []
-    for side in ("query", "gallery", "qrels", "ranking"):
+    for side in ("query", "gallery", "qrels", "ranking", "scores"):
         if side not in group:
             continue
         for name, arr in sorted(group[side].arrays()):
@@ -232,16 +273,42 @@ def _as_written(name: str, values) -> np.ndarray:
     return data.astype(dtype) if dtype is not None else data
 
 
+def score_chunks(shape: tuple[int, ...], dtype, chunk_rows: int | None = None) -> tuple[int, int]:
+    """Chunks of ``scores/value``: whole query tiles of rows (at most ``chunk_rows``) by at most
+    SCORE_CHUNK_COLS columns, about SCORE_CHUNK_BYTES each."""
+    n_rows, n_cols = shape
+    cols = max(1, min(n_cols, SCORE_CHUNK_COLS))
+    fit = max(1, SCORE_CHUNK_BYTES // (cols * np.dtype(dtype).itemsize))
+    rows = min(SCORE_CHUNK_ROWS, fit if fit < 512 else fit // 512 * 512, chunk_rows or SCORE_CHUNK_ROWS)
+    return max(1, min(rows, n_rows)), cols
+
+
+def matrix_like(values):
+    """A 2-D array-like kept as it is when it has a numpy dtype and slices (numpy, dask, Zarr): scores are
+    written a chunk at a time, never computed whole; anything else goes through ``np.asarray``."""
+    try:
+        dtype = np.dtype(values.dtype)
+        if len(values.shape) == 2 and hasattr(values, "__getitem__"):
+            return values, dtype
+    except (AttributeError, TypeError):
+        pass
+    data = np.asarray(values)
+    return data, data.dtype
+
+
 def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None = None, *,
                   chunk_rows: int | None = None, storage_options: Mapping | None = None,
-                  overwrite: bool = False) -> zarr.Group:
+                  overwrite: bool = False, array_attrs: Mapping[str, Mapping] | None = None) -> zarr.Group:
     """Write ``arrays`` (``{"query/emb": ..., "gallery/label": ...}``) as a contract dataset.
 
     Every array is created first with its final shape, dtype and row chunks and
     then filled one chunk-aligned row range at a time (never through dask's
     ``to_zarr``). Every chunk is stored, also one holding only the fill value
     (zarr leaves those out by default), so a missing chunk always means lost
-    data. ``attrs`` becomes the group's ``evalcore`` attribute.
+    data. ``attrs`` becomes the group's ``evalcore`` attribute; ``array_attrs``
+    gives arrays their own attributes (``{"scores/value": {"higher_is_better": False}}``
+    for distances). ``scores/value`` (numpy, dask or Zarr, float16/32/64) keeps its
+    dtype and is read and written one chunk at a time.
     Embeddings are stored uncompressed: float vectors shrink by a few percent
     under zstd, while decompressing them costs about as much as scoring them.
     """
@@ -255,6 +322,17 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
         raise InputError(f"output {path}: already exists (pass --overwrite to replace it)") from None
     created = {}
     for name, values in arrays.items():
+        if name == SCORES:
+            data, dtype = matrix_like(values)
+            if dtype.kind != "f" or dtype.name not in SCORE_DTYPES:
+                raise InputError(f"{SCORES}: dtype {dtype} is not float16, float32 or float64")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                created[name] = (root.create_array(name, shape=tuple(data.shape), dtype=dtype,
+                                                   chunks=score_chunks(tuple(data.shape), dtype, chunk_rows),
+                                                   fill_value=0, compressors=None,
+                                                   config={"write_empty_chunks": True}), data)
+            continue
         data = _as_written(name, values)
         rows = chunk_rows or DEFAULT_CHUNK_ROWS
         chunks = (max(1, min(rows, data.shape[0] or 1)),) + tuple(data.shape[1:]) if data.ndim else ()
@@ -266,13 +344,25 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
             created[name] = (root.create_array(name, shape=data.shape, dtype=dtype, chunks=chunks,
                                                fill_value=None if dtype is str else 0,
                                                config={"write_empty_chunks": True}, **extra), data)
-    for arr, data in created.values():
+    for name, (arr, data) in created.items():
+        if name == SCORES:  # a band of chunk rows at a time when it is small, else chunk by chunk
+            step, width = arr.chunks
+            whole_band = step * data.shape[1] * arr.dtype.itemsize <= SCORE_BAND_BYTES
+            for start in range(0, data.shape[0], step):
+                band = np.asarray(data[start:start + step]) if whole_band else None
+                for c0 in range(0, data.shape[1], width):
+                    piece = band[:, c0:c0 + width] if band is not None else data[start:start + step, c0:c0 + width]
+                    arr[start:start + step, c0:c0 + width] = np.asarray(piece)
+            continue
         if data.ndim == 0:
             arr[...] = data
             continue
         step = arr.chunks[0]
         for start in range(0, data.shape[0], step):
             arr[start:start + step] = data[start:start + step]
+    for name, extra_attrs in (array_attrs or {}).items():
+        if name in created:
+            created[name][0].attrs.update(dict(extra_attrs))
     if attrs:
         root.attrs[SHARED_ATTRIBUTE] = {"version": 1, **dict(attrs)}
     return root

@@ -25,13 +25,14 @@ from evalcore.core.ground_truth import (
 )
 from evalcore.core.protocols import Truth, segment_ids
 from evalcore.core.ranking import Ranked, dot_overflow_rows, normalize_rows, row_norms
+from evalcore.core.scan.scores import as_given, given_values
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 
 
 def n_queries_of(group) -> int:
     """Q, from the first array that has one row per query."""
-    for name in ("ranking/item", "query/emb", "query/label", "query/key", "query/lat", "query/x"):
+    for name in ("ranking/item", ds.SCORES, "query/emb", "query/label", "query/key", "query/lat", "query/x"):
         if ds.has(group, name):
             return int(group[name].shape[0])
     raise InputError("query: no array tells the number of queries (give query/emb or ranking/item)")
@@ -159,6 +160,8 @@ def rank_among_allowed(group, options, truth: Truth, q0: int, q1: int) -> Ranked
     indptr = indptr - indptr[0]
     items = np.asarray(truth.allowed_items, dtype=np.int64)
     rows = segment_ids(indptr)
+    if ds.has(group, ds.SCORES):
+        return _rank_given_among_allowed(group, options, truth, q0, indptr, items, rows)
     query = _read_embeddings(group, "query/emb", slice(q0, q1), np.arange(q0, q1), options.similarity)
     uniq, inverse = np.unique(items, return_inverse=True)
     if uniq.size:
@@ -174,3 +177,21 @@ def rank_among_allowed(group, options, truth: Truth, q0: int, q1: int) -> Ranked
     relevant = _is_member(indptr, items, truth.rel_indptr - truth.rel_indptr[0], truth.rel_items)
     return rank_pairs(indptr, items, scores, relevant, options.ties, truth.n_relevant)
 
+
+
+def _rank_given_among_allowed(group, options, truth: Truth, q0: int, indptr: np.ndarray, items: np.ndarray,
+                              rows: np.ndarray) -> Ranked:
+    """Judged-only ranking by the given values (``scores/value``): read at the (query, allowed item) pairs
+    alone, compared exactly as stored (``core.scan.scores``), reported as given."""
+    arr = ds.array(group, ds.SCORES)
+    raw = ds.read_points(arr, ds.SCORES, rows + q0, items)
+    finite = np.isfinite(raw)
+    if not finite.all():
+        raise InputError(ds.nonfinite_score_message(np.unique(rows[~finite] + q0)))
+    higher_is_better = ds.higher_is_better(group)
+    values = given_values(raw, higher_is_better)
+    relevant = _is_member(indptr, items, truth.rel_indptr - truth.rel_indptr[0], truth.rel_items)
+    ranked = rank_pairs(indptr, items, values, relevant, options.ties, truth.n_relevant)
+    ranked.top1_score = as_given(ranked.top1_score, higher_is_better)
+    ranked.relevant_score = as_given(ranked.relevant_score, higher_is_better)
+    return ranked

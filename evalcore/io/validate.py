@@ -11,6 +11,8 @@ from evalcore.errors import InputError, rows_text
 from evalcore.io import truth
 from evalcore.io.dataset import (
     ACCEPTED_KINDS,
+    SCORE_DTYPES,
+    SCORES,
     SIDES,
     _leaf,
     bad_rows,
@@ -18,6 +20,8 @@ from evalcore.io.dataset import (
     dot_overflow_message,
     embedding_problems,
     has,
+    higher_is_better,
+    nonfinite_score_message,
     read,
     read_array,
 )
@@ -70,7 +74,7 @@ def required_arrays(protocol: str) -> list[str]:
 #: every array a run may read, for the chunk-presence check
 KNOWN_ARRAYS = tuple(f"{side}/{leaf}" for side in SIDES
                      for leaf in ("emb", "label", "cam", "key", "group", "junk", "lat", "lon", "x", "y")) \
-    + ("qrels/query", "qrels/item", "qrels/rel", "ranking/item", "ranking/score")
+    + ("qrels/query", "qrels/item", "qrels/rel", "ranking/item", "ranking/score", SCORES)
 
 
 def scan_embeddings(group, name: str, cosine: bool, problems: Problems) -> np.ndarray:
@@ -92,6 +96,50 @@ def scan_embeddings(group, name: str, cosine: bool, problems: Problems) -> np.nd
     for message in embedding_problems(name, join(nonfinite), join(zero), cosine):
         problems.add(message)
     return np.concatenate(norms) if norms else np.empty(0, np.float64)
+
+
+def scan_scores(group, problems: Problems) -> None:
+    """Check every value of ``scores/value`` (finite), whole Zarr chunks at a time (about 64 MiB): the rows
+    holding NaN or infinite values, as one problem. A corrupt chunk is reported like any other problem."""
+    arr = group[SCORES]
+    rows_per, cols_per = max(1, arr.chunks[0]), max(1, arr.chunks[1])
+    width = max(1, (1 << 26) // max(1, rows_per * cols_per * arr.dtype.itemsize)) * cols_per
+    bad = []
+    try:
+        for r0 in range(0, arr.shape[0], rows_per):
+            rows = np.zeros(min(rows_per, arr.shape[0] - r0), dtype=bool)
+            for c0 in range(0, arr.shape[1], width):
+                block = read_array(arr, SCORES, (slice(r0, r0 + rows_per), slice(c0, c0 + width)))
+                rows |= ~np.isfinite(block).all(axis=1)
+            bad.append(np.flatnonzero(rows) + r0)
+    except InputError as exc:
+        problems.add(str(exc))
+        return
+    found = np.concatenate(bad) if bad else np.empty(0, np.int64)
+    if found.size:
+        problems.add(nonfinite_score_message(found))
+
+
+def check_scores(group, n: dict, problems: Problems) -> None:
+    """The structure of ``scores/value``: float16/32/64, (Q, G) matching the other arrays, its attribute, and
+    not alongside embeddings or precomputed rankings. Records Q and G in ``n`` where no other array did."""
+    arr = group[SCORES]
+    others = [name for name in ("query/emb", "gallery/emb", "ranking/item") if has(group, name)]
+    if others:
+        problems.add(f"{SCORES}: give the score matrix or {' and '.join(others)} to rank by, not both")
+    if np.dtype(str(arr.dtype)).name not in SCORE_DTYPES:
+        problems.add(f"{SCORES}: dtype {arr.dtype} is not float16, float32 or float64")
+    try:
+        higher_is_better(group)
+    except InputError as exc:
+        problems.add(str(exc))
+    if len(arr.shape) != 2:
+        problems.add(f"{SCORES}: shape {arr.shape} is not (queries, gallery items)")
+        return
+    for axis, side, what in ((0, "query", "rows"), (1, "gallery", "columns")):
+        if side in n and n[side][1] != arr.shape[axis]:
+            problems.add(f"{SCORES}: {arr.shape[axis]} {what} (one per {side}), but {n[side][0]} has {n[side][1]}")
+        n.setdefault(side, (SCORES, arr.shape[axis]))
 
 
 def scan_decodable(group, name: str, problems: Problems) -> None:
@@ -120,12 +168,13 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
     """Every problem of the dataset for this protocol, each naming the array and rows."""
     problems = Problems()
     rankings = has(group, "ranking/item")
+    scores = has(group, SCORES)
     if protocol not in PROTOCOLS:
         problems.add(f"--protocol: unknown protocol {protocol!r} (choose reid, class, qrels, geo or xy)")
         return problems
     for name in ("query/emb", "gallery/emb"):
-        if not rankings and not has(group, name):
-            problems.add(f"{name}: missing (needed to rank; or give ranking/item)")
+        if not rankings and not scores and not has(group, name):
+            problems.add(f"{name}: missing (needed to rank; or give ranking/item or scores/value)")
     for name in required_arrays(protocol):
         if not has(group, name):
             problems.add(f"{name}: missing (needed by protocol {protocol!r})")
@@ -165,6 +214,8 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         if has(group, "ranking/score") and group["ranking/score"].shape != item.shape:
             problems.add(f"ranking/score: shape {group['ranking/score'].shape} differs from ranking/item {item.shape}")
         _check_kind(group, "ranking/item", problems)
+    if scores:
+        check_scores(group, n, problems)
     if has(group, "qrels/query"):
         lengths = {name: group[name].shape for name in ("qrels/query", "qrels/item", "qrels/rel") if has(group, name)}
         if len(set(lengths.values())) > 1:
@@ -192,10 +243,12 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         if similarity == "dot" and len(norms) == 2:
             for message in dot_overflow(norms["query/emb"], norms["gallery/emb"], group["query/emb"].shape[1]):
                 problems.add(message)
+    if scan_values and scores:
+        scan_scores(group, problems)
     if scan_values:
         before = len(problems.items)
         for name in KNOWN_ARRAYS:
-            if not name.endswith("/emb") and has(group, name):
+            if not name.endswith("/emb") and name != SCORES and has(group, name):
                 scan_decodable(group, name, problems)
         if len(problems.items) > before:  # the checks below would only fail on the same chunks
             return problems
