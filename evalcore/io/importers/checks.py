@@ -12,10 +12,6 @@ from evalcore.errors import InputError, rows_text
 WARNINGS = "_import_warnings"
 
 
-def str(path) -> str:
-    return str(path)
-
-
 def plural(rows) -> str:
     return "row" if len(rows) == 1 else "rows"
 
