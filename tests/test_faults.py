@@ -222,9 +222,11 @@ def test_a_task_that_hangs_once_is_run_again_elsewhere(big, clean, tmp_path):
     assert_same_tables(clean, out)
     record = json.loads((out / "run.json").read_text())
     (fault,) = record["faults"]
-    assert fault["kind"] == "stalled" and fault["chunks"] == [[1024, 1536]], fault
+    # the hung chunk, and any other the restarted worker held at that moment (on a loaded machine it may
+    # already have been handed the next one), all run again
+    assert fault["kind"] == "stalled" and [1024, 1536] in fault["chunks"], fault
     assert fault["heartbeat_s"] < 2, fault
-    assert record["retried_chunks"] == [[1024, 1536]]
+    assert record["retried_chunks"] == fault["chunks"]
     assert "has held queries 1024-1535 for" in result.stderr and "it still answered" in result.stderr
 
 
