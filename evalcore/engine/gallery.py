@@ -50,8 +50,17 @@ class GalleryBlocks:
         self.block_rows = block_rows(self.array.chunks[0], dims, block_bytes)
         span = span or (0, self.n_rows)
         self.cache: dict | None = None
+        self._dense_tiles: set[int] = set()
         if run_id and cache_bytes:
             self.cache = run_caches.run_cache(run_id, cache_bytes).span(span, (span[1] - span[0]) * dims * 4)
+
+    @property
+    def dense_tiles(self) -> set[int]:
+        """Gallery tiles (their first column) where a scan found most pairs undecided, remembered for the run
+        (``core.scan.embeddings.scan_gallery``): a constant or collapsed submission is found out once."""
+        if self.cache is None:
+            return self._dense_tiles
+        return self.cache.setdefault("dense_tiles", set())
 
     @property
     def whole(self) -> np.ndarray | None:

@@ -307,8 +307,15 @@ def tile_scores(qtile: np.ndarray, gtile: np.ndarray, out: np.ndarray) -> np.nda
 
 
 def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarray | None,
-                 similarity: str = "cosine") -> None:
-    """Fold every tile of the given gallery blocks into the states (one BLAS thread)."""
+                 similarity: str = "cosine", dense_tiles: set[int] | None = None) -> None:
+    """Fold every tile of the given gallery blocks into the states (one BLAS thread).
+
+    ``dense_tiles`` (the first columns of gallery tiles found dense, kept by the
+    caller across chunks and threads) lets a state start dense on a tile where
+    another state already found most pairs undecided, instead of paying the
+    float32 estimate and the second pass to find out again. Only the cost
+    depends on it: both paths give the same numbers.
+    """
     buffers: dict = {}  # one score buffer per tile shape, reused: no fresh 4 MiB array per product
     floor = error_floor(tiles[0][2].shape[1]) if tiles else 0.0
     with threadpool_limits(limits=1, user_api="blas"):
@@ -319,7 +326,8 @@ def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarr
                 gtile = GalleryTile(rows, similarity)
                 colmask = tile_mask(col0, len(rows), gallery_junk)
                 for (_, _, qtile), state in zip(tiles, states):
-                    if state.dense:
+                    if state.dense or (dense_tiles is not None and col0 in dense_tiles):
+                        state.dense = True
                         state.update_canonical(col0, colmask, qtile, gtile)
                         continue
                     shape = (len(qtile), len(rows))
@@ -327,6 +335,8 @@ def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarr
                     if out is None:
                         out = buffers[shape] = np.empty(shape, dtype=np.float32)
                     state.update(tile_scores(qtile, rows, out), col0, colmask, qtile, gtile, floor)
+                    if state.dense and dense_tiles is not None:
+                        dense_tiles.add(col0)
 
 
 
@@ -373,7 +383,9 @@ class EmbeddingScan:
     def scan(self, queries: EmbeddingQueries, states: list[_TileState], source: Gallery, span: Span | None,
              gallery_junk: np.ndarray | None) -> None:
         blocks = source.blocks() if span is None else source.blocks(*span)
-        scan_gallery(queries.tiles, states, blocks, gallery_junk, queries.similarity)
+        # a gallery kept across chunks (engine.gallery) remembers its dense tiles; others start afresh
+        dense_tiles = getattr(source, "dense_tiles", None)
+        scan_gallery(queries.tiles, states, blocks, gallery_junk, queries.similarity, dense_tiles)
 
     def merge(self, parts: list[list[_TileState]]) -> list[_TileState]:
         return merge_states(parts)
