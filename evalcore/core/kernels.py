@@ -103,6 +103,20 @@ def fold_tile(scores, junk, qerr, gnorm, gmax, floor, low, bound_start, bounds, 
     return k
 
 
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def beaten_end(thresholds, a, z, v, pessimistic):
+    """End of the thresholds[a:z] (ascending) that v beats: #{t <= v} (pessimistic: a tie goes to the
+    negative) or #{t < v} (optimistic), plus a."""
+    while a < z:
+        mid = (a + z) >> 1
+        t = thresholds[mid]
+        if t < v or (pessimistic and t == v):
+            a = mid + 1
+        else:
+            z = mid
+    return a
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
 def fold_settled(rows, cols, flags, canon, pessimistic, thr_start, thresholds, hist, best, best_idx):
     """Fold pairs with known canonical scores: counts against the exact thresholds, and rank 1.
@@ -117,17 +131,9 @@ def fold_settled(rows, cols, flags, canon, pessimistic, thr_start, thresholds, h
         c = canon[p]
         f = flags[p]
         if f & NEAR:
-            a, z = thr_start[r], thr_start[r + 1]
-            s0 = a
-            while a < z:
-                mid = (a + z) >> 1
-                t = thresholds[mid]
-                if t < c or (pessimistic and t == c):
-                    a = mid + 1
-                else:
-                    z = mid
-            if a > s0:
-                hist[a - 1] += 1
+            end = beaten_end(thresholds, thr_start[r], thr_start[r + 1], c, pessimistic)
+            if end > thr_start[r]:
+                hist[end - 1] += 1
         if f & TOP:
             col = cols[p]
             if c > best[r] or (c == best[r] and (best_idx[r] < 0 or col < best_idx[r])):
@@ -163,15 +169,7 @@ def fold_exact(values, junk, col0, pessimistic, thr_start, thresholds, hist, bes
                 b = v
                 bi = col0 + j
             if v > lowest or (pessimistic and v == lowest):
-                a, z = s0, s1
-                while a < z:
-                    mid = (a + z) >> 1
-                    t = thresholds[mid]
-                    if t < v or (pessimistic and t == v):
-                        a = mid + 1
-                    else:
-                        z = mid
-                hist[a - 1] += 1
+                hist[beaten_end(thresholds, s0, s1, v, pessimistic) - 1] += 1
         best[i] = b
         best_idx[i] = bi
 
