@@ -282,6 +282,110 @@ def test_other_evalcore_subcommand_flags_exist_in_the_cli(sub):
     assert not bad, f"flags unknown to `evalcore {sub} --help`:\n" + "\n".join(bad)
 
 
+# --------------------------------------------------------------------------- imports in the tests
+
+
+def _test_sources() -> list[Path]:
+    return sorted(p for p in (ROOT / "tests").rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """Names a helper module defines at its top level (what `from helper import NAME` can get)."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def stale_imports(sources: list[Path]) -> list[str]:
+    """Every `import evalcore...` / `from evalcore... import NAME` and every import of a test helper
+    module (conftest, reference, ranklists, test_deploy, ...) in the given files, at any depth
+    (inside functions and fixtures too), that does not resolve. Third-party imports are left alone."""
+    import ast
+    import importlib
+
+    helpers: dict[str, list[Path]] = {}
+    for p in _test_sources():
+        helpers.setdefault(p.stem, []).append(p)
+
+    def evalcore_module(name: str) -> str | None:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            return f"{name}: {e}"
+        return None
+
+    bad = []
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            where = f"{shown}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    top = alias.name.split(".")[0]
+                    if top == "evalcore" and (err := evalcore_module(alias.name)):
+                        bad.append(f"{where}: import {err}")
+                    elif top in helpers and "." not in alias.name and len(helpers[top]) != 1:
+                        bad.append(f"{where}: import {alias.name}: {len(helpers[top])} helper files of that name")
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                top = node.module.split(".")[0]
+                wanted = [a.name for a in node.names if a.name != "*"]
+                if top == "evalcore":
+                    if err := evalcore_module(node.module):
+                        bad.append(f"{where}: from {err}")
+                        continue
+                    module = importlib.import_module(node.module)
+                    for name in wanted:
+                        if not hasattr(module, name) and evalcore_module(f"{node.module}.{name}"):
+                            bad.append(f"{where}: from {node.module} import {name}: no such name or module")
+                elif top in helpers and node.module == top:
+                    if len(helpers[top]) != 1:
+                        bad.append(f"{where}: from {top}: {len(helpers[top])} helper files of that name")
+                        continue
+                    missing = set(wanted) - _top_level_names(helpers[top][0])
+                    if missing:
+                        bad.append(f"{where}: from {top} import {sorted(missing)}: not defined in "
+                                   f"{helpers[top][0].relative_to(ROOT)}")
+    return bad
+
+
+def test_every_evalcore_and_helper_import_in_the_tests_resolves():
+    """Imports inside test functions and fixtures only run when the test does; the deploy tests
+    (tests/test_deploy_real.py) run only under deploy/test-here.sh, and ruff and mypy do not
+    resolve them. So a moved module (evalcore.synthetic -> evalcore.jobs.synthetic) would
+    break them silently: resolve every such import here, in the normal suite."""
+    bad = stale_imports(_test_sources())
+    assert not bad, "imports in tests/ that do not resolve:\n" + "\n".join(bad)
+
+
+def test_the_stale_import_check_is_not_vacuous(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(textwrap.dedent("""
+        from evalcore.jobs import synthetic
+        import evalcore.io.dataset
+
+        def later():
+            from evalcore import synthetic
+            from evalcore.jobs.synthetic import write_clustered, no_such_function
+            import evalcore.no_such_module
+            from conftest import random_reid, no_such_helper
+    """))
+    bad = stale_imports([probe])
+    text = "\n".join(bad)
+    assert len(bad) == 4, text
+    for what in ("from evalcore import synthetic", "no_such_function", "evalcore.no_such_module", "no_such_helper"):
+        assert what in text, text
+
+
 # --------------------------------------------------------------------------- compose
 
 

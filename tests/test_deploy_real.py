@@ -104,7 +104,7 @@ def assert_reports_equal(got: Path, want: Path):
 
 
 def write_dataset(path: Path, n_query: int, n_gallery: int, dims: int, seed: int = 0):
-    from evalcore import synthetic
+    from evalcore.jobs import synthetic
 
     # Several query chunks and gallery blocks, distractors, junk and unknown
     # queries: the distributed paths all get exercised.
