@@ -544,15 +544,22 @@ def job_processes(job_id: str) -> dict[int, str]:
     return found
 
 
-def job_listeners(job_id: str) -> set[str]:
-    """The addresses that this job's processes listen on (TCP)."""
+def job_listeners(job_id: str) -> dict[str, set[str]]:
+    """Where this job's Dask and evalcore processes (and their children: a nanny runs its
+    worker in one) listen: {address: {command lines}}. Slurm's own srun and slurmstepd are
+    left out: they listen for the step's I/O, which is Slurm's business, not Dask's."""
     import psutil
 
-    found = set()
-    for pid in job_processes(job_id):
+    found: dict[str, set[str]] = {}
+    for pid, cmd in job_processes(job_id).items():
+        if not any(w in cmd for w in ("dask scheduler", "dask worker", "evalcore evaluate")):
+            continue  # srun (listens on all addresses), slurmstepd, the batch script
         try:
-            found |= {c.laddr.ip for c in psutil.Process(pid).net_connections(kind="tcp")
-                      if c.status == psutil.CONN_LISTEN}
+            proc = psutil.Process(pid)
+            for p in [proc, *proc.children(recursive=True)]:
+                for c in p.net_connections(kind="tcp"):
+                    if c.status == psutil.CONN_LISTEN:
+                        found.setdefault(c.laddr.ip, set()).add(" ".join(p.cmdline())[:120])
         except psutil.Error:
             continue
     return found
@@ -575,17 +582,19 @@ def test_sbatch_with_its_defaults_runs_on_one_node_privately_and_quietly(slurm, 
     has no traceback and no error; no file and no process of the job is left."""
     out = tmp_path / "report"
     job_id = sbatch(slurm, tmp_path, dataset, out)
-    listening: set[str] = set()
+    listening: dict[str, set[str]] = {}
     deadline = time.monotonic() + 600
     while (info := job_state(slurm, job_id)).get("JobState") in {"PENDING", "CONFIGURING", "RUNNING", None}:
         assert time.monotonic() < deadline, f"job {job_id} still {info.get('JobState')}"
-        listening |= job_listeners(job_id)
+        for addr, cmds in job_listeners(job_id).items():
+            listening.setdefault(addr, set()).update(cmds)
         time.sleep(0.3)
     log = (tmp_path / f"evalcore-{job_id}.out").read_text(errors="replace")
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", f"{info}\n{log[-4000:]}"
     assert info["NumNodes"] == "1" and info["NumTasks"] == "4", {k: info[k] for k in ("NumNodes", "NumTasks")}
     assert "waiting for 3 workers" in log, log[-2000:]
-    assert listening == {"127.0.0.1"}, f"the job listened on {sorted(listening)}, not on loopback only"
+    assert set(listening) == {"127.0.0.1"}, f"the job's Dask processes listened on {listening}, not on loopback only"
+    assert any("dask scheduler" in c for c in listening["127.0.0.1"]), listening  # not vacuous
     noise = [line for line in log.splitlines() if "Traceback" in line or " ERROR " in line]
     assert not noise, f"{len(noise)} traceback/error lines in the log of a successful job:\n{log[-4000:]}"
     assert_reports_equal(out, local_report)
