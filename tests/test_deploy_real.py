@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -615,16 +616,21 @@ def test_scancel_leaves_no_report_and_no_processes(slurm, tmp_path):
                     WORKER_MEMORY_LIMIT="2GiB")
     log_path = tmp_path / f"evalcore-{job_id}.out"
     deadline = time.monotonic() + 180
-    # Cancel once the driver runs against the cluster (evalcore evaluate is a process of the job).
-    while not any("evalcore evaluate" in c for c in job_processes(job_id).values()):
+    # Cancel in the middle of the evaluation: once the driver has reported its first chunk
+    # done (of 12), not after a fixed sleep, which on an idle machine let it finish first.
+    def log() -> str:
+        return log_path.read_text(errors="replace") if log_path.exists() else ""
+
+    while not re.search(r"chunk 1/\d+ done", log()):
         state = job_state(slurm, job_id).get("JobState")
         assert state in {"PENDING", "RUNNING", "CONFIGURING"}, f"job ended before it could be cancelled: {state}"
-        assert time.monotonic() < deadline, f"driver never started\n{log_path.read_text()[-3000:]}"
-        time.sleep(0.5)
-    time.sleep(3)
+        assert time.monotonic() < deadline, f"the evaluation never started\n{log()[-3000:]}"
+        time.sleep(0.2)
     seen = job_processes(job_id)
-    assert any("dask worker" in c for c in seen.values()), seen
     run(["scancel", job_id], env=slurm)
+    assert any("evalcore evaluate" in c for c in seen.values()), seen
+    assert any("dask worker" in c for c in seen.values()), seen
+    assert "report written" not in log(), "the evaluation finished before scancel: make the dataset bigger"
     info = wait_job(slurm, job_id, timeout=120)
     assert info["JobState"] == "CANCELLED", info
     deadline = time.monotonic() + 60
