@@ -7,11 +7,15 @@ what it needs is missing, so the plain CI (``pytest``) stays green and fast:
 
 - image: ``podman build`` of deploy/Dockerfile on a local base image, then
   ``evalcore demo`` inside the container, compared with a demo run outside it;
-- compose: scheduler + 2 workers + job from deploy/compose.yaml, the job's
-  report compared with a local ``evalcore evaluate`` of the same dataset, the
-  scheduler port bound to loopback only, nothing left after ``down``;
-- Slurm: deploy/slurm/evalcore.sbatch submitted with ``sbatch`` to a private
-  single-node Slurm (deploy/slurm/single-node.sh), report compared with the
+- compose: deploy/README.md's compose recipe, its CI command (deploy/compose-ci.sh)
+  and its one-container command, read out of the README and run as written
+  (podman/podman-compose behind ``docker``, as an ordinary uid): one build,
+  reports compared with a local ``evalcore evaluate`` of the same dataset, the
+  scheduler bound to loopback only, the job's exit status, nothing left after
+  ``down``;
+- Slurm: deploy/slurm/evalcore.sbatch submitted with ``sbatch`` and its own
+  defaults to a private single-node Slurm (deploy/slurm/single-node.sh): one
+  node, Dask on loopback only, no traceback in the log, report compared with the
   local run; a cancelled job leaves no report and no processes;
 - Kubernetes: every manifest validated offline against the Kubernetes JSON
   schemas (kubernetes-validate) and the Dask operator's CRDs (from the
