@@ -213,7 +213,7 @@ def env_names(container: dict) -> dict[str, dict]:
 
 def test_expected_files_exist():
     for path in (COMPOSE, DASKJOB, SCORE_DASKJOB, DASKCLUSTER, CRONJOB, SBATCH, DOCKERFILE, REQUIREMENTS,
-                 README):
+                 README, DEPLOY / "compose-ci.sh"):
         assert path.is_file(), f"missing {path.relative_to(ROOT)}"
 
 
@@ -280,6 +280,110 @@ def test_other_evalcore_subcommand_flags_exist_in_the_cli(sub):
         pytest.skip(f"`evalcore {sub}` is not in the CLI yet")
     bad = unknown_flags(found, cli_help("evalcore", sub), f"evalcore {sub}")
     assert not bad, f"flags unknown to `evalcore {sub} --help`:\n" + "\n".join(bad)
+
+
+# --------------------------------------------------------------------------- imports in the tests
+
+
+def _test_sources() -> list[Path]:
+    return sorted(p for p in (ROOT / "tests").rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """Names a helper module defines at its top level (what `from helper import NAME` can get)."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def stale_imports(sources: list[Path]) -> list[str]:
+    """Every `import evalcore...` / `from evalcore... import NAME` and every import of a test helper
+    module (conftest, reference, ranklists, test_deploy, ...) in the given files, at any depth
+    (inside functions and fixtures too), that does not resolve. Third-party imports are left alone."""
+    import ast
+    import importlib
+
+    helpers: dict[str, list[Path]] = {}
+    for p in _test_sources():
+        helpers.setdefault(p.stem, []).append(p)
+
+    def evalcore_module(name: str) -> str | None:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            return f"{name}: {e}"
+        return None
+
+    bad = []
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            where = f"{shown}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    top = alias.name.split(".")[0]
+                    if top == "evalcore" and (err := evalcore_module(alias.name)):
+                        bad.append(f"{where}: import {err}")
+                    elif top in helpers and "." not in alias.name and len(helpers[top]) != 1:
+                        bad.append(f"{where}: import {alias.name}: {len(helpers[top])} helper files of that name")
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                top = node.module.split(".")[0]
+                wanted = [a.name for a in node.names if a.name != "*"]
+                if top == "evalcore":
+                    if err := evalcore_module(node.module):
+                        bad.append(f"{where}: from {err}")
+                        continue
+                    module = importlib.import_module(node.module)
+                    for name in wanted:
+                        if not hasattr(module, name) and evalcore_module(f"{node.module}.{name}"):
+                            bad.append(f"{where}: from {node.module} import {name}: no such name or module")
+                elif top in helpers and node.module == top:
+                    if len(helpers[top]) != 1:
+                        bad.append(f"{where}: from {top}: {len(helpers[top])} helper files of that name")
+                        continue
+                    missing = set(wanted) - _top_level_names(helpers[top][0])
+                    if missing:
+                        bad.append(f"{where}: from {top} import {sorted(missing)}: not defined in "
+                                   f"{helpers[top][0].relative_to(ROOT)}")
+    return bad
+
+
+def test_every_evalcore_and_helper_import_in_the_tests_resolves():
+    """Imports inside test functions and fixtures only run when the test does; the deploy tests
+    (tests/test_deploy_real.py) run only under deploy/test-here.sh, and ruff and mypy do not
+    resolve them. So a moved module (evalcore.synthetic -> evalcore.jobs.synthetic) would
+    break them silently: resolve every such import here, in the normal suite."""
+    bad = stale_imports(_test_sources())
+    assert not bad, "imports in tests/ that do not resolve:\n" + "\n".join(bad)
+
+
+def test_the_stale_import_check_is_not_vacuous(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(textwrap.dedent("""
+        from evalcore.jobs import synthetic
+        import evalcore.io.dataset
+
+        def later():
+            from evalcore import synthetic
+            from evalcore.jobs.synthetic import write_clustered, no_such_function
+            import evalcore.no_such_module
+            from conftest import random_reid, no_such_helper
+    """))
+    bad = stale_imports([probe])
+    text = "\n".join(bad)
+    assert len(bad) == 4, text
+    for what in ("from evalcore import synthetic", "no_such_function", "evalcore.no_such_module", "no_such_helper"):
+        assert what in text, text
 
 
 # --------------------------------------------------------------------------- compose
@@ -352,6 +456,40 @@ def test_compose_uses_one_image_for_all_roles():
         if build:
             assert build.get("dockerfile") == "deploy/Dockerfile", build
             assert (COMPOSE.parent / build.get("context", ".")).resolve() == ROOT, build
+
+
+def test_compose_builds_the_image_once_from_a_base_argument():
+    """`build` builds one image (not one per service), and its base is the Dockerfile's BASE
+    argument, settable where python:3.11-slim cannot be pulled."""
+    services = compose()["services"]
+    builders = [name for name, svc in services.items() if svc.get("build")]
+    assert builders == ["scheduler"], f"services that build: {builders}"
+    args = services["scheduler"]["build"].get("args") or {}
+    assert re.fullmatch(r"\$\{EVALCORE_BASE:-python:3\.11-slim\}", str(args.get("BASE", ""))), args
+    for name in ("worker", "job"):
+        assert services[name].get("pull_policy") == "never", f"{name} would try to pull the local image"
+
+
+def test_compose_down_is_always_written_with_remove_orphans():
+    """podman-compose's plain `down` leaves the other replicas of a scaled service, the pod
+    and the network: every `down` shown in deploy/ and README.md says --remove-orphans."""
+    bad = []
+    for path in [*deploy_files(), ROOT / "README.md"]:
+        if path.suffix not in {".md", ".yaml", ".sh", ""}:
+            continue
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if re.search(r"compose\b.*\sdown\b", line) and "--remove-orphans" not in line:
+                bad.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not bad, "`down` without --remove-orphans:\n" + "\n".join(bad)
+
+
+def test_compose_ci_script():
+    script = DEPLOY / "compose-ci.sh"
+    assert os.access(script, os.X_OK), "deploy/compose-ci.sh must be executable"
+    proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = script.read_text()
+    assert "trap teardown EXIT" in text and "down --remove-orphans" in text, "the stack must go on every exit"
 
 
 def test_compose_scheduler_port_matches_clients():
@@ -747,6 +885,9 @@ def test_sbatch_directives_and_commands():
     )
     for key in ("nodes", "ntasks", "cpus-per-task", "mem", "time"):
         assert directives.get(key), f"#SBATCH --{key} missing"
+    # the defaults run on one node; more nodes are asked for on the command line
+    assert directives["nodes"] == "1", directives
+    assert "ntasks-per-node" not in directives, "a per-node count fixed in the script fights --nodes=N"
     # Directives are only read before the first command.
     first_cmd = next(
         i for i, line in enumerate(text.splitlines()[1:], 1) if line.strip() and not line.startswith("#")
@@ -803,8 +944,10 @@ sys.exit(max(p.wait() for p in procs))
 '''
 
 FAKE_EVALCORE = r'''#!{python}
-# Stand-in driver: records its argv and what the cluster looks like.
+# Stand-in driver: records its argv, what the cluster looks like, and where the
+# Dask processes of this job (their command line names the scheduler file) listen.
 import json, os, sys
+import psutil
 from distributed import Client
 
 argv = sys.argv[1:]
@@ -816,6 +959,19 @@ with Client(addr, timeout="20s") as c:
         "nthreads": sorted(w["nthreads"] for w in workers),
         "memory_limit": sorted(w["memory_limit"] for w in workers),
     }}
+# dask scheduler/worker processes started for this job (their command line names its
+# scheduler file), with their children (a worker's nanny runs the worker in a child)
+mine = os.path.join(os.environ["SLURM_SUBMIT_DIR"], ".evalcore", "scheduler-" + os.environ["SLURM_JOB_ID"] + ".json")
+listening = set()
+for p in psutil.process_iter(["cmdline"]):
+    if not any(mine in a for a in p.info["cmdline"] or []):
+        continue
+    try:
+        for q in [p, *p.children(recursive=True)]:
+            listening |= {{c.laddr.ip for c in q.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}}
+    except psutil.Error:
+        continue
+info["listening"] = sorted(listening)
 with open(os.environ["FAKE_EVALCORE_LOG"], "w") as f:
     json.dump(info, f)
 sys.exit(int(os.environ.get("FAKE_EVALCORE_RC", "0")))
@@ -831,16 +987,14 @@ def _port_open(addr: str) -> bool:
 
 
 @pytest.mark.cluster
-def test_sbatch_runs_cluster_and_driver_with_fake_srun(tmp_path):
-    """Run the real sbatch script with a fake srun: scheduler + 2 workers start
-    on loopback, the driver gets the scheduler address, its exit status (3 here)
-    becomes the job's, and the cluster and its files are cleaned up."""
+def _fake_slurm_env(tmp_path: Path) -> dict[str, str]:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     _write_exe(bindir / "srun", FAKE_SRUN.format(python=sys.executable))
     _write_exe(bindir / "evalcore", FAKE_EVALCORE.format(python=sys.executable))
     venv_bin = Path(sys.executable).parent
-    env = {
+    (tmp_path / "local").mkdir()
+    return {
         "PATH": f"{bindir}:{venv_bin}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(tmp_path),
         "SLURM_JOB_ID": "4242",
@@ -848,7 +1002,7 @@ def test_sbatch_runs_cluster_and_driver_with_fake_srun(tmp_path):
         "SLURM_CPUS_PER_TASK": "1",
         "SLURM_SUBMIT_DIR": str(tmp_path),
         "PYTHON": sys.executable,
-        "DASK_INTERFACE": "lo",  # keep all Dask traffic on loopback
+        # no DASK_INTERFACE: on one node the script keeps Dask on loopback by itself
         "WORKER_MEMORY_LIMIT": "1GiB",
         "EVALCORE_LOCAL_DIR": str(tmp_path / "local"),
         "CLUSTER_START_TIMEOUT": "90",
@@ -856,7 +1010,15 @@ def test_sbatch_runs_cluster_and_driver_with_fake_srun(tmp_path):
         "FAKE_EVALCORE_LOG": str(tmp_path / "evalcore.json"),
         "FAKE_EVALCORE_RC": "3",
     }
-    (tmp_path / "local").mkdir()
+
+
+@pytest.mark.cluster
+def test_sbatch_runs_cluster_and_driver_with_fake_srun(tmp_path):
+    """Run the real sbatch script with a fake srun: scheduler + 2 workers start
+    on loopback (and listen nowhere else), the driver gets the scheduler address,
+    its exit status (3 here) becomes the job's, the cluster and its files are
+    cleaned up, and the shutdown logs no traceback."""
+    env = _fake_slurm_env(tmp_path)
     proc = subprocess.Popen(
         ["bash", str(SBATCH), "ds.zarr", "s3://bucket/report", "--protocol", "reid"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -879,9 +1041,23 @@ def test_sbatch_runs_cluster_and_driver_with_fake_srun(tmp_path):
     assert addr and addr.startswith("tcp://127.0.0.1:"), addr
     assert info["nthreads"] == [1, 1], info
     assert info["memory_limit"] == [2**30, 2**30], info
+    # scheduler, dashboards, nannies and workers: 127.0.0.1 only (a scheduler runs any code sent to it)
+    assert info["listening"] == ["127.0.0.1"], info["listening"]
+    assert "Traceback" not in out and " ERROR " not in out, f"noise in the job's log:\n{tail}"
 
     srun_calls = [json.loads(line) for line in (tmp_path / "srun.log").read_text().splitlines()]
     assert len(srun_calls) == 1 and "--multi-prog" in srun_calls[0], srun_calls
     shared = tmp_path / ".evalcore"
     assert not list(shared.glob("*4242*")), f"left behind: {list(shared.iterdir())}"
     assert not _port_open(addr), f"scheduler still listening at {addr} after the job ended"
+
+
+def test_sbatch_on_several_nodes_needs_an_interface(tmp_path):
+    """A multi-node job cannot keep Dask on loopback: without DASK_INTERFACE it stops at
+    once (exit 2, before starting anything) instead of listening on every interface."""
+    env = {**_fake_slurm_env(tmp_path), "SLURM_JOB_NUM_NODES": "2"}
+    proc = subprocess.run(["bash", str(SBATCH), "ds.zarr", "out"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "DASK_INTERFACE" in proc.stderr, proc.stderr
+    assert not (tmp_path / "srun.log").exists(), "started the cluster anyway"

@@ -7,11 +7,15 @@ what it needs is missing, so the plain CI (``pytest``) stays green and fast:
 
 - image: ``podman build`` of deploy/Dockerfile on a local base image, then
   ``evalcore demo`` inside the container, compared with a demo run outside it;
-- compose: scheduler + 2 workers + job from deploy/compose.yaml, the job's
-  report compared with a local ``evalcore evaluate`` of the same dataset, the
-  scheduler port bound to loopback only, nothing left after ``down``;
-- Slurm: deploy/slurm/evalcore.sbatch submitted with ``sbatch`` to a private
-  single-node Slurm (deploy/slurm/single-node.sh), report compared with the
+- compose: deploy/README.md's compose recipe, its CI command (deploy/compose-ci.sh)
+  and its one-container command, read out of the README and run as written
+  (podman/podman-compose behind ``docker``, as an ordinary uid): one build,
+  reports compared with a local ``evalcore evaluate`` of the same dataset, the
+  scheduler bound to loopback only, the job's exit status, nothing left after
+  ``down``;
+- Slurm: deploy/slurm/evalcore.sbatch submitted with ``sbatch`` and its own
+  defaults to a private single-node Slurm (deploy/slurm/single-node.sh): one
+  node, Dask on loopback only, no traceback in the log, report compared with the
   local run; a cancelled job leaves no report and no processes;
 - Kubernetes: every manifest validated offline against the Kubernetes JSON
   schemas (kubernetes-validate) and the Dask operator's CRDs (from the
@@ -21,12 +25,15 @@ Reports are compared value by value (pyarrow), never against fixed numbers.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -104,7 +111,7 @@ def assert_reports_equal(got: Path, want: Path):
 
 
 def write_dataset(path: Path, n_query: int, n_gallery: int, dims: int, seed: int = 0):
-    from evalcore import synthetic
+    from evalcore.jobs import synthetic
 
     # Several query chunks and gallery blocks, distractors, junk and unknown
     # queries: the distributed paths all get exercised.
@@ -123,8 +130,34 @@ def open_for_container_user(path: Path):
         p.chmod(0o777 if p.is_dir() else 0o666)
 
 
+_CONTAINERS_CONF_WITH_ENV: list[Path] = []
+
+
+def containers_conf() -> Path:
+    """deploy/podman/containers.conf, plus the host's OPENBLAS_* settings for every container.
+
+    OpenBLAS picks its float32 kernels by CPU unless OPENBLAS_CORETYPE says otherwise, and
+    this project's machines set OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU. A container
+    without it picks SkylakeX and its float32 scores differ in the last bits (84 of the
+    demo's 3,368 rank-1 scores, by up to 8e-7 relative), so the reports would not be equal
+    to the local run's. Passing the setting in compares the same arithmetic."""
+    blas = {k: v for k, v in os.environ.items() if k.startswith("OPENBLAS_")}
+    if not blas:
+        return CONTAINERS_CONF
+    if not _CONTAINERS_CONF_WITH_ENV:
+        text = CONTAINERS_CONF.read_text()
+        assert "\n[containers]\n" in text and "\nenv" not in text, CONTAINERS_CONF
+        line = "env = [" + ", ".join(json.dumps(f"{k}={v}") for k, v in sorted(blas.items())) + "]"
+        folder = tempfile.mkdtemp(prefix="evalcore-deploy-")
+        atexit.register(shutil.rmtree, folder, True)
+        path = Path(folder) / "containers.conf"
+        path.write_text(text.replace("\n[containers]\n", f"\n[containers]\n{line}\n", 1))
+        _CONTAINERS_CONF_WITH_ENV.append(path)
+    return _CONTAINERS_CONF_WITH_ENV[0]
+
+
 def podman_env(**extra) -> dict:
-    return {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF), **extra}
+    return {**os.environ, "CONTAINERS_CONF": str(containers_conf()), **extra}
 
 
 def podman(*args, **kw):
@@ -188,10 +221,14 @@ def image(request) -> str:
     need_heavy(request)
     need_podman()
     started = time.monotonic()
+    before = podman("image", "inspect", "--format", "{{.Id}}", IMAGE, check=False).stdout.strip()
     podman("build", "--network", "host", "--build-arg", f"BASE={BASE_IMAGE}",
            "--ignorefile", DEPLOY / "Dockerfile.dockerignore",
            "-f", DEPLOY / "Dockerfile", "-t", IMAGE, ROOT, timeout=1800)
     print(f"image {IMAGE} built in {time.monotonic() - started:.0f} s")
+    after = podman("image", "inspect", "--format", "{{.Id}}", IMAGE).stdout.strip()
+    if before and before != after:  # the previous build of this tag, now untagged: remove it (only it)
+        podman("rmi", before, check=False)
     return IMAGE
 
 
@@ -207,14 +244,18 @@ def test_image_runs_as_non_root_with_the_pinned_stack(image):
     assert "evaluate" in podman("run", "--rm", "--network", "none", image, "evalcore", "--help").stdout
 
 
-def test_the_kernel_is_compiled_into_the_image_not_at_start(image):
+@pytest.mark.parametrize("user", [None, "4242:4242"], ids=["image-user", "any-uid"])
+def test_the_kernel_is_compiled_into_the_image_not_at_start(image, user):
     # numba writes an index (.nbi) and one object file (.nbc) per compiled signature; a container that
-    # finds them loads the kernel instead of compiling it, and must not write anything new
+    # finds them loads the kernel instead of compiling it, and must not write anything new. Under any
+    # other uid too (`docker run -u`, compose's EVALCORE_UID): numba refuses to import a cached function
+    # from a folder it cannot write, so the image once failed there with "no locator available".
     probe = ("import os, glob; from evalcore.core import kernels; d = os.environ['NUMBA_CACHE_DIR']; "
              "before = sorted(glob.glob(d + '/**/*.nb*', recursive=True)); kernels.warm_up(); "
              "after = sorted(glob.glob(d + '/**/*.nb*', recursive=True)); "
              "print(len(before), before == after, os.access(d, os.W_OK))")
-    out = podman("run", "--rm", "--network", "none", image, "python", "-c", probe).stdout.split()
+    as_user = ["-u", user] if user else []
+    out = podman("run", "--rm", "--network", "none", *as_user, image, "python", "-c", probe).stdout.split()
     assert int(out[0]) >= 2 and out[1:] == ["True", "True"], out
 
 
@@ -245,55 +286,218 @@ def compose_cmd() -> list[str]:
     pytest.skip(f"no podman-compose >= 1.1 (set EVALCORE_COMPOSE): {HERE}")
 
 
-def test_compose_stack_report_equals_local_run(image, dataset, local_report, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    shutil.copytree(dataset, data / "ds.zarr")
-    open_for_container_user(data)
+# README's commands are run as written, through two shell functions: `docker compose` is
+# podman-compose, `docker` is podman (with the test image for `evalcore:local`), and
+# `id -u`/`id -g` answer for an ordinary user, uid/gid 4242 (the tests run as root, and a
+# recipe that works for root proves nothing about "the containers write /data as you").
+USER_ID = 4242
+SHIMS = r'''
+docker() {
+    if [[ "$1" == compose ]]; then shift; $EVALCORE_TEST_COMPOSE "$@"; return; fi
+    local args=() a
+    for a in "$@"; do [[ "$a" == evalcore:local ]] && a=$EVALCORE_TEST_IMAGE; args+=("$a"); done
+    podman "${args[@]}"
+}
+id() {
+    case "$1" in -u) echo "$EVALCORE_TEST_UID" ;; -g) echo "$EVALCORE_TEST_UID" ;; *) command id "$@" ;; esac
+}
+set -e
+'''
+
+
+def readme_commands(heading: str, block: int = 0) -> list[str]:
+    """The shell commands of the block-th ```bash block of deploy/README.md under `heading`
+    (before the next heading), continuation lines joined, comment lines dropped."""
+    lines = (DEPLOY / "README.md").read_text().splitlines()
+    blocks: list[list[str]] = []
+    in_block = False
+    for line in lines[lines.index(heading) + 1:]:
+        if line.startswith("```"):
+            in_block = not in_block
+            if in_block:
+                blocks.append([] if line.strip() == "```bash" else ["(not bash)"])
+            continue
+        if not in_block and line.startswith("#"):
+            break  # the next heading
+        if not in_block or not line.strip() or line.lstrip().startswith("#"):
+            continue
+        commands = blocks[-1]
+        if commands and commands[-1].endswith("\\"):
+            commands[-1] = commands[-1][:-1].rstrip() + " " + line.strip()
+        else:
+            commands.append(line.strip())
+    assert len(blocks) > block, f"no bash block {block} under {heading!r} in deploy/README.md"
+    return blocks[block]
+
+
+def the_command(commands: list[str], *words: str) -> str:
+    found = [c for c in commands if all(w in c for w in words)]
+    assert len(found) == 1, f"expected one command with {words} in deploy/README.md, found {found}"
+    return found[0]
+
+
+def run_as_written(command: str, env: dict, *, cwd: Path, timeout: int = 900,
+                   check: bool = True) -> subprocess.CompletedProcess:
+    return run(["bash", "-c", SHIMS + command], env=env, cwd=cwd, timeout=timeout, check=check)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def owned_data_dir(path: Path, dataset: Path) -> Path:
+    """A /data folder as a user has it: theirs (uid 4242), not writable by anyone else."""
+    path.mkdir(parents=True)
+    shutil.copytree(dataset, path / "ds.zarr")
+    for p in [path, *path.rglob("*")]:
+        os.chown(p, USER_ID, USER_ID)
+    path.chmod(0o755)
+    return path
+
+
+def compose_env(image: str, data: Path, project: str) -> dict:
+    return podman_env(
+        EVALCORE_TEST_COMPOSE=" ".join(compose_cmd()), EVALCORE_TEST_IMAGE=image, EVALCORE_TEST_UID=str(USER_ID),
+        EVALCORE_IMAGE=image, EVALCORE_BASE=BASE_IMAGE, EVALCORE_DATA=str(data), COMPOSE_PROJECT_NAME=project,
+        EVALCORE_SCHEDULER_PORT=str(free_port()), EVALCORE_DASHBOARD_PORT=str(free_port()),
+    )
+
+
+def project_leftovers(project: str, env: dict) -> dict[str, list[str]]:
+    """Everything podman still has of a compose project: containers, pods, networks, volumes."""
+    label = f"label=io.podman.compose.project={project}"
+    return {
+        "containers": run(["podman", "ps", "-a", "--format", "{{.Names}} {{.Status}}", "--filter", label],
+                          env=env).stdout.splitlines(),
+        "pods": [p for p in run(["podman", "pod", "ps", "--format", "{{.Name}}"], env=env).stdout.split()
+                 if project in p],
+        "networks": [n for n in run(["podman", "network", "ls", "--format", "{{.Name}}"], env=env).stdout.split()
+                     if n.startswith(project)],
+        "volumes": run(["podman", "volume", "ls", "--format", "{{.Name}}", "--filter", label],
+                       env=env).stdout.split(),
+    }
+
+
+def assert_nothing_left(project: str, env: dict, how: str):
+    left = {k: v for k, v in project_leftovers(project, env).items() if v}
+    assert not left, f"{how} left {left}"
+    for port in (env["EVALCORE_SCHEDULER_PORT"], env["EVALCORE_DASHBOARD_PORT"]):
+        assert not loopback_listeners(int(port))["127.0.0.1"], f"port {port} still open after {how}"
+
+
+def force_down(project: str, env: dict):
+    """After a failed test: remove what the recipe left, so the next test starts clean."""
+    for name in run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter",
+                     f"label=io.podman.compose.project={project}"], env=env, check=False).stdout.split():
+        run(["podman", "rm", "-f", name], env=env, check=False)
+    for pod in project_leftovers(project, env)["pods"]:
+        run(["podman", "pod", "rm", "-f", pod], env=env, check=False)
+    for net in project_leftovers(project, env)["networks"]:
+        run(["podman", "network", "rm", "-f", net], env=env, check=False)
+
+
+def test_compose_recipe_as_written(image, dataset, local_report, tmp_path):
+    """deploy/README.md's compose recipe, line by line: `build` builds the one image once, on
+    the BASE given; 4 workers join; the scheduler answers on 127.0.0.1 only; the job, run as
+    an ordinary user, writes a report equal to a local run into that user's folder; and
+    `down` as written leaves no container, pod, network, volume or open port."""
+    commands = readme_commands("## Shared box or CI: Docker Compose")
+    export = the_command(commands, "export EVALCORE_UID=")
+    build = the_command(commands, "compose", " build")
+    up = the_command(commands, "compose", " up -d", "--scale worker=", "scheduler worker")
+    (job,) = [c for c in commands if c.endswith("compose.yaml run --rm job")]  # the job as compose.yaml has it
+    down = the_command(commands, "compose", " down")
+    n_workers = int(up.split("--scale worker=")[1].split()[0])
+
+    data = owned_data_dir(tmp_path / "data", dataset)
     project = f"evalcore-test-{uuid.uuid4().hex[:8]}"
-    env = podman_env(EVALCORE_IMAGE=image, EVALCORE_DATA=str(data),
-                     EVALCORE_UID=str(os.getuid()), EVALCORE_GID=str(os.getgid()))
-    compose = [*compose_cmd(), "-f", str(COMPOSE_FILE), "-p", project]
-
-    def containers() -> list[str]:
-        out = run(["podman", "ps", "-a", "--format", "{{.Names}} {{.Status}}",
-                   "--filter", f"label=io.podman.compose.project={project}"], env=env).stdout
-        return [line for line in out.splitlines() if line.strip()]
-
+    env = compose_env(image, data, project)
+    port, dash = int(env["EVALCORE_SCHEDULER_PORT"]), int(env["EVALCORE_DASHBOARD_PORT"])
     try:
-        run([*compose, "up", "-d", "--no-build", "--scale", "worker=2", "scheduler", "worker"],
-            env=env, timeout=300)
-        # The scheduler's ports are published on loopback only (compose.yaml promises it).
+        built = run_as_written(f"{export}\n{build}", env, cwd=ROOT, timeout=1800)
+        log = built.stdout + built.stderr
+        assert log.count("STEP 1/") == 1, f"`build` built {log.count('STEP 1/')} images, not one:\n{log[-3000:]}"
+        assert f"FROM {BASE_IMAGE}" in log, f"BASE={BASE_IMAGE} was not used:\n{log[-3000:]}"
+
+        run_as_written(f"{export}\n{up}", env, cwd=ROOT, timeout=300)
         from distributed import Client
 
         deadline = time.monotonic() + 120
-        while not loopback_listeners(8786)["127.0.0.1"]:
-            assert time.monotonic() < deadline, f"scheduler never listened on 127.0.0.1:8786: {containers()}"
+        while not loopback_listeners(port)["127.0.0.1"]:
+            assert time.monotonic() < deadline, f"scheduler never listened on 127.0.0.1:{port}"
             time.sleep(1)
-        with Client("tcp://127.0.0.1:8786", timeout="30s") as client:
-            client.wait_for_workers(2, timeout=120)
-            n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
-        assert n_workers == 2, f"{n_workers} workers joined, expected 2"
-        listening = loopback_listeners(8786)
-        exposed = [a for a, up in listening.items() if up and a != "127.0.0.1"]
-        assert not exposed, f"scheduler port 8786 reachable on {exposed}: compose.yaml binds it to 127.0.0.1"
-        dash = loopback_listeners(8787)
-        assert dash["127.0.0.1"] and not [a for a, up in dash.items() if up and a != "127.0.0.1"], dash
+        with Client(f"tcp://127.0.0.1:{port}", timeout="30s") as client:
+            client.wait_for_workers(n_workers, timeout=180)
+            joined = len(client.scheduler_info(n_workers=-1)["workers"])
+        assert joined == n_workers, f"{joined} workers joined, expected {n_workers}"
+        for p in (port, dash):
+            listening = loopback_listeners(p)
+            exposed = [a for a, up_ in listening.items() if up_ and a != "127.0.0.1"]
+            assert listening["127.0.0.1"] and not exposed, f"port {p}: {listening} (compose binds it to 127.0.0.1)"
 
-        job = run([*compose, "run", "--rm", "job"], env=env, timeout=900, check=False)
-        assert job.returncode == 0, f"job exited {job.returncode}\n{job.stdout[-3000:]}\n{job.stderr[-3000:]}"
+        ran = run_as_written(f"{export}\n{job}", env, cwd=ROOT, check=False)
+        assert ran.returncode == 0, f"job exited {ran.returncode}\n{ran.stdout[-3000:]}\n{ran.stderr[-3000:]}"
         assert_reports_equal(data / "report", local_report)
+        assert (data / "report").stat().st_uid == USER_ID, "the report is not the user's"
     finally:
-        # podman-compose's `down` only knows the first replica of a scaled service;
-        # --remove-orphans takes down the other workers too (docker compose does it anyway).
-        down = run([*compose, "down", "--remove-orphans"], env=env, timeout=300, check=False)
-    left = containers()
-    assert not left, f"`down` left containers behind: {left}\n{down.stdout[-2000:]}{down.stderr[-2000:]}"
-    pods = run(["podman", "pod", "ps", "-q", "--filter", f"name={project}"], env=env).stdout.split()
-    nets = [n for n in run(["podman", "network", "ls", "--format", "{{.Name}}"], env=env).stdout.split()
-            if n.startswith(project)]
-    assert not pods and not nets, f"`down` left pods {pods} / networks {nets}"
-    assert not loopback_listeners(8786)["127.0.0.1"], "port 8786 still open after `down`"
+        downed = run_as_written(f"{export}\n{down}", env, cwd=ROOT, timeout=300, check=False)
+        left = project_leftovers(project, env)
+        if any(left.values()):
+            force_down(project, env)
+    assert downed.returncode == 0, downed.stderr[-3000:]
+    assert not any(left.values()), f"`{down}` left {left}"
+    assert_nothing_left(project, env, f"`{down}`")
+
+
+def test_compose_ci_command_returns_the_jobs_status_and_removes_the_stack(image, dataset, local_report, tmp_path):
+    """README's CI command: exit 0 and a report equal to a local run when the job succeeds,
+    the job's own exit status (2: no such dataset) when it fails; nothing left either way."""
+    (ci,) = readme_commands("## Shared box or CI: Docker Compose", block=1)
+    assert ci.startswith("deploy/compose-ci.sh"), ci
+    for case, extra, want in (("passes", "", 0),
+                              ("fails", " evalcore evaluate /data/missing.zarr --out /data/r"
+                                        " --scheduler tcp://scheduler:8786", 2)):
+        data = owned_data_dir(tmp_path / case, dataset)
+        project = f"evalcore-test-{uuid.uuid4().hex[:8]}"
+        env = compose_env(image, data, project)
+        env.update(EVALCORE_COMPOSE=env["EVALCORE_TEST_COMPOSE"], EVALCORE_UID=str(USER_ID),
+                   EVALCORE_GID=str(USER_ID))
+        try:
+            proc = run_as_written(ci + extra, env, cwd=ROOT, timeout=1200, check=False)
+        finally:
+            left = project_leftovers(project, env)
+            if any(left.values()):
+                force_down(project, env)
+        out = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        assert proc.returncode == want, f"job {case}: `{ci}{extra}` exited {proc.returncode}, not {want}\n{out}"
+        assert not any(left.values()), f"job {case}: `{ci}` left {left}\n{out}"
+        assert_nothing_left(project, env, f"`{ci}` (job {case})")
+        if want == 0:
+            assert_reports_equal(data / "report", local_report)
+        else:
+            assert "no Zarr group found" in proc.stdout + proc.stderr, out
+
+
+def test_single_container_recipe_as_written(image, dataset, local_report, tmp_path):
+    """README's one-container command, as an ordinary user whose folder is not writable by the
+    image's uid 10001: `-u $(id -u):$(id -g)` gives a report equal to a local run, owned by
+    the user; without `-u`, evalcore stops at once and says why (exit 2)."""
+    (cmd,) = readme_commands("### One container, no compose")
+    assert '-u "$(id -u):$(id -g)"' in cmd, cmd
+    box = tmp_path / "box"  # stands in for the repository root: the command mounts $PWD/deploy/data
+    data = owned_data_dir(box / "deploy" / "data", dataset)
+    env = podman_env(EVALCORE_TEST_IMAGE=image, EVALCORE_TEST_UID=str(USER_ID), EVALCORE_TEST_COMPOSE="false")
+    ran = run_as_written(cmd, env, cwd=box, check=False)
+    assert ran.returncode == 0, f"exit {ran.returncode}\n{ran.stdout[-3000:]}\n{ran.stderr[-3000:]}"
+    assert_reports_equal(data / "report", local_report)
+    assert (data / "report").stat().st_uid == USER_ID
+
+    as_image_user = cmd.replace('-u "$(id -u):$(id -g)" ', "").replace("/data/report", "/data/report2")
+    ran = run_as_written(as_image_user, env, cwd=box, check=False)
+    assert ran.returncode == 2 and "cannot write in /data" in ran.stderr, (ran.returncode, ran.stderr[-2000:])
+    assert not (data / "report2").exists()
 
 
 # --------------------------------------------------------------------------- Slurm
@@ -345,24 +549,59 @@ def job_processes(job_id: str) -> dict[int, str]:
     return found
 
 
-def sbatch(env, workdir: Path, dataset: Path, out: Path) -> str:
-    job_env = {**env, "EVALCORE_VENV": str(VENV_BIN.parent), "WORKER_MEMORY_LIMIT": "2GiB",
-               "DASK_INTERFACE": "lo", "EVALCORE_LOCAL_DIR": str(workdir / "local"),
-               "CLUSTER_START_TIMEOUT": "120"}
+def job_listeners(job_id: str) -> dict[str, set[str]]:
+    """Where this job's Dask and evalcore processes (and their children: a nanny runs its
+    worker in one) listen: {address: {command lines}}. Slurm's own srun and slurmstepd are
+    left out: they listen for the step's I/O, which is Slurm's business, not Dask's."""
+    import psutil
+
+    found: dict[str, set[str]] = {}
+    for pid, cmd in job_processes(job_id).items():
+        if not any(w in cmd for w in ("dask scheduler", "dask worker", "evalcore evaluate")):
+            continue  # srun (listens on all addresses), slurmstepd, the batch script
+        try:
+            proc = psutil.Process(pid)
+            for p in [proc, *proc.children(recursive=True)]:
+                for c in p.net_connections(kind="tcp"):
+                    if c.status == psutil.CONN_LISTEN:
+                        found.setdefault(c.laddr.ip, set()).add(" ".join(p.cmdline())[:120])
+        except psutil.Error:
+            continue
+    return found
+
+
+def sbatch(env, workdir: Path, dataset: Path, out: Path, *resources: str, **knobs: str) -> str:
+    """Submit deploy/slurm/evalcore.sbatch; without `resources`, with the script's own #SBATCH defaults."""
+    job_env = {**env, "EVALCORE_VENV": str(VENV_BIN.parent), "EVALCORE_LOCAL_DIR": str(workdir / "local"),
+               "CLUSTER_START_TIMEOUT": "120", **knobs}
     (workdir / "local").mkdir(exist_ok=True)
-    proc = run(["sbatch", "--parsable", "--nodes=1", "--ntasks=3", "--ntasks-per-node=3", "--mem=6G",
-                "--time=00:20:00", f"--chdir={workdir}", f"--output={workdir}/evalcore-%j.out",
+    proc = run(["sbatch", "--parsable", *resources, f"--chdir={workdir}", f"--output={workdir}/evalcore-%j.out",
                 SBATCH, dataset, out], env=job_env, cwd=workdir)  # SLURM_SUBMIT_DIR: .evalcore goes here
     return proc.stdout.strip().split(";")[0]
 
 
-def test_sbatch_job_report_equals_local_run(slurm, dataset, local_report, tmp_path):
+def test_sbatch_with_its_defaults_runs_on_one_node_privately_and_quietly(slurm, dataset, local_report, tmp_path):
+    """`sbatch deploy/slurm/evalcore.sbatch DATASET OUT` with nothing else: one node, the
+    scheduler and 3 workers; everything of the job listens on 127.0.0.1 only (a Dask scheduler
+    runs any code sent to it); the report equals the local run; the log of the successful job
+    has no traceback and no error; no file and no process of the job is left."""
     out = tmp_path / "report"
     job_id = sbatch(slurm, tmp_path, dataset, out)
-    info = wait_job(slurm, job_id, timeout=600)
+    listening: dict[str, set[str]] = {}
+    deadline = time.monotonic() + 600
+    while (info := job_state(slurm, job_id)).get("JobState") in {"PENDING", "CONFIGURING", "RUNNING", None}:
+        assert time.monotonic() < deadline, f"job {job_id} still {info.get('JobState')}"
+        for addr, cmds in job_listeners(job_id).items():
+            listening.setdefault(addr, set()).update(cmds)
+        time.sleep(0.3)
     log = (tmp_path / f"evalcore-{job_id}.out").read_text(errors="replace")
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", f"{info}\n{log[-4000:]}"
-    assert "waiting for 2 workers" in log, log[-2000:]
+    assert info["NumNodes"] == "1" and info["NumTasks"] == "4", {k: info[k] for k in ("NumNodes", "NumTasks")}
+    assert "waiting for 3 workers" in log, log[-2000:]
+    assert set(listening) == {"127.0.0.1"}, f"the job's Dask processes listened on {listening}, not on loopback only"
+    assert any("dask scheduler" in c for c in listening["127.0.0.1"]), listening  # not vacuous
+    noise = [line for line in log.splitlines() if "Traceback" in line or " ERROR " in line]
+    assert not noise, f"{len(noise)} traceback/error lines in the log of a successful job:\n{log[-4000:]}"
     assert_reports_equal(out, local_report)
     assert (tmp_path / ".evalcore").is_dir(), "the job never used its shared dir"
     assert not list((tmp_path / ".evalcore").glob(f"*{job_id}*")), "scheduler/multi-prog files left behind"
@@ -376,19 +615,26 @@ def test_scancel_leaves_no_report_and_no_processes(slurm, tmp_path):
     big = tmp_path / "big.zarr"
     write_dataset(big, n_query=3000, n_gallery=40000, dims=128, seed=1)  # long enough to be cancelled mid-run
     out = tmp_path / "report"
-    job_id = sbatch(slurm, tmp_path, big, out)
+    # resources and knobs given on the command line, as README shows for other shapes
+    job_id = sbatch(slurm, tmp_path, big, out, "--nodes=1", "--ntasks=3", "--mem=6G", "--time=00:20:00",
+                    WORKER_MEMORY_LIMIT="2GiB")
     log_path = tmp_path / f"evalcore-{job_id}.out"
     deadline = time.monotonic() + 180
-    # Cancel once the driver runs against the cluster (evalcore evaluate is a process of the job).
-    while not any("evalcore evaluate" in c for c in job_processes(job_id).values()):
+    # Cancel in the middle of the evaluation: once the driver has reported its first chunk
+    # done (of 12), not after a fixed sleep, which on an idle machine let it finish first.
+    def log() -> str:
+        return log_path.read_text(errors="replace") if log_path.exists() else ""
+
+    while not re.search(r"chunk 1/\d+ done", log()):
         state = job_state(slurm, job_id).get("JobState")
         assert state in {"PENDING", "RUNNING", "CONFIGURING"}, f"job ended before it could be cancelled: {state}"
-        assert time.monotonic() < deadline, f"driver never started\n{log_path.read_text()[-3000:]}"
-        time.sleep(0.5)
-    time.sleep(3)
+        assert time.monotonic() < deadline, f"the evaluation never started\n{log()[-3000:]}"
+        time.sleep(0.2)
     seen = job_processes(job_id)
-    assert any("dask worker" in c for c in seen.values()), seen
     run(["scancel", job_id], env=slurm)
+    assert any("evalcore evaluate" in c for c in seen.values()), seen
+    assert any("dask worker" in c for c in seen.values()), seen
+    assert "report written" not in log(), "the evaluation finished before scancel: make the dataset bigger"
     info = wait_job(slurm, job_id, timeout=120)
     assert info["JobState"] == "CANCELLED", info
     deadline = time.monotonic() + 60

@@ -13,10 +13,11 @@
 # "slurmctld" and "slurmd" are neither started nor changed. Needs root (slurmd
 # runs jobs as the submitting user) and the Debian packages slurm-wlm and munge.
 #
-# The node is declared with at least 4 CPUs (SlurmdParameters=config_overrides),
-# so that 1 scheduler task + 2 worker tasks + the driver fit on a 2-core
-# machine; the daemons listen on free ports picked at start, so this can run
-# next to another Slurm.
+# The node is declared with at least 4 CPUs and 16 GB (SlurmdParameters=
+# config_overrides), so that evalcore.sbatch with its defaults (4 tasks: the
+# scheduler and 3 workers, --mem=16G) fits on a 2-core machine with less memory;
+# the daemons listen on free ports picked at start, so this can run next to
+# another Slurm.
 set -euo pipefail
 
 usage() { echo "usage: $0 start|stop|status DIR" >&2; exit 2; }
@@ -59,6 +60,7 @@ start)
     CPUS=$(nproc)
     (( CPUS < 4 )) && CPUS=4
     MEM_MB=$(awk '/MemTotal/ {printf "%d", $2 / 1024 * 0.8}' /proc/meminfo)
+    (( MEM_MB < 16384 )) && MEM_MB=16384
     CTLD_PORT=$(free_port)
     SLURMD_PORT=$(free_port)
     cat > "$DIR/slurm.conf" <<EOF
