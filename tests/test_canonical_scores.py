@@ -224,3 +224,26 @@ def test_a_collapsed_submission_ranks_as_its_exact_scores(ties):
     for name in ("first_rank", "top1", "top1_score"):
         assert got[name] == [w[name] for w in want], name
     assert got["ap"] == pytest.approx([w["ap"] for w in want], abs=1e-15)
+
+
+def test_results_do_not_depend_on_the_blas_kernel(tmp_path):
+    """The same data in two processes whose OpenBLAS picks different CPU kernels (OPENBLAS_CORETYPE; numpy's
+    wheels choose at run time), whose matrix products differ in the last bits: identical tables."""
+    import os
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    q, g, ql, gl = planted(8, n_query=200, n_gallery=4500, dims=256)
+    np.savez(tmp_path / "data.npz", q=q, g=g, ql=ql, gl=gl)
+    script = ("import sys, numpy as np, evalcore, pyarrow.parquet as pq; d = np.load(sys.argv[1]); "
+              "r = evalcore.evaluate(query=d['q'], gallery=d['g'], query_labels=d['ql'], gallery_labels=d['gl'], "
+              "protocol='class'); pq.write_table(r.per_query, sys.argv[2])")
+    tables = []
+    for core in ("Haswell", "Nehalem"):
+        out = tmp_path / f"{core}.parquet"
+        subprocess.run([sys.executable, "-c", script, str(tmp_path / "data.npz"), str(out)], check=True,
+                       env={**os.environ, "OPENBLAS_CORETYPE": core})
+        tables.append(pq.read_table(out))
+    assert tables[0].equals(tables[1])
