@@ -21,7 +21,7 @@ from evalcore.io import dataset as ds
 from evalcore.io import importers
 
 CLI = [str(Path(sys.executable).with_name("evalcore"))]
-TREC = Path(__file__).parent / "fixtures" / "trec"
+TREC = Path(__file__).parent.parent / "fixtures" / "trec"
 
 
 def run(*args, timeout=240):
