@@ -388,7 +388,7 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
 # --------------------------------------------------------------------------- validation
 
 
-def bad_rows(block: np.ndarray, norms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def bad_rows(block: np.ndarray | None, norms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows with NaN/Inf, all-zero rows) of an embedding block.
 
     With the rows' float64 norms at hand no extra pass is needed: a NaN or Inf
@@ -396,6 +396,7 @@ def bad_rows(block: np.ndarray, norms: np.ndarray | None = None) -> tuple[np.nda
     """
     if norms is not None:
         return np.nonzero(~np.isfinite(norms))[0], np.nonzero(norms == 0)[0]
+    assert block is not None, "bad_rows needs the block or its norms"
     return np.nonzero(~np.isfinite(block).all(axis=1))[0], np.nonzero(~np.any(block != 0, axis=1))[0]
 
 
