@@ -10,6 +10,7 @@ import itertools
 import json
 import warnings
 from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 import zarr
@@ -19,7 +20,7 @@ from zarr.core.sync import sync
 from evalcore.errors import InputError, rows_text
 
 #: dtypes writers use (``score``: float64 scores stay float64); readers accept the kinds in ``ACCEPTED_KINDS``.
-WRITE_DTYPES = {
+WRITE_DTYPES: dict[str, str | type[str]] = {
     "emb": "float32", "label": "int64", "cam": "int64", "junk": "bool",
     "lat": "float64", "lon": "float64", "x": "float64", "y": "float64",
     "query": "int64", "item": "int64", "rel": "int8", "score": "float32",
@@ -79,6 +80,22 @@ def array(group: zarr.Group, name: str) -> zarr.Array:
     return found
 
 
+def member_array(group: zarr.Group, name: str) -> zarr.Array:
+    """``group[name]`` typed as an array: KeyError when missing, as ``group[name]``; InputError when it is a group."""
+    found = group[name]
+    if not isinstance(found, zarr.Array):
+        raise InputError(f"{name}: a group, not an array of the dataset")
+    return found
+
+
+def member_group(group: zarr.Group, name: str) -> zarr.Group:
+    """``group[name]`` typed as a group: KeyError when missing, as ``group[name]``; InputError when it is an array."""
+    found = group[name]
+    if not isinstance(found, zarr.Group):
+        raise InputError(f"{name}: an array, not a group of the dataset")
+    return found
+
+
 def has(group: zarr.Group, name: str) -> bool:
     """True when ``name`` (e.g. ``query/emb``) is an array of the group.
 
@@ -133,7 +150,7 @@ def missing_chunks(arr: zarr.Array) -> list[tuple[int, ...]]:
 
 def chunk_problems(group: zarr.Group, name: str) -> list[str]:
     """``name: chunk 3 (rows 3000-3999) is missing`` for every chunk the store lacks."""
-    arr = group[name]
+    arr = member_array(group, name)
     lost = missing_chunks(arr)
     if not lost:
         return []
@@ -225,7 +242,7 @@ def nonfinite_score_message(rows: np.ndarray) -> str:
 
 def read(group: zarr.Group, name: str, rows: slice | np.ndarray | None = None) -> np.ndarray:
     """Read an array (or some of its rows) as numpy; strings come back as ``object`` of ``str``."""
-    data = read_array(group[name], name, rows)
+    data = read_array(member_array(group, name), name, rows)
     if data.dtype.kind in "UOT":
         data = data.astype(object)
     return data
@@ -243,7 +260,7 @@ def fingerprint(group: zarr.Group) -> str:
     for side in ("query", "gallery", "qrels", "ranking", "scores"):
         if side not in group:
             continue
-        for name, arr in sorted(group[side].arrays()):
+        for name, arr in sorted(member_group(group, side).arrays()):
             parts.append(f"{side}/{name}:{arr.shape}:{arr.dtype}:{arr.chunks}")
     parts.append(json.dumps(dataset_attributes(group), sort_keys=True))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
@@ -312,7 +329,7 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
     Embeddings are stored uncompressed: float vectors shrink by a few percent
     under zstd, while decompressing them costs about as much as scoring them.
     """
-    mode = "w" if overwrite else "w-"
+    mode: Literal["w", "w-"] = "w" if overwrite else "w-"
     try:
         if isinstance(path, zarr.abc.store.Store):  # e.g. a MemoryStore: arrays evaluated in memory
             root = zarr.open_group(store=path, mode=mode)
@@ -339,7 +356,7 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
         dtype = str if data.dtype == object else data.dtype
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            extra = {"compressors": None} if _leaf(name) == "emb" else {}
+            extra: dict[str, Any] = {"compressors": None} if _leaf(name) == "emb" else {}
             # every chunk stored, even one of fill values only: readers treat a missing chunk as lost data
             created[name] = (root.create_array(name, shape=data.shape, dtype=dtype, chunks=chunks,
                                                fill_value=None if dtype is str else 0,
@@ -371,7 +388,7 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
 # --------------------------------------------------------------------------- validation
 
 
-def bad_rows(block: np.ndarray, norms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def bad_rows(block: np.ndarray | None, norms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows with NaN/Inf, all-zero rows) of an embedding block.
 
     With the rows' float64 norms at hand no extra pass is needed: a NaN or Inf
@@ -379,6 +396,7 @@ def bad_rows(block: np.ndarray, norms: np.ndarray | None = None) -> tuple[np.nda
     """
     if norms is not None:
         return np.nonzero(~np.isfinite(norms))[0], np.nonzero(norms == 0)[0]
+    assert block is not None, "bad_rows needs the block or its norms"
     return np.nonzero(~np.isfinite(block).all(axis=1))[0], np.nonzero(~np.any(block != 0, axis=1))[0]
 
 

@@ -27,6 +27,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -169,7 +170,7 @@ def write_run(history_dir, run_date: str, evaluation: str, summary: pa.Table) ->
 
 def all_rows(history: pa.Table, evaluation: str) -> dict[str, dict]:
     """``{run_date: the run's group "all" row}`` of one evaluation (every row when there are no groups)."""
-    out = {}
+    out: dict[str, dict] = {}
     for row in history.to_pylist():
         if row.get("evaluation") == evaluation and row.get("group", "all") in ("all", None):
             out.setdefault(str(row["run_date"]), row)
@@ -225,7 +226,7 @@ def gate_checks(history: pa.Table, evaluation: str, run_date: str, gates: Mappin
     for metric, gate in gates.items():
         higher = gate.get("higher_is_better", registry.direction(metric) != "lower")  # unknown: higher
         new = _number(current.get(metric)) if current else None
-        refs = []
+        refs: list[tuple[str, str | None, Any, str | None, Any]] = []  # (reference, date, old, label, limit)
         if gate.get("max_drop_previous") is not None:
             if previous is None:
                 refs.append(("previous", None, None, "no previous run", gate["max_drop_previous"]))

@@ -277,6 +277,7 @@ def remove_stale_leftovers(folder) -> list[str]:
             if not is_stale(p):
                 continue
             m = LEFTOVER.match(p.name)
+            assert m is not None  # is_stale(p) matched the name
             target = p.parent / m["name"]
             if m["kind"] == "old" and not os.path.lexists(target):
                 os.replace(p, target)

@@ -15,6 +15,7 @@ from evalcore.io.dataset import (
     SCORES,
     SIDES,
     _leaf,
+    array,
     bad_rows,
     chunk_problems,
     dot_overflow_message,
@@ -181,7 +182,7 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
     if problems:
         return problems
 
-    n = {}
+    n: dict[str, tuple[str, int]] = {}
     for side in SIDES:
         for leaf in ("emb", "label", "cam", "key", "group", "junk", "lat", "lon", "x", "y"):
             name = f"{side}/{leaf}"
@@ -189,7 +190,7 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
                 continue
             if not _check_kind(group, name, problems):
                 continue
-            shape = group[name].shape
+            shape = array(group, name).shape
             if leaf == "emb":
                 if len(shape) != 2:
                     problems.add(f"{name}: shape {shape} is not (rows, dims)")
@@ -202,22 +203,22 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
             else:
                 n.setdefault(side, (name, shape[0]))
     if has(group, "query/emb") and has(group, "gallery/emb"):
-        dq, dg = group["query/emb"].shape[-1], group["gallery/emb"].shape[-1]
+        dq, dg = array(group, "query/emb").shape[-1], array(group, "gallery/emb").shape[-1]
         if dq != dg:
             problems.add(f"gallery/emb: {dg} dimensions, but query/emb has {dq}")
     if has(group, "ranking/item"):
-        item = group["ranking/item"]
+        item = array(group, "ranking/item")
         if len(item.shape) != 2:
             problems.add(f"ranking/item: shape {item.shape} is not (queries, K)")
         elif "query" in n and item.shape[0] != n["query"][1]:
             problems.add(f"ranking/item: {item.shape[0]} rows, but {n['query'][0]} has {n['query'][1]}")
-        if has(group, "ranking/score") and group["ranking/score"].shape != item.shape:
-            problems.add(f"ranking/score: shape {group['ranking/score'].shape} differs from ranking/item {item.shape}")
+        if has(group, "ranking/score") and array(group, "ranking/score").shape != item.shape:
+            problems.add(f"ranking/score: shape {array(group, 'ranking/score').shape} differs from ranking/item {item.shape}")
         _check_kind(group, "ranking/item", problems)
     if scores:
         check_scores(group, n, problems)
     if has(group, "qrels/query"):
-        lengths = {name: group[name].shape for name in ("qrels/query", "qrels/item", "qrels/rel") if has(group, name)}
+        lengths = {name: array(group, name).shape for name in ("qrels/query", "qrels/item", "qrels/rel") if has(group, name)}
         if len(set(lengths.values())) > 1:
             problems.add(f"qrels: arrays differ in length ({', '.join(f'{k} {v}' for k, v in lengths.items())})")
         for name in lengths:
@@ -241,7 +242,7 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
                 except InputError as exc:  # a corrupt chunk: reported like any other problem
                     problems.add(str(exc))
         if similarity == "dot" and len(norms) == 2:
-            for message in dot_overflow(norms["query/emb"], norms["gallery/emb"], group["query/emb"].shape[1]):
+            for message in dot_overflow(norms["query/emb"], norms["gallery/emb"], array(group, "query/emb").shape[1]):
                 problems.add(message)
     if scan_values and scores:
         scan_scores(group, problems)
@@ -264,7 +265,7 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         for message in truth.validate_coordinates(group, protocol):
             problems.add(message)
     if protocol == "qrels" and "gallery" in n:
-        n_query = group["ranking/item"].shape[0] if has(group, "ranking/item") else n["query"][1]
+        n_query = array(group, "ranking/item").shape[0] if has(group, "ranking/item") else n["query"][1]
         for message in truth.validate_qrels(group, n_query, n["gallery"][1]):
             problems.add(message)
     if has(group, "ranking/item") and "gallery" in n:
@@ -273,8 +274,8 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         if bad.size:
             problems.add(f"ranking/item: rows {rows_text(bad)} hold gallery indices outside "
                          f"[0, {n['gallery'][1]}) (use -1 only to pad)")
-        scores = read(group, "ranking/score") if has(group, "ranking/score") else None
-        for message in list_problems(items, scores):  # the evaluator's own check: one wording, one place
+        ranking_scores = read(group, "ranking/score") if has(group, "ranking/score") else None
+        for message in list_problems(items, ranking_scores):  # the evaluator's own check: one wording, one place
             problems.add(message)
     return problems
 

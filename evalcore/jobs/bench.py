@@ -33,6 +33,7 @@ from threadpoolctl import threadpool_limits
 
 import evalcore
 from evalcore.errors import InputError
+from evalcore.io.dataset import member_array, member_group
 from evalcore.jobs import synthetic
 from evalcore.jobs.common import check_memory_limit, parse_number
 from evalcore.render import svg
@@ -83,6 +84,11 @@ class Peak:
         self._thread.join()
 
 
+def _read(root: zarr.Group, name: str) -> np.ndarray:
+    """All of the array ``root[name]`` as numpy (zarr types a read as array-or-scalar; these are arrays)."""
+    return np.asarray(member_array(root, name)[:])
+
+
 def matrix_product_floor(path: str, threads: int) -> float:
     """Seconds for the bare float32 Q x G product on ``threads`` BLAS threads, data in memory.
 
@@ -90,8 +96,8 @@ def matrix_product_floor(path: str, threads: int) -> float:
     large 2048 x 16384 blocks), so the floor is as low as plain numpy gets.
     """
     root = zarr.open_group(path, mode="r")
-    q = np.asarray(root["query/emb"][:], dtype=np.float32)
-    gallery = root["gallery/emb"]
+    q = np.asarray(_read(root, "query/emb"), dtype=np.float32)
+    gallery = member_array(root, "gallery/emb")
     g = np.empty(gallery.shape, dtype=np.float32)
     step = 1 << 16
     for a in range(0, gallery.shape[0], step):
@@ -114,13 +120,13 @@ def conventional_map(path: str, threads: int) -> tuple[float, float, float]:
     """
     started = time.perf_counter()
     root = zarr.open_group(path, mode="r")
-    q = np.asarray(root["query/emb"][:], dtype=np.float32)
-    g = np.asarray(root["gallery/emb"][:], dtype=np.float32)
+    q = np.asarray(_read(root, "query/emb"), dtype=np.float32)
+    g = np.asarray(_read(root, "gallery/emb"), dtype=np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     g /= np.linalg.norm(g, axis=1, keepdims=True)
-    ql, qc = root["query/label"][:], root["query/cam"][:]
-    gl, gc = root["gallery/label"][:], root["gallery/cam"][:]
-    gj = root["gallery/junk"][:] if "junk" in root["gallery"] else np.zeros(len(gl), bool)
+    ql, qc = _read(root, "query/label"), _read(root, "query/cam")
+    gl, gc = _read(root, "gallery/label"), _read(root, "gallery/cam")
+    gj = _read(root, "gallery/junk") if "junk" in member_group(root, "gallery") else np.zeros(len(gl), bool)
     with threadpool_limits(limits=threads, user_api="blas"):
         scores = q @ g.T
         order = np.argsort(-scores, axis=1)
@@ -175,11 +181,11 @@ def whole_process(command: list[str], env: dict | None = None) -> float:
 def in_memory_arrays(path: str) -> dict:
     """The dataset's arrays as numpy, the way a training loop holds its features."""
     root = zarr.open_group(path, mode="r")
-    out = {"query": root["query/emb"][:], "gallery": root["gallery/emb"][:],
-           "query_labels": root["query/label"][:], "gallery_labels": root["gallery/label"][:],
-           "query_cams": root["query/cam"][:], "gallery_cams": root["gallery/cam"][:]}
-    if "junk" in root["gallery"]:
-        out["gallery_junk"] = root["gallery/junk"][:]
+    out = {"query": _read(root, "query/emb"), "gallery": _read(root, "gallery/emb"),
+           "query_labels": _read(root, "query/label"), "gallery_labels": _read(root, "gallery/label"),
+           "query_cams": _read(root, "query/cam"), "gallery_cams": _read(root, "gallery/cam")}
+    if "junk" in member_group(root, "gallery"):
+        out["gallery_junk"] = _read(root, "gallery/junk")
     return out
 
 
@@ -395,7 +401,8 @@ def sweep_dataset(folder: str, nq: int, ng: int, dims: int) -> tuple[str, float 
     path = os.path.join(folder, sweep_name(nq, ng, dims))
     if os.path.exists(os.path.join(path, "zarr.json")):
         root = zarr.open_group(path, mode="r")
-        found = (root["query/emb"].shape, root["gallery/emb"].shape, str(root["gallery/emb"].dtype))
+        found = (member_array(root, "query/emb").shape, member_array(root, "gallery/emb").shape,
+                 str(member_array(root, "gallery/emb").dtype))
         if found != ((nq, dims), (ng, dims), SWEEP_DTYPE):
             raise InputError(f"--data-dir: {path} holds query {found[0]}, gallery {found[1]} {found[2]}, not the "
                              f"({nq}, {dims}) x ({ng}, {dims}) {SWEEP_DTYPE} its name says; remove it")

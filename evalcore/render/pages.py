@@ -21,6 +21,7 @@ import html
 import io
 import json
 import math
+from collections.abc import Set
 
 import numpy as np
 import pyarrow as pa
@@ -288,8 +289,8 @@ def _plot_sweep(sweep: pa.Table, threshold: float | None) -> str | None:
     if not series:
         return None  # rates all null (no known or no unknown queries): a note, not empty axes
     legend += [svg.LegendEntry(name, colors[name], width=2 if name == "all" else 1.2) for name in order if name in plotted]
-    xs = [x for s in series for x in s.xs]
-    lo, hi = min(xs), max(xs)
+    every_x = [x for s in series for x in s.xs]
+    lo, hi = min(every_x), max(every_x)
     vlines = []
     if threshold is not None:
         lo, hi = min(lo, threshold), max(hi, threshold)
@@ -346,7 +347,7 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def _html_table(columns: list[str], rows: list[list], text_columns: set[str] = frozenset(),
+def _html_table(columns: list[str], rows: list[list], text_columns: Set[str] = frozenset(),
                 labels: list[str] | None = None) -> str:
     """An escaped HTML table; numbers right-aligned, ``text_columns`` in monospace."""
     labels = labels or [_label(c) for c in columns]
@@ -379,7 +380,8 @@ def _figure(uri: str | None, caption: str, missing: str) -> str:
 def _dataset_and_protocol(run: dict) -> tuple[str | None, str | None]:
     """Dataset path and protocol from ``run.json``, wherever they are recorded."""
     dataset = run.get("dataset")
-    options = run.get("options") if isinstance(run.get("options"), dict) else {}
+    recorded = run.get("options")
+    options = recorded if isinstance(recorded, dict) else {}
     path = protocol = None
     if isinstance(dataset, dict):
         path = next((dataset[k] for k in ("path", "uri", "url", "root", "name") if dataset.get(k) is not None), None)
@@ -671,7 +673,8 @@ def _split_columns(widths: list[int], budget: int) -> list[list[int]]:
     Greedy packing finds the number of chunks; columns are then spread evenly
     over that many chunks when that still fits (no lonely last column).
     """
-    greedy, current = [], []
+    greedy: list[list[int]] = []
+    current: list[int] = []
     for i, w in enumerate(widths):
         if current and _chunk_width([widths[j] for j in current] + [w]) > budget:
             greedy.append(current)
@@ -703,7 +706,7 @@ def _terminal_summary(summary: pa.Table, width: int) -> list[str]:
     groups = [_truncate("all" if g is None else str(g), max(width // 3, 8))
               for g in (_column(summary, "group") or ["all"] * summary.num_rows)]
     group_width = max([len("group")] + [len(g) for g in groups])
-    lines = []
+    lines: list[str] = []
     for block in blocks:
         cells = {c: [_fmt(v, "-") for v in summary.column(c).to_pylist()] for c in block}
         widths = [max([len(_label(c))] + [len(v) for v in cells[c]]) for c in block]

@@ -351,7 +351,7 @@ def line_chart(
 
 def histogram_chart(
     series: Sequence[tuple[str, Sequence[float], str]],
-    bins: Sequence[float],
+    bins: Sequence[float] | np.ndarray,
     *,
     title: str,
     xlabel: str,

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +16,8 @@ from evalcore.io.importers.parquet import read_parquet
 from evalcore.io.importers.trec import read_trec, read_trec_run
 
 #: format -> (reader, fewest and most positional inputs, what the inputs are)
-FORMATS = {
+#: format: (reader, fewest input paths, most input paths, what the paths are)
+FORMATS: dict[str, tuple[Callable[..., Any], int, int, str]] = {
     "mat": (read_mat, 1, 1, "pytorch_result.mat"),
     "npy": (read_npy, 0, 1, "an .npz file or a folder of .npy files (or none with --query-features ...)"),
     "parquet": (read_parquet, 1, 2, "one Parquet file with a side column, or a query and a gallery file"),

@@ -130,9 +130,9 @@ def read_npy(path=None, *, query_features=None, gallery_features=None, query_ids
             if keys.dtype.kind not in "UiuS" or keys.shape[0] != n:
                 raise InputError(f"{where_keys}: expected {n} string ids, got dtype {keys.dtype} "
                                  f"shape {np.asarray(found[f'{side}_keys'][1]).shape}")
-            keys = [k.decode() if isinstance(k, bytes) else str(k) for k in keys.tolist()]
-            check_unique(keys, where_keys)
-            arrays[f"{side}/key"] = np.asarray(keys, dtype=object)
+            key_list = [k.decode() if isinstance(k, bytes) else str(k) for k in keys.tolist()]
+            check_unique(key_list, where_keys)
+            arrays[f"{side}/key"] = np.asarray(key_list, dtype=object)
     dq, dg = arrays["query/emb"].shape[1], arrays["gallery/emb"].shape[1]
     if dq != dg:
         raise InputError(f"{found['gallery_features'][0]}: {dg} dimensions, but "

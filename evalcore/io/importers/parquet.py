@@ -96,9 +96,9 @@ def _read_parquet_table(path, columns: dict[str, str | None], required: set[str]
         schema = pq.read_schema(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid/OSError for broken files
         raise InputError(f"{name}: not a readable Parquet file ({exc})") from None
-    present = {}
+    present: dict[str, str] = {}
     for role, col in columns.items():
-        if col in schema.names:
+        if col is not None and col in schema.names:
             present[role] = col
         elif role in required:
             raise InputError(f"{name}: column {col} ({role}) missing; columns are {', '.join(schema.names)}")

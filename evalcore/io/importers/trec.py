@@ -122,7 +122,7 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
                                  "give --queries and --gallery instead)")
         for side in ("query", "gallery", "ranking"):
             if side in group:
-                for leaf, _ in sorted(group[side].arrays()):
+                for leaf, _ in sorted(ds.member_group(group, side).arrays()):
                     arrays[f"{side}/{leaf}"] = ds.read(group, f"{side}/{leaf}")
         attrs = {k: v for k, v in ds.dataset_attributes(group).items() if k != "version"}
         qids = [str(k) for k in arrays["query/key"]]
