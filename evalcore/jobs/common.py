@@ -198,7 +198,10 @@ def check_scheduler(address, option: str = "--scheduler") -> str:
 
 
 def check_workers(n: int | None, option: str = "--workers") -> int | None:
-    """A number of worker processes (None: the default), else an InputError naming the option."""
+    """A number of worker processes (None: the default), else an InputError naming the option
+    (``--workers``, or a job file's ``workers`` key)."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+        raise InputError(f"{option}: {n!r} must be a positive integer")
     if n is not None and n < 1:
         raise InputError(f"{option}: {n} must be at least 1")
     return n

@@ -37,6 +37,7 @@ from typing import Any
 import fsspec
 
 from evalcore.core import registry
+from evalcore.engine.faults import check_stall_timeout
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterUnreachable, InputError
 from evalcore.io import history as h
@@ -52,6 +53,7 @@ from evalcore.jobs.common import (
     add_cluster_options,
     check_memory_limit,
     check_storage_options,
+    check_workers,
     parse_number,
     run_evaluation,
 )
@@ -243,17 +245,17 @@ def load_job(path) -> dict:
         _check_metric(f"{where}: trend_metrics", metric, written, "any evaluation")
     if "scheduler" in job and not isinstance(job["scheduler"], str):
         raise InputError(f"{where}: scheduler must be an address string like \"tcp://HOST:8786\"")
-    if "workers" in job and not (isinstance(job["workers"], int) and not isinstance(job["workers"], bool)
-                                 and job["workers"] > 0):
-        raise InputError(f"{where}: workers must be a positive integer")
+    # the run settings: the command line's checks (RunSettings), naming the file and the key
+    if "workers" in job:
+        check_workers(job["workers"], f"{where}: workers")
     if "memory_limit" in job:
         limit = job["memory_limit"]
         if isinstance(limit, bool) or not isinstance(limit, (str, int)):
             raise InputError(f"{where}: memory_limit must be a size like \"4GiB\" (or \"auto\"), not {limit!r}")
         # a number is bytes, as dask reads it; parsed and held to the workers' memory floor here, before any work
         job["memory_limit"] = check_memory_limit(str(limit), f"{where}: memory_limit")
-    if "stall_timeout" in job and not (_is_number(job["stall_timeout"]) and job["stall_timeout"] > 0):
-        raise InputError(f"{where}: stall_timeout {job['stall_timeout']!r} must be a number of seconds > 0")
+    if "stall_timeout" in job:
+        job["stall_timeout"] = check_stall_timeout(job["stall_timeout"], f"{where}: stall_timeout")
     return job
 
 
