@@ -199,9 +199,7 @@ def test_a_nightly_evaluation_takes_metrics_and_checks_their_names(tmp_path):
 
     loaded = job('["ap", "hit@1", "recall_at_5"]')
     assert loaded["evaluation"][0]["metrics"] == ["map", "hit@1", "recall@5"]
-    ns = nightly.run_namespace(loaded["evaluation"][0], type("A", (), {"scheduler": None, "workers": None,
-                                                                       "memory_limit": None})(), loaded)
-    assert ns.metrics == "map,hit@1,recall@5"
+    assert nightly.evaluation_spec(loaded["evaluation"][0]).options.metrics == ("map", "hit@1", "recall@5")
     with pytest.raises(evalcore.InputError, match=r"evaluation 'a': metrics: unknown metric 'hits@1'"):
         job('"map,hits@1"')
 

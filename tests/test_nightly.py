@@ -352,7 +352,7 @@ def test_the_metrics_a_job_may_name_are_the_summary_columns_an_evaluation_writes
 
 def test_a_nested_storage_options_table_passes_through_typed(tmp_path, monkeypatch):
     from evalcore.jobs import common
-    from evalcore.jobs.nightly import load_job, run_namespace
+    from evalcore.jobs.nightly import load_job, run_settings
 
     path = tmp_path / "job.toml"
     path.write_text(BASE + EVAL + 'storage_options = { anon = false, default_block_size = 1048576, '
@@ -363,7 +363,7 @@ def test_a_nested_storage_options_table_passes_through_typed(tmp_path, monkeypat
             "client_kwargs": {"region_name": "eu-1", "config_kwargs": {"retries": {"max_attempts": 2}},
                               "endpoint_url": "http://127.0.0.1:9"}}
     args = argparse.Namespace(scheduler=None, workers=None, memory_limit=None)
-    assert common.storage_options_of(run_namespace(ev, args, {})) == want
+    assert run_settings(ev, args, {}).storage_options == want
     # what the command line's --storage-option builds for the same endpoint is the same shape
     assert common.parse_storage_options(["endpoint_url=http://127.0.0.1:9", "anon=false"]) == \
         {"client_kwargs": {"endpoint_url": "http://127.0.0.1:9"}, "anon": False}
@@ -383,16 +383,16 @@ def test_a_nested_storage_options_table_passes_through_typed(tmp_path, monkeypat
 def test_stall_timeout_comes_from_the_command_line_else_the_job_file(tmp_path, capsys, monkeypatch):
     import argparse
 
-    from evalcore.jobs.nightly import load_job, run_namespace
+    from evalcore.jobs.nightly import load_job, run_settings
 
     path = tmp_path / "job.toml"
     path.write_text('reports = "r"\nhistory = "h"\nstall_timeout = 90\n[[evaluation]]\nname = "a"\n'
                     'dataset = "d.zarr"\n')
     job = load_job(path)
     args = argparse.Namespace(scheduler=None, workers="1", memory_limit=None, stall_timeout=None)
-    assert run_namespace(job["evaluation"][0], args, job).stall_timeout == "90"
+    assert run_settings(job["evaluation"][0], args, job).stall_timeout == 90
     args.stall_timeout = "20"
-    assert run_namespace(job["evaluation"][0], args, job).stall_timeout == "20"
+    assert run_settings(job["evaluation"][0], args, job).stall_timeout == 20.0
     monkeypatch.chdir(tmp_path)
     assert main(["nightly", "job.toml", "--date", "2025-01-01", "--stall-timeout", "-5"]) == 2
     err = capsys.readouterr().err.strip()

@@ -20,6 +20,7 @@ import time
 
 from evalcore.cli import import_cmd
 from evalcore.core import registry
+from evalcore.engine.options import Options
 from evalcore.errors import ClusterError, InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
@@ -30,11 +31,14 @@ from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
     EXIT_OK,
+    EvaluationSpec,
+    RunSettings,
     add_run_options,
-    check_cluster_options,
     parse_number,
     parse_storage_options,
     run_evaluation,
+    settings_from_args,
+    spec_from_args,
 )
 from evalcore.render import pages
 from evalcore.types import PROTOCOLS, SIMILARITIES
@@ -77,7 +81,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def cmd_evaluate(args) -> int:
-    result = run_evaluation(args.dataset, args.out, args, quiet=args.quiet)
+    settings = settings_from_args(args)  # the cluster and storage options first, as before any work
+    result = run_evaluation(args.dataset, args.out, spec_from_args(args), settings, quiet=args.quiet)
     for warning in result.warnings:
         print(f"evalcore: warning: {warning}", file=sys.stderr)
     if not args.quiet:
@@ -91,6 +96,8 @@ def print_summary(summary, per_query, n_worst: int = 10) -> None:
 
 
 def cmd_validate(args) -> int:
+    import zarr
+
     from evalcore.io.validate import validate  # deferred: validation needs numba, evalcore --help does not
 
     storage_options = parse_storage_options(args.storage_option)
@@ -104,10 +111,11 @@ def cmd_validate(args) -> int:
             print(f"evalcore: {args.dataset}: {line}", file=sys.stderr)
         print(f"{len(problems.items)} problem(s) found", file=sys.stderr)
         return EXIT_INPUT
-    shapes = ", ".join(f"{side}/{name} {arr.shape}" for side in ("query", "gallery")
-                       if side in group for name, arr in sorted(group[side].arrays()) if name == "emb")
-    if ds.has(group, ds.SCORES):
-        shapes = f"{ds.SCORES} {group[ds.SCORES].shape}, given"
+    sides = [group[side] for side in ("query", "gallery") if side in group]
+    shapes = ", ".join(f"{side.basename}/{name} {arr.shape}" for side in sides if isinstance(side, zarr.Group)
+                       for name, arr in sorted(side.arrays()) if name == "emb")
+    if ds.has(group, ds.SCORES) and isinstance(scores := group[ds.SCORES], zarr.Array):
+        shapes = f"{ds.SCORES} {scores.shape}, given"
     print(f"{args.dataset}: valid for protocol {protocol} ({shapes or 'precomputed rankings'})")
     return EXIT_OK
 
@@ -143,11 +151,10 @@ def cmd_demo(args) -> int:
     report_dir = os.path.join(out, "report")
     dims = parse_number("--dims", args.dims, int)
     check_demo_out(out, args.overwrite)
-    ns = argparse.Namespace(protocol=None, similarity=None, ks="1,5,10", max_rank="50", ties="pessimistic",
-                            threshold=args.threshold, map_at=None, judged_only=False, radius=None, sweep=True,
-                            target_fpir="0.1", scheduler=None, workers=args.workers, memory_limit="auto",
-                            storage_option=None, chunk_rows=None, gallery_shards=None, overwrite=True)
-    check_cluster_options(ns)
+    settings = RunSettings(workers=None if args.workers is None else parse_number("--workers", args.workers, int),
+                           overwrite=True).checked()
+    spec = EvaluationSpec(Options(ks=(1, 5, 10), threshold=parse_number("--threshold", args.threshold)),
+                          sweep=True, target_fpir=0.1).checked()
     # the marker first: a demo killed midway is still recognised as one by --overwrite
     atomic_write(os.path.join(out, DEMO_MARKER), (json.dumps({"written_by": "evalcore demo"}) + "\n").encode())
     print(f"writing a synthetic Market-1501-shaped dataset to {dataset} ...", flush=True)
@@ -159,7 +166,7 @@ def cmd_demo(args) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     started = time.perf_counter()
-    result = run_evaluation(dataset, report_dir, ns)
+    result = run_evaluation(dataset, report_dir, spec, settings)
     print_summary(result.summary, result.per_query, n_worst=5)
     print(f"evaluated {result.run['n_queries']} queries x {result.run['n_gallery']} gallery in "
           f"{time.perf_counter() - started:.1f} s; report: {report_dir} (open report.html)")

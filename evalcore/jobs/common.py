@@ -1,19 +1,32 @@
-"""What the command line and the job programs share: option parsing, exit codes, one evaluation run."""
+"""What the command line and the job programs share: the evaluation spec, its checks, exit codes, one run.
+
+An evaluation is two typed records: what it computes (``EvaluationSpec``: the
+engine's ``Options`` plus protocol and similarity left to the dataset, the
+sweep and the target FPIR) and how and where it runs (``RunSettings``). The
+command line parses its strings into them (``spec_from_args``,
+``settings_from_args``); ``evalcore nightly`` builds them from the job file's
+typed TOML values and ``evalcore score`` and ``evalcore demo`` from their own
+fixed values. Each value has one check, shared by all of them.
+"""
 from __future__ import annotations
 
 import argparse
 import math
 import re
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from dask.utils import parse_bytes
 from tqdm import tqdm
 
 from evalcore.core import registry
 from evalcore.engine.faults import check_stall_timeout
+from evalcore.engine.options import Options
 from evalcore.errors import InputError
 from evalcore.io import report
-from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
+from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, Protocol, Similarity
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_GATE = 0, 1, 2, 3
 
@@ -30,13 +43,12 @@ def parse_ks(text: str) -> tuple[int, ...]:
     return ks
 
 
-def parse_metrics(args) -> tuple[str, ...] | None:
+def parse_metrics(text: str | None) -> tuple[str, ...] | None:
     """--metrics NAMES (comma-separated), checked against the registry; None when not given."""
-    text = getattr(args, "metrics", None)
     return None if text is None else registry.select(text, "--metrics")
 
 
-def parse_number(option: str, text: str, kind=float):
+def parse_number(option: str, text: str, kind: Any = float) -> Any:
     try:
         value = kind(text)
     except ValueError:
@@ -103,13 +115,6 @@ def check_storage_options(table, where: str) -> dict:
     return out
 
 
-def storage_options_of(args) -> dict:
-    """The fsspec options of a run: a job file's checked table (``args.storage_options``), else the
-    ``--storage-option KEY=VALUE`` pairs."""
-    given = getattr(args, "storage_options", None)
-    return dict(given) if given is not None else parse_storage_options(getattr(args, "storage_option", None))
-
-
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by evaluate and the jobs built on it."""
     p.add_argument("--protocol", choices=PROTOCOLS,
@@ -145,16 +150,6 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stall-timeout", metavar="SECONDS",
                    help="restart a worker that holds a task this long (or 10 x the longest task so far, if "
                         "longer) so the task runs elsewhere; with no other worker, fail (default 180)")
-
-
-def sweep_options(args) -> tuple[bool, float | None]:
-    """(compute the sweep?, target FPIR): --target-fpir implies the sweep's computation."""
-    target = getattr(args, "target_fpir", None)
-    if target is not None:
-        target = parse_number("--target-fpir", target)
-        if not 0 <= target <= 1:
-            raise InputError(f"--target-fpir: {target} must lie in [0, 1]")
-    return bool(getattr(args, "sweep", False) or target is not None), target
 
 
 def check_memory_limit(text, option: str = "--memory-limit"):
@@ -202,35 +197,141 @@ def check_scheduler(address, option: str = "--scheduler") -> str:
     return address
 
 
-def check_cluster_options(args) -> None:
-    """--workers, --scheduler, --memory-limit and --stall-timeout, before any work starts."""
-    workers_from_args(args)
-    if getattr(args, "scheduler", None):
-        check_scheduler(args.scheduler)
-    check_memory_limit(getattr(args, "memory_limit", None))
-    stall_timeout_from_args(args)
-
-
-def stall_timeout_from_args(args) -> float | None:
-    """--stall-timeout in seconds (None: the default), else an InputError naming it."""
-    text = getattr(args, "stall_timeout", None)
-    if text is None:
-        return None
-    return check_stall_timeout(parse_number("--stall-timeout", str(text)))
-
-
-def workers_from_args(args) -> int | None:
-    if getattr(args, "workers", None) is None:
-        return None
-    n = parse_number("--workers", args.workers, int)
-    if n < 1:
-        raise InputError(f"--workers: {n} must be at least 1")
+def check_workers(n: int | None, option: str = "--workers") -> int | None:
+    """A number of worker processes (None: the default), else an InputError naming the option
+    (``--workers``, or a job file's ``workers`` key)."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+        raise InputError(f"{option}: {n!r} must be a positive integer")
+    if n is not None and n < 1:
+        raise InputError(f"{option}: {n} must be at least 1")
     return n
 
 
-def progress_reporter(label: str = "chunks"):
+def check_count(option: str, n: int | None) -> int | None:
+    """--chunk-rows, --gallery-shards: a count of at least 1 (None: the default)."""
+    if n is not None and n < 1:
+        raise InputError(f"{option}: {n} must be at least 1")
+    return n
+
+
+def check_target_fpir(target: float | None, option: str = "--target-fpir") -> float | None:
+    """A false-positive identification rate in [0, 1] (None: none asked)."""
+    if target is not None and not 0 <= target <= 1:
+        raise InputError(f"{option}: {target} must lie in [0, 1]")
+    return target
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    """What one evaluation computes: the command line's evaluation options, typed.
+
+    ``options`` holds the engine's options (ks, max_rank, ties, threshold, ...);
+    its protocol and similarity are not used: ``protocol`` and ``similarity``
+    here are the ones given, None leaving them to the dataset's ``evalcore``
+    attribute (else class and cosine), as ``evalcore.evaluate`` does. The
+    options that depend on the protocol (``--radius``, ``--judged-only``, ...)
+    are checked by ``Options.checked`` once the dataset is open.
+    """
+
+    options: Options = field(default_factory=Options)
+    protocol: Protocol | None = None
+    similarity: Similarity | None = None
+    #: write threshold_sweep.parquet; a target_fpir computes the sweep as well
+    sweep: bool = False
+    target_fpir: float | None = None
+
+    def checked(self) -> EvaluationSpec:
+        """The same spec, or an InputError naming the bad value: the checks that need no dataset."""
+        if self.protocol is not None and self.protocol not in PROTOCOLS:
+            raise InputError(f"--protocol: {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if self.similarity is not None and self.similarity not in SIMILARITIES:
+            raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
+        check_target_fpir(self.target_fpir)
+        return self
+
+    def evaluate_kwargs(self) -> dict[str, Any]:
+        """``evalcore.evaluate`` keyword arguments of the spec."""
+        o = self.options
+        return dict(protocol=self.protocol, similarity=self.similarity, ks=o.ks, max_rank=o.max_rank, ties=o.ties,
+                    threshold=o.threshold, map_at=o.map_at, judged_only=o.judged_only, radius=o.radius,
+                    empty_queries=o.empty_queries, sweep=self.sweep, target_fpir=self.target_fpir,
+                    metrics=o.metrics)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How and where one evaluation runs (what it computes is the ``EvaluationSpec``)."""
+
+    #: a Dask scheduler address to join (tcp://HOST:PORT); None: in this process or a local cluster
+    scheduler: str | None = None
+    #: local worker processes; None: as evaluate decides
+    workers: int | None = None
+    #: per local worker, a size dask understands or "auto"
+    memory_limit: str | None = "auto"
+    #: fsspec options of the dataset and the report folder, typed as given
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    chunk_rows: int | None = None
+    gallery_shards: int | None = None
+    #: seconds before a worker holding a task is restarted; None: the default
+    stall_timeout: float | None = None
+    #: replace an existing report folder
+    overwrite: bool = False
+
+    def checked(self) -> RunSettings:
+        """The same settings, or an InputError naming the option: every check before any work starts."""
+        check_workers(self.workers)
+        if self.scheduler:
+            check_scheduler(self.scheduler)
+        check_memory_limit(self.memory_limit)
+        if self.stall_timeout is not None:
+            check_stall_timeout(self.stall_timeout)
+        check_count("--chunk-rows", self.chunk_rows)
+        check_count("--gallery-shards", self.gallery_shards)
+        return self
+
+    def evaluate_kwargs(self) -> dict[str, Any]:
+        """``evalcore.evaluate`` keyword arguments of the settings (the scheduler aside: a client)."""
+        return dict(workers=self.workers, memory_limit=self.memory_limit, chunk_rows=self.chunk_rows,
+                    gallery_shards=self.gallery_shards, stall_timeout=self.stall_timeout)
+
+
+def _optional(option: str, text: str | None, kind: Any = float) -> Any:
+    return None if text is None else parse_number(option, str(text), kind)
+
+
+def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
+    """The ``EvaluationSpec`` of the command line's evaluation options (``add_run_options``), checked."""
+    target = _optional("--target-fpir", getattr(args, "target_fpir", None))
+    options = Options(
+        ks=parse_ks(args.ks), max_rank=parse_number("--max-rank", args.max_rank, int), ties=args.ties,
+        threshold=_optional("--threshold", args.threshold), map_at=_optional("--map-at", args.map_at, int),
+        judged_only=bool(args.judged_only), radius=_optional("--radius", args.radius),
+        empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics))
+    return EvaluationSpec(options, protocol=args.protocol, similarity=args.similarity,
+                          sweep=bool(getattr(args, "sweep", False)), target_fpir=target).checked()
+
+
+def settings_from_args(args: argparse.Namespace) -> RunSettings:
+    """The ``RunSettings`` of the command line's cluster, storage and chunk options, checked before any work.
+
+    Every option is optional here: a command without one (score has no
+    --chunk-rows) gets the default.
+    """
+    text = lambda name: getattr(args, name, None) or None  # noqa: E731 - "" is not given
+    return RunSettings(
+        scheduler=getattr(args, "scheduler", None),
+        workers=_optional("--workers", getattr(args, "workers", None), int),
+        memory_limit=getattr(args, "memory_limit", "auto"),
+        storage_options=parse_storage_options(getattr(args, "storage_option", None)),
+        chunk_rows=_optional("--chunk-rows", text("chunk_rows"), int),
+        gallery_shards=_optional("--gallery-shards", text("gallery_shards"), int),
+        stall_timeout=_optional("--stall-timeout", getattr(args, "stall_timeout", None)),
+        overwrite=bool(getattr(args, "overwrite", False))).checked()
+
+
+def progress_reporter(label: str = "chunks") -> Any:
     """A progress bar on a terminal; one log line per finished chunk otherwise."""
-    state = {"bar": None}
+    state: dict[str, Any] = {"bar": None}
 
     def on_chunk(stats: dict, done: int, total: int) -> None:
         if sys.stderr.isatty():
@@ -246,50 +347,35 @@ def progress_reporter(label: str = "chunks"):
     return on_chunk
 
 
-def evaluate_params(args) -> dict:
+def evaluate_params(args: argparse.Namespace) -> dict[str, Any]:
     """``evalcore.evaluate`` keyword arguments from the command line, every value checked before any work."""
-    check_cluster_options(args)
-    map_at = parse_number("--map-at", args.map_at, int) if args.map_at is not None else None
-    chunk_rows = parse_number("--chunk-rows", args.chunk_rows, int) if args.chunk_rows else None
-    if chunk_rows is not None and chunk_rows < 1:
-        raise InputError(f"--chunk-rows: {chunk_rows} must be at least 1")
-    shards = getattr(args, "gallery_shards", None)
-    shards = parse_number("--gallery-shards", shards, int) if shards else None
-    if shards is not None and shards < 1:
-        raise InputError(f"--gallery-shards: {shards} must be at least 1")
-    sweep, target_fpir = sweep_options(args)
-    return dict(
-        protocol=args.protocol, similarity=args.similarity, ks=parse_ks(args.ks),
-        max_rank=parse_number("--max-rank", args.max_rank, int), ties=args.ties,
-        threshold=parse_number("--threshold", args.threshold) if args.threshold is not None else None,
-        map_at=map_at, judged_only=bool(args.judged_only),
-        radius=parse_number("--radius", args.radius) if args.radius is not None else None,
-        empty_queries=getattr(args, "empty_queries", None) or "skip",
-        sweep=bool(getattr(args, "sweep", False)), target_fpir=target_fpir, metrics=parse_metrics(args),
-        workers=workers_from_args(args), memory_limit=args.memory_limit,
-        chunk_rows=chunk_rows, gallery_shards=shards, stall_timeout=stall_timeout_from_args(args))
+    settings = settings_from_args(args)
+    spec = spec_from_args(args)
+    return {**spec.evaluate_kwargs(), **settings.evaluate_kwargs()}
 
 
-def run_evaluation(dataset: str, out: str, args, *, quiet: bool = False, extra_run: dict | None = None):
+def run_evaluation(dataset: str, out: str, spec: EvaluationSpec, settings: RunSettings, *, quiet: bool = False,
+                   extra_run: dict | None = None) -> Any:
     """Evaluate ``dataset`` through the Python API and write the report folder ``out``; returns the Result."""
     # deferred: the engine brings distributed and numba, which evalcore --help should not import
     from evalcore import api
     from evalcore.engine.cluster import dask_client
 
-    storage_options = storage_options_of(args)
     # everything the user passed is checked here, before any work starts: nothing is written yet
-    params = evaluate_params(args)
+    spec, settings = spec.checked(), settings.checked()
+    storage_options = dict(settings.storage_options)
+    params = {**spec.evaluate_kwargs(), **settings.evaluate_kwargs()}
     report.check_apart("--out", out, {"dataset": dataset})
-    report.check_out(out, args.overwrite, storage_options)
+    report.check_out(out, settings.overwrite, storage_options)
     on_chunk = None if quiet else progress_reporter()
     with api.command_line_words():
-        if args.scheduler:
-            with dask_client(args.scheduler) as client:
+        if settings.scheduler:
+            with dask_client(settings.scheduler) as client:
                 result = api.evaluate(dataset, **{**params, "workers": None}, client=client,
                                       storage_options=storage_options, on_chunk=on_chunk)
         else:  # in this process, or a local cluster when the job is too large or --workers asks for one
             result = api.evaluate(dataset, **params, storage_options=storage_options, on_chunk=on_chunk)
-    result.save(out, overwrite=args.overwrite, storage_options=storage_options, run={
-        "command": redacted_command(sys.argv[1:]), "dataset": dataset, "scheduler": args.scheduler or "local",
-        **(extra_run or {})})
+    result.save(out, overwrite=settings.overwrite, storage_options=storage_options, run={
+        "command": redacted_command(sys.argv[1:]), "dataset": dataset,
+        "scheduler": settings.scheduler or "local", **(extra_run or {})})
     return result

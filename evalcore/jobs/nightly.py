@@ -31,10 +31,14 @@ import math
 import os
 import sys
 import tomllib
+from collections.abc import Set
+from typing import Any
 
 import fsspec
 
 from evalcore.core import registry
+from evalcore.engine.faults import check_stall_timeout
+from evalcore.engine.options import Options
 from evalcore.errors import ClusterUnreachable, InputError
 from evalcore.io import history as h
 from evalcore.io import report
@@ -44,12 +48,14 @@ from evalcore.jobs.common import (
     EXIT_GATE,
     EXIT_INPUT,
     EXIT_OK,
+    EvaluationSpec,
+    RunSettings,
     add_cluster_options,
-    check_cluster_options,
     check_memory_limit,
     check_storage_options,
+    check_workers,
+    parse_number,
     run_evaluation,
-    storage_options_of,
 )
 from evalcore.render import pages
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
@@ -80,7 +86,7 @@ def _unknown(where: str, table: dict, allowed: set) -> None:
                          f"(allowed: {', '.join(sorted(allowed))})")
 
 
-def _flat(where: str, table: dict, tables: set = frozenset()) -> None:
+def _flat(where: str, table: dict, tables: Set[str] = frozenset()) -> None:
     """A nested table under a key that takes one value (``ks = { a = 1 }``, ``[gates.map.x]``) is refused."""
     nested = [k for k, v in table.items() if isinstance(v, dict) and k not in tables]
     if nested:
@@ -239,38 +245,49 @@ def load_job(path) -> dict:
         _check_metric(f"{where}: trend_metrics", metric, written, "any evaluation")
     if "scheduler" in job and not isinstance(job["scheduler"], str):
         raise InputError(f"{where}: scheduler must be an address string like \"tcp://HOST:8786\"")
-    if "workers" in job and not (isinstance(job["workers"], int) and not isinstance(job["workers"], bool)
-                                 and job["workers"] > 0):
-        raise InputError(f"{where}: workers must be a positive integer")
+    # the run settings: the command line's checks (RunSettings), naming the file and the key
+    if "workers" in job:
+        check_workers(job["workers"], f"{where}: workers")
     if "memory_limit" in job:
         limit = job["memory_limit"]
         if isinstance(limit, bool) or not isinstance(limit, (str, int)):
             raise InputError(f"{where}: memory_limit must be a size like \"4GiB\" (or \"auto\"), not {limit!r}")
         # a number is bytes, as dask reads it; parsed and held to the workers' memory floor here, before any work
         job["memory_limit"] = check_memory_limit(str(limit), f"{where}: memory_limit")
-    if "stall_timeout" in job and not (_is_number(job["stall_timeout"]) and job["stall_timeout"] > 0):
-        raise InputError(f"{where}: stall_timeout {job['stall_timeout']!r} must be a number of seconds > 0")
+    if "stall_timeout" in job:
+        job["stall_timeout"] = check_stall_timeout(job["stall_timeout"], f"{where}: stall_timeout")
     return job
 
 
-def run_namespace(ev: dict, args, job: dict) -> argparse.Namespace:
-    """The options of ``evalcore.jobs.common.run_evaluation`` for one evaluation."""
-    scheduler, workers = args.scheduler, args.workers
+def evaluation_spec(ev: dict) -> EvaluationSpec:
+    """What the job file's evaluation ``ev`` (checked by ``load_job``) computes, its TOML values as they are."""
+    options = Options(
+        ks=tuple(ev.get("ks", DEFAULT_KS)), max_rank=ev.get("max_rank", 50), ties=ev.get("ties", "pessimistic"),
+        threshold=ev.get("threshold"), map_at=ev.get("map_at"), judged_only=bool(ev.get("judged_only", False)),
+        radius=ev.get("radius"), empty_queries=ev.get("empty_queries", "skip"),
+        metrics=tuple(ev["metrics"]) if "metrics" in ev else None)
+    return EvaluationSpec(options, protocol=ev.get("protocol"), similarity=ev.get("similarity"),
+                          sweep=bool(ev.get("sweep", False)), target_fpir=ev.get("target_fpir"))
+
+
+def run_settings(ev: dict, args: Any, job: dict) -> RunSettings:
+    """How the evaluation ``ev`` runs: the command line's cluster options, else the job file's, checked.
+
+    ``--scheduler``/``--workers`` given replace both of the job file's;
+    ``--memory-limit`` and ``--stall-timeout`` each replace the job file's.
+    """
+    scheduler, workers = getattr(args, "scheduler", None), getattr(args, "workers", None)
+    if workers is not None:  # the command line's text
+        workers = parse_number("--workers", str(workers), int)
     if scheduler is None and workers is None:
         scheduler, workers = job.get("scheduler"), job.get("workers")
-    text = lambda key: None if ev.get(key) is None else str(ev[key])  # noqa: E731
-    return argparse.Namespace(
-        protocol=ev.get("protocol"), similarity=ev.get("similarity"),
-        ks=",".join(map(str, ev.get("ks", DEFAULT_KS))), max_rank=str(ev.get("max_rank", 50)),
-        ties=ev.get("ties", "pessimistic"), threshold=text("threshold"), map_at=text("map_at"),
-        judged_only=bool(ev.get("judged_only", False)), radius=text("radius"), sweep=bool(ev.get("sweep", False)),
-        empty_queries=ev.get("empty_queries", "skip"), metrics=",".join(ev["metrics"]) if "metrics" in ev else None,
-        target_fpir=text("target_fpir"), scheduler=scheduler, workers=None if workers is None else str(workers),
-        memory_limit=args.memory_limit or job.get("memory_limit", "auto"), storage_option=None,
+    stall = getattr(args, "stall_timeout", None)
+    stall = parse_number("--stall-timeout", str(stall)) if stall is not None else job.get("stall_timeout")
+    return RunSettings(
+        scheduler=scheduler, workers=workers,
+        memory_limit=getattr(args, "memory_limit", None) or job.get("memory_limit", "auto"),
         storage_options=dict(ev.get("storage_options", {})),  # the checked table, typed as written
-        chunk_rows=text("chunk_rows"), overwrite=True,
-        stall_timeout=getattr(args, "stall_timeout", None) if getattr(args, "stall_timeout", None) is not None
-        else (None if job.get("stall_timeout") is None else str(job["stall_timeout"])))
+        chunk_rows=ev.get("chunk_rows"), stall_timeout=stall, overwrite=True).checked()
 
 
 # --------------------------------------------------------------------------- output
@@ -304,7 +321,7 @@ def cmd_nightly(args) -> int:
     reports, history_dir = job["reports"], job["history"].removeprefix("file://")
     day = _join(reports, run_date)
     # the command line and the job file's cluster options and folders, before any evaluation starts
-    check_cluster_options(run_namespace(job["evaluation"][0], args, job))
+    run_settings(job["evaluation"][0], args, job)
     if not is_url(reports):
         report.check_creatable(f"{args.job}: reports", _join(day, job["evaluation"][0]["name"]))
     report.check_creatable(f"{args.job}: history", _join(history_dir, job["evaluation"][0]["name"]))
@@ -312,11 +329,11 @@ def cmd_nightly(args) -> int:
     for ev in job["evaluation"]:
         name = ev["name"]
         out = _join(day, name)
-        ns = run_namespace(ev, args, job)
+        settings = run_settings(ev, args, job)
         try:
-            run_evaluation(ev["dataset"], out, ns, quiet=args.quiet,
+            run_evaluation(ev["dataset"], out, evaluation_spec(ev), settings, quiet=args.quiet,
                            extra_run={"nightly": {"job": str(args.job), "run_date": run_date, "evaluation": name}})
-            storage = storage_options_of(ns)
+            storage = dict(settings.storage_options)
             if not report.is_complete(out, storage):
                 raise InputError(f"report {out}: incomplete after the run (no manifest)")
             done[name] = report.read_report(out, storage)["summary"]
@@ -353,7 +370,7 @@ def cmd_nightly(args) -> int:
          "checks": checks, "failed": len(failures)}, indent=2, default=str) + "\n")
 
     for name, summary in done.items():
-        row = next((r for r in summary.to_pylist() if r.get("group") == "all"), {})
+        row: dict[str, Any] = next((r for r in summary.to_pylist() if r.get("group") == "all"), {})
         shown = ", ".join(f"{m} {row[m]:.4f}" for m in ("map", "hit_at_1") if row.get(m) is not None)
         print(f"nightly {run_date}: {name}: {shown or 'no known queries'} -> {_join(day, name)}")
     for c in checks:

@@ -28,12 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
+from evalcore.engine.options import Options
 from evalcore.errors import InputError
 from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
 from evalcore.io import report
 from evalcore.io.history import atomic_write
-from evalcore.jobs.common import EXIT_OK, add_cluster_options, check_cluster_options, run_evaluation
+from evalcore.jobs.common import EXIT_OK, EvaluationSpec, add_cluster_options, run_evaluation, settings_from_args
+
+#: what score computes: judged-only mAP (qrels), cosine, pessimistic ties (a constant submission gets the worst AP)
+SCORE_SPEC = EvaluationSpec(Options(protocol="qrels", similarity="cosine", ks=(1, 5, 10), judged_only=True),
+                            protocol="qrels", similarity="cosine")
 
 #: query rows per Zarr chunk of the combined dataset (the tasks split it further)
 QUERY_CHUNK = 65536
@@ -108,7 +113,7 @@ def cmd_score(args) -> int:
         raise InputError(f"--leaderboard {leaderboard}: is a folder, give a .parquet file")
     report.check_apart("--leaderboard", leaderboard, inputs)
     ch.read_leaderboard(leaderboard)
-    check_cluster_options(args)
+    settings = settings_from_args(args)  # --scheduler, --workers, --memory-limit, --stall-timeout, --overwrite
     try:
         truth = ds.open_dataset(args.truth)
     except InputError as exc:
@@ -129,14 +134,8 @@ def cmd_score(args) -> int:
     try:
         combined = tmp / "combined.zarr"
         write_combined(combined, sub, truth, n_query, n_gallery, dims)
-        ns = argparse.Namespace(
-            protocol="qrels", similarity="cosine", ks="1,5,10", max_rank="50", ties="pessimistic",
-            threshold=None, map_at=None, judged_only=True, radius=None, sweep=False, target_fpir=None,
-            scheduler=args.scheduler, workers=args.workers, memory_limit=args.memory_limit, storage_option=None,
-            stall_timeout=args.stall_timeout,
-            chunk_rows=None, overwrite=args.overwrite)
         organizer = out / "organizer"
-        run_evaluation(str(combined), str(organizer), ns, quiet=args.quiet, extra_run={
+        run_evaluation(str(combined), str(organizer), SCORE_SPEC, settings, quiet=args.quiet, extra_run={
             "dataset": str(args.submission), "truth": str(args.truth),
             "challenge": {"team": team, "submission": name, "fingerprint": fingerprint,
                           "submission_kind": sub.kind}})
