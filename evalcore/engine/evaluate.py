@@ -33,6 +33,7 @@ from evalcore.engine.plan import (
 )
 from evalcore.engine.reduce import add_top1_keys, empty_per_query, run_warnings, score_note, summarize
 from evalcore.engine.schedule import raise_input_error, run_here, submit_chunks
+from evalcore.engine.tasks import ChunkResult
 from evalcore.errors import WorkerStalled
 from evalcore.io import dataset as ds
 from evalcore.io.validate import validate as validate_dataset
@@ -134,7 +135,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     owners = shard_owners(len(shards), sorted(client.scheduler_info()["workers"])) \
         if shards and client is not None else None
     validated = time.perf_counter()
-    results: list = [None] * len(chunks)
+    results: list = [None] * len(chunks)  # each chunk's ChunkResult, in chunk order
     faults: list[Fault] = []
     if client is None:
         try:
@@ -160,36 +161,36 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
                             raise WorkerStalled(watch.failure) from None
                         raise
                     watch.progress()
-                    if "input_error" in results[index[future.key]][1]:
+                    chunk: ChunkResult = results[index[future.key]]
+                    if chunk.input_error is not None:
                         client.cancel(futures)
-                        raise_input_error(results[index[future.key]][1])
+                        raise_input_error(chunk)
                     if on_chunk:
-                        on_chunk(results[index[future.key]][1], done, len(chunks))
+                        on_chunk(chunk.stats(), done, len(chunks))
                     future.release()
         finally:
             forget_on_workers(client, ctx.run_id, skip=watch.unavailable)
         faults = watch.faults
     ranked = time.perf_counter()
-    per_query = pa.concat_tables([t for t, _ in results]) if results else empty_per_query(options)
+    per_query = pa.concat_tables([r.table for r in results]) if results else empty_per_query(options)
     if "top1" in per_query.column_names:
         per_query = add_top1_keys(group, per_query)
     summary, cmc = summarize(per_query, options)
     finished = time.perf_counter()
-    stats = [s for _, s in results]
     record = RunRecord(
         shape=shape, run_id=ctx.run_id, cache_bytes=ctx.cache_bytes, gallery_shards=shards, options=options,
         dataset="<in memory>" if isinstance(path, zarr.Group) else str(path),
         fingerprint=ds.fingerprint(group),
-        chunks=[(s["q0"], s["q1"]) for s in stats],
+        chunks=[(r.q0, r.q1) for r in results],
         counts={"queries": shape.n_queries, "gallery": shape.n_gallery,
                 "known": int(summary.column("n_evaluated")[0].as_py()),
                 "unknown": int(summary.column("n_unknown")[0].as_py())},
         scores=score_note(shape, options),
-        near_ties_resolved=int(sum(s["near_ties"] for s in stats)),
+        near_ties_resolved=int(sum(r.near_ties for r in results)),
         warnings=run_warnings(per_query, options) + ([capped] if capped else []) + [f.message() for f in faults],
         timings={"validate_s": validated - started, "rank_s": ranked - validated,
                  "reduce_s": finished - ranked, "total_s": finished - started,
-                 "chunk_s": [round(s["seconds"], 4) for s in stats]},
+                 "chunk_s": [round(r.seconds, 4) for r in results]},
         workers=n_workers, stall_timeout=stall_timeout if client is not None else None, faults=faults)
     return Result(per_query, summary, cmc, record)
 

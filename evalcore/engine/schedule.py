@@ -9,14 +9,13 @@ from evalcore.engine.faults import test_stall
 from evalcore.engine.gallery import GalleryBlocks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import Span, TaskContext
-from evalcore.engine.tasks import chunk_truth, combine_shards, evaluate_chunk, scan_shard, shard_bands
-from evalcore.errors import InputError
+from evalcore.engine.tasks import ChunkResult, chunk_truth, combine_shards, evaluate_chunk, scan_shard, shard_bands
 from evalcore.io import dataset as ds
 
 
 def submit_chunks(client, path, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
                   shards: list[Span] | None, owners: list[list[str]] | None = None) -> list:
-    """Futures of every chunk's (table, stats): one task each, or a small graph over gallery shards.
+    """Futures of every chunk's ``ChunkResult``: one task each, or a small graph over gallery shards.
 
     Sharded work is submitted shard by shard (earlier submissions run first):
     the bands of every chunk in shard 1, 2, ..., then the scans from the last
@@ -61,7 +60,7 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
                    *[scans[k, i] for k in range(len(shards))]) for i, (q0, q1) in enumerate(chunks)]
 
 
-def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext):
+def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext) -> ChunkResult:
     """The whole-gallery chunk task as a cluster runs it: ``evaluate_chunk``, after the tests' stall hook
     (``faults.test_stall``, a no-op unless ``EVALCORE_TEST_STALL`` is set)."""
     test_stall(q0)
@@ -95,11 +94,11 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
     unsharded gallery that fits the cache, the gallery blocks are read and
     normalised first, in parallel, so every thread then shares one copy.
     """
-    def finished(i: int, result, done: int) -> None:
+    def finished(i: int, result: ChunkResult, done: int) -> None:
         results[i] = result
-        raise_input_error(result[1])
+        raise_input_error(result)
         if on_chunk:
-            on_chunk(result[1], done, len(chunks))
+            on_chunk(result.stats(), done, len(chunks))
 
     with threadpool_limits(limits=1, user_api="blas"):
         if threads <= 1:
@@ -132,7 +131,7 @@ def prefetch_gallery(pool, source, options: Options, storage_options, ctx: TaskC
 
 
 def run_chunk_here(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext,
-                   shards: list[Span] | None):
+                   shards: list[Span] | None) -> ChunkResult:
     """The same work without a cluster, one piece after another."""
     if shards is None:
         return evaluate_chunk(path, options, q0, q1, storage_options, ctx)
@@ -142,7 +141,7 @@ def run_chunk_here(path, options: Options, q0: int, q1: int, storage_options, ct
     return combine_shards(path, options, q0, q1, storage_options, ctx, truth, *parts)
 
 
-def raise_input_error(stats: dict) -> None:
+def raise_input_error(result: ChunkResult) -> None:
     """A task's input error, returned as a value, raised here on the driver."""
-    if "input_error" in stats:
-        raise InputError(stats["input_error"])
+    if result.input_error is not None:
+        result.input_error.raise_it()
