@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import pyarrow as pa
 import zarr
@@ -80,19 +81,62 @@ class RunRecord:
 
 @dataclass
 class Result:
-    """The three report tables and the run's record."""
+    """An evaluation's report tables (pyarrow) and its run record: what ``evalcore.evaluate`` returns
+    (``evalcore.Result``), and the engine's ``evaluate`` too.
+
+    ``per_query``, ``summary``, ``cmc``: the tables of the report folder;
+    ``sweep``: the threshold sweep when asked for; ``run``: what run.json
+    records (options, counts, warnings, timings, how scores were computed);
+    ``record``: the engine's ``RunRecord`` of the run, which ``run`` starts from.
+    """
 
     per_query: pa.Table
     summary: pa.Table
     cmc: pa.Table
-    record: RunRecord | None = None
-    #: extra run.json fields added above the engine (execution, wall time)
-    extra: dict = field(default_factory=dict)
+    run: dict = field(default_factory=dict)
+    sweep: pa.Table | None = None
+    record: RunRecord | None = field(default=None, repr=False, compare=False)
 
     @property
     def info(self) -> dict:
-        """The run.json payload as a dict."""
-        return {**(self.record.as_dict() if self.record else {}), **self.extra}
+        """The run.json payload as a dict (a copy of ``run``)."""
+        return dict(self.run)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The summary's ``group = "all"`` row as a dict: ``{"map": ..., "hit_at_1": ..., ...}``."""
+        rows = self.summary.to_pylist()
+        return next((r for r in rows if r.get("group") == "all"), {})
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.run.get("warnings", []))
+
+    def tables(self) -> dict[str, pa.Table]:
+        out = {"per_query": self.per_query, "summary": self.summary, "cmc": self.cmc}
+        if self.sweep is not None:
+            out["threshold_sweep"] = self.sweep
+        return out
+
+    def save(self, out, overwrite: bool = False, storage_options: Mapping | None = None,
+             run: Mapping | None = None) -> str:
+        """Write the report folder (the same files as ``evalcore evaluate --out``); returns its path.
+
+        The folder appears whole or not at all; an existing one is replaced
+        only with ``overwrite=True``. ``run`` adds entries to run.json.
+        """
+        from evalcore.io import report  # deferred: workers import this module, and never write reports
+        from evalcore.render import pages
+
+        record = {**self.run, "versions": report.versions(), **(run or {})}
+        html = pages.render_report_html(self.per_query, self.summary, self.cmc, record, sweep=self.sweep)
+        return report.write_report(out, self.tables(), record, extra={"report.html": html}, overwrite=overwrite,
+                                   storage_options=storage_options)
+
+    def __repr__(self) -> str:
+        m = self.metrics
+        shown = ", ".join(f"{k}={m[k]:.4f}" for k in ("map", "hit_at_1", "minp") if m.get(k) is not None)
+        return f"<evalcore.Result {self.per_query.num_rows} queries: {shown or 'no known queries'}>"
 
 
 def evaluate(path, options: Options | None = None, *, client=None, threads: int = 1,
@@ -192,7 +236,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
                  "reduce_s": finished - ranked, "total_s": finished - started,
                  "chunk_s": [round(r.seconds, 4) for r in results]},
         workers=n_workers, stall_timeout=stall_timeout if client is not None else None, faults=faults)
-    return Result(per_query, summary, cmc, record)
+    return Result(per_query, summary, cmc, run=record.as_dict(), record=record)
 
 
 def forget_on_workers(client, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> None:
