@@ -18,22 +18,20 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import psutil
-import pyarrow as pa
 import zarr
 
 from evalcore.core import openset, registry
 from evalcore.engine import evaluate as engine
+from evalcore.engine.evaluate import Result
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
-from evalcore.io import report
 from evalcore.io.validate import validate as validate_group
-from evalcore.render import pages
 
 #: keyword argument -> the dataset array it becomes
 ARRAY_PARAMETERS = {
@@ -47,55 +45,6 @@ ARRAY_PARAMETERS = {
 DISTANCES = "distances"
 #: the in-process threads never exceed this share of the machine's memory for the normalised gallery
 IN_PROCESS_SHARE = 1 / 4
-
-
-@dataclass
-class Result:
-    """An evaluation's report tables (pyarrow) and its run record.
-
-    ``per_query``, ``summary``, ``cmc``: the tables of the report folder;
-    ``sweep``: the threshold sweep when asked for; ``run``: what run.json
-    records (options, counts, warnings, timings, how scores were computed).
-    """
-
-    per_query: pa.Table
-    summary: pa.Table
-    cmc: pa.Table
-    run: dict = field(default_factory=dict)
-    sweep: pa.Table | None = None
-
-    @property
-    def metrics(self) -> dict[str, Any]:
-        """The summary's ``group = "all"`` row as a dict: ``{"map": ..., "hit_at_1": ..., ...}``."""
-        rows = self.summary.to_pylist()
-        return next((r for r in rows if r.get("group") == "all"), {})
-
-    @property
-    def warnings(self) -> list[str]:
-        return list(self.run.get("warnings", []))
-
-    def tables(self) -> dict[str, pa.Table]:
-        out = {"per_query": self.per_query, "summary": self.summary, "cmc": self.cmc}
-        if self.sweep is not None:
-            out["threshold_sweep"] = self.sweep
-        return out
-
-    def save(self, out, overwrite: bool = False, storage_options: Mapping | None = None,
-             run: Mapping | None = None) -> str:
-        """Write the report folder (the same files as ``evalcore evaluate --out``); returns its path.
-
-        The folder appears whole or not at all; an existing one is replaced
-        only with ``overwrite=True``. ``run`` adds entries to run.json.
-        """
-        record = {**self.run, "versions": report.versions(), **(run or {})}
-        html = pages.render_report_html(self.per_query, self.summary, self.cmc, record, sweep=self.sweep)
-        return report.write_report(out, self.tables(), record, extra={"report.html": html}, overwrite=overwrite,
-                                   storage_options=storage_options)
-
-    def __repr__(self) -> str:
-        m = self.metrics
-        shown = ", ".join(f"{k}={m[k]:.4f}" for k in ("map", "hit_at_1", "minp") if m.get(k) is not None)
-        return f"<evalcore.Result {self.per_query.num_rows} queries: {shown or 'no known queries'}>"
 
 
 def evaluate(source=None, *, query=None, gallery=None, query_labels=None, gallery_labels=None, query_cams=None,
@@ -200,7 +149,7 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
     run["timings"] = {**run.get("timings", {}), "wall_s": time.perf_counter() - started}
     shown = {c.name for c in options.columns()}  # first_rank only served the CMC and the sweep if not asked for
     per_query = result.per_query.drop_columns([c.name for c in options.columns(first_rank=True) if c.name not in shown])
-    return Result(per_query, result.summary, result.cmc, run, swept if sweep else None)
+    return replace(result, per_query=per_query, run=run, sweep=swept if sweep else None)
 
 
 def sweep_tables(result, target_fpir: float | None):

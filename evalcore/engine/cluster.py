@@ -14,7 +14,7 @@ from distributed.comm.core import CommClosedError
 from distributed.scheduler import KilledWorker
 from distributed.worker_memory import parse_memory_limit
 
-from evalcore.engine.faults import TASK_KEY, task_queries  # noqa: F401 - task keys are named there
+from evalcore.engine.faults import task_queries  # task keys are built and read there
 from evalcore.errors import ClusterError, ClusterUnreachable, InputError, WorkerFailed
 
 ADDRESS = re.compile(r"^(tcp|tls|ucx|inproc)://([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import pyarrow as pa
 import zarr
@@ -33,6 +34,7 @@ from evalcore.engine.plan import (
 )
 from evalcore.engine.reduce import add_top1_keys, empty_per_query, run_warnings, score_note, summarize
 from evalcore.engine.schedule import raise_input_error, run_here, submit_chunks
+from evalcore.engine.tasks import ChunkResult
 from evalcore.errors import WorkerStalled
 from evalcore.io import dataset as ds
 from evalcore.io.validate import validate as validate_dataset
@@ -79,19 +81,62 @@ class RunRecord:
 
 @dataclass
 class Result:
-    """The three report tables and the run's record."""
+    """An evaluation's report tables (pyarrow) and its run record: what ``evalcore.evaluate`` returns
+    (``evalcore.Result``), and the engine's ``evaluate`` too.
+
+    ``per_query``, ``summary``, ``cmc``: the tables of the report folder;
+    ``sweep``: the threshold sweep when asked for; ``run``: what run.json
+    records (options, counts, warnings, timings, how scores were computed);
+    ``record``: the engine's ``RunRecord`` of the run, which ``run`` starts from.
+    """
 
     per_query: pa.Table
     summary: pa.Table
     cmc: pa.Table
-    record: RunRecord | None = None
-    #: extra run.json fields added above the engine (execution, wall time)
-    extra: dict = field(default_factory=dict)
+    run: dict = field(default_factory=dict)
+    sweep: pa.Table | None = None
+    record: RunRecord | None = field(default=None, repr=False, compare=False)
 
     @property
     def info(self) -> dict:
-        """The run.json payload as a dict."""
-        return {**(self.record.as_dict() if self.record else {}), **self.extra}
+        """The run.json payload as a dict (a copy of ``run``)."""
+        return dict(self.run)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The summary's ``group = "all"`` row as a dict: ``{"map": ..., "hit_at_1": ..., ...}``."""
+        rows = self.summary.to_pylist()
+        return next((r for r in rows if r.get("group") == "all"), {})
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.run.get("warnings", []))
+
+    def tables(self) -> dict[str, pa.Table]:
+        out = {"per_query": self.per_query, "summary": self.summary, "cmc": self.cmc}
+        if self.sweep is not None:
+            out["threshold_sweep"] = self.sweep
+        return out
+
+    def save(self, out, overwrite: bool = False, storage_options: Mapping | None = None,
+             run: Mapping | None = None) -> str:
+        """Write the report folder (the same files as ``evalcore evaluate --out``); returns its path.
+
+        The folder appears whole or not at all; an existing one is replaced
+        only with ``overwrite=True``. ``run`` adds entries to run.json.
+        """
+        from evalcore.io import report  # deferred: workers import this module, and never write reports
+        from evalcore.render import pages
+
+        record = {**self.run, "versions": report.versions(), **(run or {})}
+        html = pages.render_report_html(self.per_query, self.summary, self.cmc, record, sweep=self.sweep)
+        return report.write_report(out, self.tables(), record, extra={"report.html": html}, overwrite=overwrite,
+                                   storage_options=storage_options)
+
+    def __repr__(self) -> str:
+        m = self.metrics
+        shown = ", ".join(f"{k}={m[k]:.4f}" for k in ("map", "hit_at_1", "minp") if m.get(k) is not None)
+        return f"<evalcore.Result {self.per_query.num_rows} queries: {shown or 'no known queries'}>"
 
 
 def evaluate(path, options: Options | None = None, *, client=None, threads: int = 1,
@@ -134,7 +179,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     owners = shard_owners(len(shards), sorted(client.scheduler_info()["workers"])) \
         if shards and client is not None else None
     validated = time.perf_counter()
-    results: list = [None] * len(chunks)
+    results: list = [None] * len(chunks)  # each chunk's ChunkResult, in chunk order
     faults: list[Fault] = []
     if client is None:
         try:
@@ -160,38 +205,38 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
                             raise WorkerStalled(watch.failure) from None
                         raise
                     watch.progress()
-                    if "input_error" in results[index[future.key]][1]:
+                    chunk: ChunkResult = results[index[future.key]]
+                    if chunk.input_error is not None:
                         client.cancel(futures)
-                        raise_input_error(results[index[future.key]][1])
+                        raise_input_error(chunk)
                     if on_chunk:
-                        on_chunk(results[index[future.key]][1], done, len(chunks))
+                        on_chunk(chunk.stats(), done, len(chunks))
                     future.release()
         finally:
             forget_on_workers(client, ctx.run_id, skip=watch.unavailable)
         faults = watch.faults
     ranked = time.perf_counter()
-    per_query = pa.concat_tables([t for t, _ in results]) if results else empty_per_query(options)
+    per_query = pa.concat_tables([r.table for r in results]) if results else empty_per_query(options)
     if "top1" in per_query.column_names:
         per_query = add_top1_keys(group, per_query)
     summary, cmc = summarize(per_query, options)
     finished = time.perf_counter()
-    stats = [s for _, s in results]
     record = RunRecord(
         shape=shape, run_id=ctx.run_id, cache_bytes=ctx.cache_bytes, gallery_shards=shards, options=options,
         dataset="<in memory>" if isinstance(path, zarr.Group) else str(path),
         fingerprint=ds.fingerprint(group),
-        chunks=[(s["q0"], s["q1"]) for s in stats],
+        chunks=[(r.q0, r.q1) for r in results],
         counts={"queries": shape.n_queries, "gallery": shape.n_gallery,
                 "known": int(summary.column("n_evaluated")[0].as_py()),
                 "unknown": int(summary.column("n_unknown")[0].as_py())},
         scores=score_note(shape, options),
-        near_ties_resolved=int(sum(s["near_ties"] for s in stats)),
+        near_ties_resolved=int(sum(r.near_ties for r in results)),
         warnings=run_warnings(per_query, options) + ([capped] if capped else []) + [f.message() for f in faults],
         timings={"validate_s": validated - started, "rank_s": ranked - validated,
                  "reduce_s": finished - ranked, "total_s": finished - started,
-                 "chunk_s": [round(s["seconds"], 4) for s in stats]},
+                 "chunk_s": [round(r.seconds, 4) for r in results]},
         workers=n_workers, stall_timeout=stall_timeout if client is not None else None, faults=faults)
-    return Result(per_query, summary, cmc, record)
+    return Result(per_query, summary, cmc, run=record.as_dict(), record=record)
 
 
 def forget_on_workers(client, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> None:

@@ -49,7 +49,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, cast
 
 from evalcore.errors import InputError
 
@@ -72,23 +72,65 @@ log = logging.getLogger("evalcore.faults")
 
 #: task keys: evalcore-chunk-Q0-Q1-RUN, or for sharded runs evalcore-truth-Q0-Q1-RUN,
 #: evalcore-bands-Q0-Q1-S0-S1-RUN, evalcore-scan-Q0-Q1-S0-S1-RUN and evalcore-combine-Q0-Q1-RUN
-TASK_KEY = re.compile(r"^evalcore-[a-z]+-(\d+)-(\d+)(?:-(\d+)-(\d+))?-([0-9a-f]+)$")
+#: (``TaskKey`` builds and reads them; this is the one pattern they follow)
+TASK_KEY = re.compile(r"^evalcore-([a-z]+)-(\d+)-(\d+)(?:-(\d+)-(\d+))?-([0-9a-f]+)$")
+TaskKind = Literal["chunk", "truth", "bands", "scan", "combine"]
+
+
+@dataclass(frozen=True)
+class TaskKey:
+    """The key of one task of a run: its kind, query rows [q0, q1), gallery rows [s0, s1) for a shard's
+    task, and the run (the first 8 characters of its id). ``str()`` is the Dask key; ``parse`` reads one."""
+
+    kind: TaskKind
+    q0: int
+    q1: int
+    run: str
+    s0: int | None = None
+    s1: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "run", self.run[:8])
+
+    def __str__(self) -> str:
+        shard = f"-{self.s0}-{self.s1}" if self.s0 is not None else ""
+        return f"evalcore-{self.kind}-{self.q0}-{self.q1}{shard}-{self.run}"
+
+    @classmethod
+    def parse(cls, key) -> TaskKey | None:
+        """The key's parts, or None when it is not an evalcore task key."""
+        found = TASK_KEY.match(key) if isinstance(key, str) else None
+        if not found:
+            return None
+        kind, q0, q1, s0, s1, run = found.groups()
+        return cls(cast(TaskKind, kind), int(q0), int(q1), run, None if s0 is None else int(s0), None if s1 is None else int(s1))
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.q0, self.q1
+
+    def queries(self) -> str:
+        """``queries 512-767`` (and ``, gallery rows 0-59999`` for a shard's task)."""
+        shard = f", gallery rows {self.s0}-{self.s1 - 1}" if self.s0 is not None and self.s1 is not None else ""
+        return f"queries {self.q0}-{self.q1 - 1}{shard}"
+
+
+def task_key(kind: TaskKind, q0: int, q1: int, run_id: str, shard: tuple[int, int] | None = None) -> str:
+    """The Dask key of a task of run ``run_id`` (see ``TaskKey``)."""
+    s0, s1 = shard if shard is not None else (None, None)
+    return str(TaskKey(kind, q0, q1, run_id, s0, s1))
 
 
 def task_queries(key) -> str | None:
     """``queries 512-767`` (and ``, gallery rows 0-59999`` for a shard's task) named by a task key."""
-    found = TASK_KEY.match(key) if isinstance(key, str) else None
-    if not found:
-        return None
-    q0, q1, s0, s1, _ = found.groups()
-    shard = f", gallery rows {s0}-{int(s1) - 1}" if s0 is not None else ""
-    return f"queries {q0}-{int(q1) - 1}{shard}"
+    parsed = TaskKey.parse(key)
+    return parsed.queries() if parsed else None
 
 
 def task_span(key) -> tuple[int, int] | None:
     """The query rows [q0, q1) of a task key."""
-    found = TASK_KEY.match(key) if isinstance(key, str) else None
-    return (int(found.group(1)), int(found.group(2))) if found else None
+    parsed = TaskKey.parse(key)
+    return parsed.span if parsed else None
 
 
 def check_stall_timeout(value, option: str = "--stall-timeout") -> float:
@@ -222,7 +264,7 @@ class StallWatch:
 
     def __init__(self, client, futures, run_id: str, stall_timeout: float = STALL_TIMEOUT,
                  poll: float | None = None, clock=time.monotonic):
-        self.client, self.futures, self.suffix = client, list(futures), f"-{run_id[:8]}"
+        self.client, self.futures, self.run = client, list(futures), run_id[:8]
         self.stall_timeout = stall_timeout
         self.poll = poll if poll is not None else min(1.0, max(0.2, stall_timeout / 10))
         self.clock = clock
@@ -287,7 +329,8 @@ class StallWatch:
         return stall_limit(self.stall_timeout, self.slowest)
 
     def ours(self, key) -> bool:
-        return isinstance(key, str) and key.startswith("evalcore-") and key.endswith(self.suffix)
+        parsed = TaskKey.parse(key)
+        return parsed is not None and parsed.run == self.run
 
     # ------------------------------------------------------------------ one poll
 

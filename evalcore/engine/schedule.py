@@ -5,18 +5,17 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from threadpoolctl import threadpool_limits
 
-from evalcore.engine.faults import test_stall
+from evalcore.engine.faults import TaskKind, task_key, test_stall
 from evalcore.engine.gallery import GalleryBlocks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import Span, TaskContext
-from evalcore.engine.tasks import chunk_truth, combine_shards, evaluate_chunk, scan_shard, shard_bands
-from evalcore.errors import InputError
+from evalcore.engine.tasks import ChunkResult, chunk_truth, combine_shards, evaluate_chunk, scan_shard, shard_bands
 from evalcore.io import dataset as ds
 
 
 def submit_chunks(client, path, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
                   shards: list[Span] | None, owners: list[list[str]] | None = None) -> list:
-    """Futures of every chunk's (table, stats): one task each, or a small graph over gallery shards.
+    """Futures of every chunk's ``ChunkResult``: one task each, or a small graph over gallery shards.
 
     Sharded work is submitted shard by shard (earlier submissions run first):
     the bands of every chunk in shard 1, 2, ..., then the scans from the last
@@ -28,26 +27,26 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
     owner is gone (died, or left), its tasks run on any worker, and the
     result is the same numbers.
     """
-    run = ctx.run_id[:8]
+    run = ctx.run_id
     if shards is None:
         return [client.submit(chunk_task, path, options, q0, q1, storage_options, ctx,
-                              key=f"evalcore-chunk-{q0}-{q1}-{run}", retries=3, pure=False) for q0, q1 in chunks]
+                              key=task_key("chunk", q0, q1, run), retries=3, pure=False) for q0, q1 in chunks]
 
     order = iter(range(10 ** 9, 0, -1))
 
-    def submit(fn, name, *args, workers=None):
+    def submit(fn, kind: TaskKind, q0: int, q1: int, *args, shard: Span | None = None, workers=None):
         # the order of submission, as explicit priorities: a worker runs its ready tasks in that order
         # (Dask's own ordering of separately submitted tasks does not follow it)
         pin = {"workers": workers, "allow_other_workers": True} if workers else {}
-        return client.submit(fn, path, options, *args, key=f"evalcore-{name}-{run}", retries=3, pure=False,
-                             priority=next(order), **pin)
+        return client.submit(fn, path, options, q0, q1, *args, key=task_key(kind, q0, q1, run, shard), retries=3,
+                             pure=False, priority=next(order), **pin)
 
     owner = owners or [[] for _ in shards]
-    truths = [submit(chunk_truth, f"truth-{q0}-{q1}", q0, q1, storage_options, ctx) for q0, q1 in chunks]
+    truths = [submit(chunk_truth, "truth", q0, q1, storage_options, ctx) for q0, q1 in chunks]
     batches = band_batches(chunks, ctx.shape.dims or 1)
     # bands[k][b]: shard k's bands for the chunks of batch b
-    bands = [[submit(shard_bands, f"bands-{chunks[b0][0]}-{chunks[b1 - 1][1]}-{s0}-{s1}", chunks[b0][0],
-                     chunks[b1 - 1][1], s0, s1, storage_options, ctx, chunks[b0:b1], *truths[b0:b1], workers=owner[k])
+    bands = [[submit(shard_bands, "bands", chunks[b0][0], chunks[b1 - 1][1], s0, s1, storage_options, ctx,
+                     chunks[b0:b1], *truths[b0:b1], shard=(s0, s1), workers=owner[k])
               for b0, b1 in batches] for k, (s0, s1) in enumerate(shards)]
     batch_of = [(b, i - b0) for b, (b0, b1) in enumerate(batches) for i in range(b0, b1)]
     scans = {}
@@ -55,13 +54,13 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
         s0, s1 = shards[k]
         for i, (q0, q1) in enumerate(chunks):
             b, at = batch_of[i]
-            scans[k, i] = submit(scan_shard, f"scan-{q0}-{q1}-{s0}-{s1}", q0, q1, s0, s1, storage_options, ctx, truths[i],
-                                 at, *[bands[j][b] for j in range(len(shards))], workers=owner[k])
-    return [submit(combine_shards, f"combine-{q0}-{q1}", q0, q1, storage_options, ctx, truths[i],
+            scans[k, i] = submit(scan_shard, "scan", q0, q1, s0, s1, storage_options, ctx, truths[i], at,
+                                 *[bands[j][b] for j in range(len(shards))], shard=(s0, s1), workers=owner[k])
+    return [submit(combine_shards, "combine", q0, q1, storage_options, ctx, truths[i],
                    *[scans[k, i] for k in range(len(shards))]) for i, (q0, q1) in enumerate(chunks)]
 
 
-def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext):
+def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext) -> ChunkResult:
     """The whole-gallery chunk task as a cluster runs it: ``evaluate_chunk``, after the tests' stall hook
     (``faults.test_stall``, a no-op unless ``EVALCORE_TEST_STALL`` is set)."""
     test_stall(q0)
@@ -95,11 +94,11 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
     unsharded gallery that fits the cache, the gallery blocks are read and
     normalised first, in parallel, so every thread then shares one copy.
     """
-    def finished(i: int, result, done: int) -> None:
+    def finished(i: int, result: ChunkResult, done: int) -> None:
         results[i] = result
-        raise_input_error(result[1])
+        raise_input_error(result)
         if on_chunk:
-            on_chunk(result[1], done, len(chunks))
+            on_chunk(result.stats(), done, len(chunks))
 
     with threadpool_limits(limits=1, user_api="blas"):
         if threads <= 1:
@@ -132,7 +131,7 @@ def prefetch_gallery(pool, source, options: Options, storage_options, ctx: TaskC
 
 
 def run_chunk_here(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext,
-                   shards: list[Span] | None):
+                   shards: list[Span] | None) -> ChunkResult:
     """The same work without a cluster, one piece after another."""
     if shards is None:
         return evaluate_chunk(path, options, q0, q1, storage_options, ctx)
@@ -142,7 +141,7 @@ def run_chunk_here(path, options: Options, q0: int, q1: int, storage_options, ct
     return combine_shards(path, options, q0, q1, storage_options, ctx, truth, *parts)
 
 
-def raise_input_error(stats: dict) -> None:
+def raise_input_error(result: ChunkResult) -> None:
     """A task's input error, returned as a value, raised here on the driver."""
-    if "input_error" in stats:
-        raise InputError(stats["input_error"])
+    if result.input_error is not None:
+        result.input_error.raise_it()

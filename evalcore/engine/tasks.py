@@ -9,6 +9,9 @@ any better, and the driver reports it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +28,54 @@ from evalcore.engine.plan import TaskContext, describe
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import truth as truth_io
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TaskInputError:
+    """An input error a task returns as a value (a retry would not make the data any better); the driver
+    raises it as an ``InputError`` with the same message (``raise_it``)."""
+
+    message: str
+
+    def raise_it(self) -> None:
+        raise InputError(self.message)
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """What a chunk's task returns: its per-query rows for queries q0..q1 and a few counters, or the input
+    error that stopped it (then ``table`` is None)."""
+
+    q0: int
+    q1: int
+    table: pa.Table | None
+    near_ties: int = 0
+    seconds: float = 0.0
+    #: gallery shards whose states were added (sharded runs only)
+    shards: int | None = None
+    input_error: TaskInputError | None = None
+
+    def stats(self) -> dict:
+        """The counters as ``on_chunk`` receives them: q0, q1, near_ties, seconds (and shards when sharded)."""
+        out: dict = {"q0": self.q0, "q1": self.q1, "near_ties": self.near_ties, "seconds": self.seconds}
+        if self.shards is not None:
+            out["shards"] = self.shards
+        return out
+
+
+def first_error(*values) -> TaskInputError | None:
+    """The first input error among a task's inputs (results of earlier tasks), or None."""
+    return next((v for v in values if isinstance(v, TaskInputError)), None)
+
+
+def as_value(task: Callable[[], T]) -> T | TaskInputError:
+    """``task()``, or the input error it raised, as a value."""
+    try:
+        return task()
+    except InputError as exc:
+        return TaskInputError(str(exc))
 
 
 def load_truth(group, options: Options, q0: int, q1: int, n_gallery: int, run_id: str = "") -> p.Truth:
@@ -114,17 +165,15 @@ def _open_chunk(path, options, q0, q1, storage_options, ctx, span=None):
     return (group, *chunk_scan(group, options, q0, q1, ctx, span=span, cache=span is not None))
 
 
-def chunk_truth(path: str, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext):
+def chunk_truth(path: str, options: Options, q0: int, q1: int, storage_options,
+                ctx: TaskContext) -> p.Truth | TaskInputError:
     """Task: the chunk's relevant and junk sets, or an input error as a value."""
-    try:
-        group = ds.open_dataset(path, storage_options)
-        return load_truth(group, options, q0, q1, ctx.shape.n_gallery, ctx.run_id)
-    except InputError as exc:
-        return InputError(str(exc))
+    return as_value(lambda: load_truth(ds.open_dataset(path, storage_options), options, q0, q1,
+                                       ctx.shape.n_gallery, ctx.run_id))
 
 
 def shard_bands(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, storage_options, ctx: TaskContext,
-                chunks: list[tuple[int, int]], *truths) -> list | InputError:
+                chunks: list[tuple[int, int]], *truths) -> list | TaskInputError:
     """Task: for each chunk of a batch (queries q0..q1), the canonical scores (thresholds) of its relevant
     pairs whose item lies in gallery rows s0..s1, as (pairs, scores); or the first input error, as a value.
 
@@ -133,10 +182,11 @@ def shard_bands(path: str, options: Options, q0: int, q1: int, s0: int, s1: int,
     so a worker goes through its shards' bands one shard after another,
     without waiting on each chunk's relevant sets between them.
     """
-    errors = [t for t in truths if isinstance(t, InputError)]
-    if errors:
-        return errors[0]
-    try:
+    error = first_error(*truths)
+    if error:
+        return error
+
+    def bands() -> list:
         group = ds.open_dataset(path, storage_options)
         out = []
         for (c0, c1), truth in zip(chunks, truths):
@@ -144,8 +194,8 @@ def shard_bands(path: str, options: Options, q0: int, q1: int, s0: int, s1: int,
             pairs = np.nonzero((truth.rel_items >= s0) & (truth.rel_items < s1))[0]
             out.append((pairs, backend.thresholds(queries, truth, source, pairs)))
         return out
-    except InputError as exc:
-        return InputError(str(exc))
+
+    return as_value(bands)
 
 
 def _gather_thresholds(truth, bands) -> np.ndarray:
@@ -159,41 +209,41 @@ def _gather_thresholds(truth, bands) -> np.ndarray:
 def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, storage_options, ctx: TaskContext,
                truth, at: int, *bands):
     """Task: the chunk's tile states over gallery rows s0..s1 (``bands``: every shard's thresholds of the
-    chunk's batch, the chunk at position ``at`` in each)."""
-    errors = [x for x in (truth, *bands) if isinstance(x, InputError)]
-    if errors:
-        return errors[0]
-    try:
+    chunk's batch, the chunk at position ``at`` in each); or the first input error, as a value."""
+    error = first_error(truth, *bands)
+    if error:
+        return error
+
+    def states():
         group, backend, queries, source = _open_chunk(path, options, q0, q1, storage_options, ctx, span=(s0, s1))
         gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
         thresholds = _gather_thresholds(truth, [batch[at] for batch in bands])
         states = backend.new_states(queries, truth, thresholds, options.ties)
         backend.scan(queries, states, source, (s0, s1), gallery_junk)
         return states
-    except InputError as exc:
-        return InputError(str(exc))
+
+    return as_value(states)
 
 
-def combine_shards(path: str, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext, truth, *parts):
+def combine_shards(path: str, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext, truth,
+                   *parts) -> ChunkResult:
     """Task: add the shards' states and write the chunk's per-query rows."""
     started = time.perf_counter()
-    errors = [x for x in (truth, *parts) if isinstance(x, InputError)]
-    if errors:
-        return None, {"q0": q0, "q1": q1, "input_error": str(errors[0]), "near_ties": 0, "seconds": 0.0}
+    error = first_error(truth, *parts)
+    if error:
+        return ChunkResult(q0, q1, None, input_error=error)
     backend = backend_of(ctx)
     ranked = backend.finish(backend.merge(list(parts)), truth, options.ties)
-    try:
-        group = ds.open_dataset(path, storage_options)
-        table = per_query_table(group, options, truth, ranked, q0, q1)
-    except InputError as exc:
-        return None, {"q0": q0, "q1": q1, "input_error": str(exc), "near_ties": 0, "seconds": 0.0}
-    return table, {"q0": q0, "q1": q1, "near_ties": ranked.near_ties, "shards": len(parts),
-                   "seconds": time.perf_counter() - started}
+    table = as_value(lambda: per_query_table(ds.open_dataset(path, storage_options), options, truth, ranked, q0, q1))
+    if isinstance(table, TaskInputError):
+        return ChunkResult(q0, q1, None, input_error=table)
+    return ChunkResult(q0, q1, table, near_ties=ranked.near_ties, seconds=time.perf_counter() - started,
+                       shards=len(parts))
 
 
 
 def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_options: dict | None = None,
-                   ctx: TaskContext | None = None, threads: int = 1, map_fn=map) -> tuple[pa.Table, dict]:
+                   ctx: TaskContext | None = None, threads: int = 1, map_fn=map) -> ChunkResult:
     """The task: per-query rows for queries q0..q1 and a few counters (``threads`` column ranges of the scan,
     run through ``map_fn``: a thread pool's map)."""
     started = time.perf_counter()
@@ -204,10 +254,8 @@ def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_option
         ranked = rank_chunk(group, options, ctx, truth, q0, q1, threads, map_fn)
         table = per_query_table(group, options, truth, ranked, q0, q1)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
-        return None, {"q0": q0, "q1": q1, "input_error": str(exc), "near_ties": 0,
-                      "seconds": time.perf_counter() - started}
-    stats = {"q0": q0, "q1": q1, "near_ties": ranked.near_ties, "seconds": time.perf_counter() - started}
-    return table, stats
+        return ChunkResult(q0, q1, None, seconds=time.perf_counter() - started, input_error=TaskInputError(str(exc)))
+    return ChunkResult(q0, q1, table, near_ties=ranked.near_ties, seconds=time.perf_counter() - started)
 
 
 def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0: int, q1: int) -> pa.Table:
