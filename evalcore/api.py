@@ -18,7 +18,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -27,11 +27,13 @@ import zarr
 
 from evalcore.core import openset, registry
 from evalcore.engine import evaluate as engine
-from evalcore.engine.evaluate import Result
+from evalcore.engine.evaluate import Result as EngineResult
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
+from evalcore.io import report
 from evalcore.io.validate import validate as validate_group
+from evalcore.render import pages
 
 #: keyword argument -> the dataset array it becomes
 ARRAY_PARAMETERS = {
@@ -45,6 +47,23 @@ ARRAY_PARAMETERS = {
 DISTANCES = "distances"
 #: the in-process threads never exceed this share of the machine's memory for the normalised gallery
 IN_PROCESS_SHARE = 1 / 4
+
+
+
+class Result(EngineResult):
+    """What ``evalcore.evaluate`` returns: the engine's tables and run record, and ``save``."""
+
+    def save(self, out, overwrite: bool = False, storage_options: Mapping | None = None,
+             run: Mapping | None = None) -> str:
+        """Write the report folder (the same files as ``evalcore evaluate --out``); returns its path.
+
+        The folder appears whole or not at all; an existing one is replaced
+        only with ``overwrite=True``. ``run`` adds entries to run.json.
+        """
+        record = {**self.run, "versions": report.versions(), **(run or {})}
+        html = pages.render_report_html(self.per_query, self.summary, self.cmc, record, sweep=self.sweep)
+        return report.write_report(out, self.tables(), record, extra={"report.html": html}, overwrite=overwrite,
+                                   storage_options=storage_options)
 
 
 def evaluate(source=None, *, query=None, gallery=None, query_labels=None, gallery_labels=None, query_cams=None,
@@ -149,7 +168,8 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
     run["timings"] = {**run.get("timings", {}), "wall_s": time.perf_counter() - started}
     shown = {c.name for c in options.columns()}  # first_rank only served the CMC and the sweep if not asked for
     per_query = result.per_query.drop_columns([c.name for c in options.columns(first_rank=True) if c.name not in shown])
-    return replace(result, per_query=per_query, run=run, sweep=swept if sweep else None)
+    values = {f.name: getattr(result, f.name) for f in fields(result)}
+    return Result(**{**values, "per_query": per_query, "run": run, "sweep": swept if sweep else None})
 
 
 def sweep_tables(result, target_fpir: float | None):

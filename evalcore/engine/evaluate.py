@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -81,8 +81,9 @@ class RunRecord:
 
 @dataclass
 class Result:
-    """An evaluation's report tables (pyarrow) and its run record: what ``evalcore.evaluate`` returns
-    (``evalcore.Result``), and the engine's ``evaluate`` too.
+    """An evaluation's report tables (pyarrow) and its run record, as the engine's ``evaluate`` returns
+    them; ``evalcore.Result`` (api) is this record plus ``save``, which writes the report folder and its
+    HTML page from the layers above the engine.
 
     ``per_query``, ``summary``, ``cmc``: the tables of the report folder;
     ``sweep``: the threshold sweep when asked for; ``run``: what run.json
@@ -117,21 +118,6 @@ class Result:
         if self.sweep is not None:
             out["threshold_sweep"] = self.sweep
         return out
-
-    def save(self, out, overwrite: bool = False, storage_options: Mapping | None = None,
-             run: Mapping | None = None) -> str:
-        """Write the report folder (the same files as ``evalcore evaluate --out``); returns its path.
-
-        The folder appears whole or not at all; an existing one is replaced
-        only with ``overwrite=True``. ``run`` adds entries to run.json.
-        """
-        from evalcore.io import report  # deferred: workers import this module, and never write reports
-        from evalcore.render import pages
-
-        record = {**self.run, "versions": report.versions(), **(run or {})}
-        html = pages.render_report_html(self.per_query, self.summary, self.cmc, record, sweep=self.sweep)
-        return report.write_report(out, self.tables(), record, extra={"report.html": html}, overwrite=overwrite,
-                                   storage_options=storage_options)
 
     def __repr__(self) -> str:
         m = self.metrics
