@@ -196,29 +196,32 @@ class Fault:
                 "tasks": list(self.tasks), "held_s": _round(self.held_s), "heartbeat_s": _round(self.heartbeat_s),
                 "limit_s": _round(self.limit_s), "action": self.action}
 
+    def _stall(self, what: str) -> str:
+        """The stall, as both lines say it: how long, how silent, against which limit."""
+        return (f"{what or 'tasks of the run'} for {self.held_s:.0f} s without finishing "
+                f"({_silence(self.heartbeat_s, self.limit_s)}; stall limit {self.limit_s:.0f} s)")
+
+    def _how(self) -> str:
+        return "left the cluster" if self.kind == "left" else "was lost (died or lost its connection)"
+
     def event(self) -> str:
         """One line for the log as it happens."""
         what = _queries_text(self.chunks)
         if self.kind == "stalled":
-            return (f"worker {self.worker} has held {what or 'tasks of the run'} for {self.held_s:.0f} s without "
-                    f"finishing ({_silence(self.heartbeat_s, self.limit_s)}; stall limit {self.limit_s:.0f} s); "
+            return (f"worker {self.worker} has held {self._stall(what)}; "
                     f"{'restarting' if self.action == 'restarted' else 'removing'} it, its tasks run again "
                     "on another worker")
-        how = "left the cluster" if self.kind == "left" else "was lost (died or lost its connection)"
-        return f"worker {self.worker} {how}" + (f"; {what} run again on another worker" if what else "")
+        return f"worker {self.worker} {self._how()}" + (f"; {what} run again on another worker" if what else "")
 
     def message(self) -> str:
         """One line for run.json's warnings (and stderr at the end of the run)."""
         what = _queries_text(self.chunks)
         if self.kind == "stalled":
-            return (f"worker {self.worker} held {what or 'tasks of the run'} for {self.held_s:.0f} s without "
-                    f"finishing ({_silence(self.heartbeat_s, self.limit_s)}; stall limit {self.limit_s:.0f} s); "
-                    f"evalcore {self.action} it and {'they' if what else 'the run'} ran again on another worker, "
-                    "so the results are complete")
-        how = "left the cluster" if self.kind == "left" else "was lost (died or lost its connection)"
+            return (f"worker {self.worker} held {self._stall(what)}; evalcore {self.action} it and "
+                    f"{'they' if what else 'the run'} ran again on another worker, so the results are complete")
         if not what:
-            return f"worker {self.worker} {how} during the run; no task of the run had to run again"
-        return f"worker {self.worker} {how}; {what} ran again on another worker, so the results are complete"
+            return f"worker {self.worker} {self._how()} during the run; no task of the run had to run again"
+        return f"worker {self.worker} {self._how()}; {what} ran again on another worker, so the results are complete"
 
 
 def _round(x: float | None) -> float | None:
