@@ -19,7 +19,7 @@ import threading
 import time
 
 from evalcore.cli import import_cmd
-from evalcore.core import registry
+from evalcore.core import protocols, registry
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterError, InputError
 from evalcore.io import dataset as ds
@@ -41,7 +41,7 @@ from evalcore.jobs.common import (
     spec_from_args,
 )
 from evalcore.render import pages
-from evalcore.types import PROTOCOLS, SIMILARITIES
+from evalcore.types import SIMILARITIES
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 128 + signal.SIGTERM
 #: the file ``evalcore demo`` writes first into its folder: what --overwrite may replace there
@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a dataset and list every problem found")
     p.add_argument("dataset")
-    p.add_argument("--protocol", choices=PROTOCOLS)
+    p.add_argument("--protocol", choices=protocols.names())
     p.add_argument("--similarity", choices=SIMILARITIES)
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
     p.set_defaults(func=cmd_validate)

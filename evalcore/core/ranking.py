@@ -8,7 +8,8 @@ For each query the rank of its k-th best relevant item is
 scans that count this over the gallery are the backends of ``core.scan``
 (``core.scan.embeddings``: the tile grid and canonical scores on the CPU;
 ``core.scan.scores``: a given score matrix). Precomputed top-K lists
-(``ranking/item``) are ranked here by their given order (``rank_by_lists``).
+(``ranking/item``) are ranked here by their given order (``rank_by_lists``), and
+judged-only queries among their own (item, score) pairs (``rank_pairs``).
 
 The scan's names are re-exported below for the modules and tests that
 import them from here.
@@ -175,3 +176,45 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
         relevant_score[has_rel] = flat_scores[rel_idx[indptr[:-1][has_rel]]]
     return Ranked(indptr, ranks.astype(np.int64), truth.n_relevant.astype(np.int64), top1, top1_score,
                   relevant_score)
+
+
+# =========================================================================== judged-only: pairs
+
+
+def rank_pairs(indptr: np.ndarray, items: np.ndarray, scores: np.ndarray, relevant: np.ndarray,
+               ties: str, n_relevant: np.ndarray) -> Ranked:
+    """Ranks within each query's own list of (item, score) (CSR by ``indptr``).
+
+    Order: score descending; among equal scores non-relevant first
+    (pessimistic) or relevant first (optimistic); then lowest index.
+    rank(g) = 1 + position in that order; top1 = the first item.
+    """
+    n = len(indptr) - 1
+    rows = segment_ids(indptr)
+    tie = relevant if ties == "pessimistic" else ~relevant
+    order = np.lexsort((items, tie, -scores.astype(np.float64), rows))
+    position = np.arange(len(rows), dtype=np.int64) - indptr[rows] + 1
+    rel_sorted = relevant[order]
+    ranks = position[rel_sorted]
+    rel_indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[rel_sorted], minlength=n), out=rel_indptr[1:])
+    has = np.diff(indptr) > 0
+    top1 = np.full(n, -1, dtype=np.int64)
+    top1_score = np.full(n, np.nan)
+    first = order[indptr[:-1][has]]
+    top1[has], top1_score[has] = items[first], scores[first].astype(np.float64)
+    relevant_score = np.full(n, np.nan)
+    has_rel = np.diff(rel_indptr) > 0
+    rel_scores = scores[order][rel_sorted].astype(np.float64)   # best first within each query
+    relevant_score[has_rel] = rel_scores[rel_indptr[:-1][has_rel]]
+    return Ranked(rel_indptr, ranks, np.asarray(n_relevant, dtype=np.int64), top1, top1_score, relevant_score)
+
+
+def is_member(indptr: np.ndarray, items: np.ndarray, of_indptr: np.ndarray, of_items: np.ndarray) -> np.ndarray:
+    """For each pair (row, item) of the first CSR list: is it in the second one?"""
+    keys = np.sort(segment_ids(of_indptr) * (1 << 32) + of_items)
+    pairs = segment_ids(indptr) * (1 << 32) + items
+    if not keys.size:
+        return np.zeros(len(pairs), dtype=bool)
+    pos = np.minimum(np.searchsorted(keys, pairs), keys.size - 1)
+    return keys[pos] == pairs

@@ -4,9 +4,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from evalcore.core import registry
+from evalcore.core import protocols, registry
 from evalcore.errors import InputError
-from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, EmptyQueries, Protocol, Similarity, Ties
+from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES, EmptyQueries, Protocol, Similarity, Ties
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,7 @@ class Options:
 
     def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
-        if self.protocol not in PROTOCOLS:
-            raise InputError(f"--protocol: {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        protocols.get(self.protocol)  # an InputError naming the registered ones
         if self.similarity not in SIMILARITIES:
             raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
         if self.ties not in TIES:
@@ -47,15 +46,11 @@ class Options:
             raise InputError(f"--map-at: {self.map_at} must be a positive integer")
         if self.radius is not None and not (math.isfinite(self.radius) and self.radius >= 0):
             raise InputError(f"--radius: {self.radius} must be a finite number >= 0")
-        if self.radius is not None and self.protocol not in ("geo", "xy"):
-            raise InputError(f"--radius: only applies to the geo and xy protocols, not {self.protocol!r}")
-        if self.judged_only and self.protocol != "qrels":
-            raise InputError(f"--judged-only: only applies to the qrels protocol, not {self.protocol!r}")
+        problem = protocols.option_problems(self, self.empty_queries)  # options another protocol takes
+        if problem:
+            raise InputError(problem)
         if self.empty_queries not in EMPTY_QUERIES:
             raise InputError(f"--empty-queries: {self.empty_queries!r} is not skip or zero")
-        if self.empty_queries == "zero" and self.protocol != "qrels":
-            raise InputError(f"--empty-queries: zero only applies to the qrels protocol, not {self.protocol!r} "
-                             "(there a query with no relevant item is an open-set query; see --threshold)")
         metrics = None if self.metrics is None else registry.select(self.metrics)
         return replace(self, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank), metrics=metrics)
 

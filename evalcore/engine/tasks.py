@@ -79,19 +79,13 @@ def as_value(task: Callable[[], T]) -> T | TaskInputError:
 
 
 def load_truth(group, options: Options, q0: int, q1: int, n_gallery: int, run_id: str = "") -> p.Truth:
-    """The protocol's relevant and junk sets for queries q0..q1 (reads, then pure code)."""
-    rows = slice(q0, q1)
-    if options.protocol in ("class", "reid"):
-        g = gallery_side(group, run_id, ("label", "cam", "junk"))
-        ql = ds.read(group, "query/label", rows).astype(np.int64)
-        if options.protocol == "class":
-            return p.class_truth(ql, g["label"], g.get("junk"), index=g["label_index"])
-        return p.reid_truth(ql, ds.read(group, "query/cam", rows).astype(np.int64), g["label"], g["cam"],
-                            g.get("junk"), index=g["label_index"])
-    gallery_junk = gallery_side(group, run_id, ("junk",)).get("junk")
+    """The protocol's relevant and junk sets for queries q0..q1 (its module reads, then pure code)."""
+    return p.get(options.protocol).load(dataset_reader(group, run_id), options, q0, q1, n_gallery)
 
-    return truth_io.load(group, options, q0, q1, n_gallery, gallery_junk)
 
+def dataset_reader(group, run_id: str = "") -> truth_io.DatasetReader:
+    """The dataset as protocols read it, the gallery side kept for the run."""
+    return truth_io.DatasetReader(group, lambda names: gallery_side(group, run_id, names))
 
 
 def keys_of(group, side: str, idx: np.ndarray) -> list:
@@ -288,9 +282,7 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
             cols[name] = pa.array(np.asarray(v, dtype=np.int64))
             continue
         cols[name] = _nullable(np.asarray(v, dtype=np.float64), np.isnan(np.asarray(v, dtype=np.float64)))
-    if "gt_distance" in truth.columns:
-
-        d = truth_io.top1_distance(group, options, q0, q1, r.top1)
-        cols["top1_distance"] = _nullable(d, np.isnan(d))
+    for name, v in p.get(options.protocol).top1_columns(dataset_reader(group), q0, q1, r.top1).items():
+        cols[name] = _nullable(v, np.isnan(v))
     assert all(len(a) == n for a in cols.values())
     return pa.table(cols)

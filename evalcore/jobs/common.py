@@ -21,12 +21,12 @@ from typing import Any
 from dask.utils import parse_bytes
 from tqdm import tqdm
 
-from evalcore.core import registry
+from evalcore.core import protocols, registry
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.engine.options import Options
 from evalcore.errors import InputError
 from evalcore.io import report
-from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, Protocol, Similarity
+from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES, Protocol, Similarity
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_GATE = 0, 1, 2, 3
 
@@ -117,7 +117,7 @@ def check_storage_options(table, where: str) -> dict:
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by evaluate and the jobs built on it."""
-    p.add_argument("--protocol", choices=PROTOCOLS,
+    p.add_argument("--protocol", choices=protocols.names(),
                    help="who is relevant (default: the dataset's evalcore attribute, else class)")
     p.add_argument("--similarity", choices=SIMILARITIES, help="default cosine")
     p.add_argument("--ks", default="1,3,5,10", help="cut-offs for hit/recall/precision (default 1,3,5,10)")
@@ -242,8 +242,8 @@ class EvaluationSpec:
 
     def checked(self) -> EvaluationSpec:
         """The same spec, or an InputError naming the bad value: the checks that need no dataset."""
-        if self.protocol is not None and self.protocol not in PROTOCOLS:
-            raise InputError(f"--protocol: {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if self.protocol is not None:
+            protocols.get(self.protocol)  # an InputError naming the registered ones
         if self.similarity is not None and self.similarity not in SIMILARITIES:
             raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
         check_target_fpir(self.target_fpir)

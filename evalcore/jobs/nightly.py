@@ -36,7 +36,7 @@ from typing import Any
 
 import fsspec
 
-from evalcore.core import registry
+from evalcore.core import protocols, registry
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterUnreachable, InputError
@@ -58,7 +58,7 @@ from evalcore.jobs.common import (
     run_evaluation,
 )
 from evalcore.render import pages
-from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
+from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES
 
 TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "stall_timeout", "trend_metrics",
             "evaluation", "gates", "baseline"}
@@ -146,7 +146,7 @@ def _evaluation(i: int, ev, where: str) -> dict:
         h.check_name(ev["name"])
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
-    choices = {"protocol": PROTOCOLS, "similarity": SIMILARITIES, "ties": TIES, "empty_queries": EMPTY_QUERIES}
+    choices = {"protocol": protocols.names(), "similarity": SIMILARITIES, "ties": TIES, "empty_queries": EMPTY_QUERIES}
     for key, allowed in choices.items():
         if key in ev and ev[key] not in allowed:
             raise InputError(f"{label}: {key} {ev[key]!r} is not one of {', '.join(allowed)}")

@@ -91,6 +91,20 @@ def whole_rows(gallery: object) -> np.ndarray | None:
     return gallery.whole if isinstance(gallery, WholeGallery) else None
 
 
+@runtime_checkable
+class DenseTileMemory(Protocol):
+    """A gallery kept across chunks (``engine.gallery``) that remembers which of its tiles a scan found dense
+    (most pairs undecided: a constant or collapsed submission), so later chunks start dense there."""
+
+    @property
+    def dense_tiles(self) -> set[int]: ...
+
+
+def dense_tiles_of(gallery: object) -> set[int] | None:
+    """The gallery's remembered dense tiles (their first columns), or None where it keeps none."""
+    return gallery.dense_tiles if isinstance(gallery, DenseTileMemory) else None
+
+
 class ScoreSource(Columns, Protocol):
     """One chunk's rows of a given score matrix: ``blocks`` yields ``(g0, values)`` of shape (chunk rows, width),
     finite, in the dtype given; ``values(rows, items)`` the values at (chunk row, gallery item) pairs."""

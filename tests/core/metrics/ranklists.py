@@ -7,8 +7,7 @@ larger than the number of ranks given: precomputed lists may miss relevant items
 import numpy as np
 
 from evalcore.core import protocols as p
-from evalcore.core.ground_truth import rank_pairs
-from evalcore.core.ranking import rank_by_lists
+from evalcore.core.ranking import rank_by_lists, rank_pairs
 
 
 def csr(rank_lists):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from truthlists import junk_lists, relevant_lists
 
-from evalcore.core.ground_truth import collapse_qrels, qrels_problems, qrels_truth
+from evalcore.core.protocols.qrels import collapse_qrels, qrels_problems, qrels_truth
 from evalcore.core.ranking import rank_by_lists
 
 N_GALLERY = 6

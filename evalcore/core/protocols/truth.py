@@ -53,29 +53,6 @@ def segment_ids(indptr: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
 
 
-def label_index(gallery_label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(order, sorted labels): one stable sort of the gallery labels, reusable across chunks."""
-    order = np.argsort(gallery_label, kind="stable")
-    return order, gallery_label[order]
-
-
-def label_candidates(query_label: np.ndarray, gallery_label: np.ndarray, index=None):
-    """Pairs (query row, gallery index) that share a non-negative label.
-
-    A range per query in the sorted gallery labels: no loop over the gallery,
-    no Q x G comparison.
-    """
-    order, sorted_labels = index if index is not None else label_index(gallery_label)
-    lo = np.searchsorted(sorted_labels, query_label, side="left")
-    hi = np.searchsorted(sorted_labels, query_label, side="right")
-    hi = np.where(query_label < 0, lo, hi)  # a negative label is no identity
-    counts = hi - lo
-    rows = np.repeat(np.arange(len(query_label), dtype=np.int64), counts)
-    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    items = order[np.arange(rows.size, dtype=np.int64) + starts]
-    return rows, items.astype(np.int64)
-
-
 def truth_from_pairs(n_queries: int, rel_rows, rel_items, junk_rows, junk_items,
                      gallery_junk: np.ndarray | None, columns: dict | None = None,
                      allowed: tuple[np.ndarray, np.ndarray] | None = None) -> Truth:
@@ -95,18 +72,3 @@ def truth_from_pairs(n_queries: int, rel_rows, rel_items, junk_rows, junk_items,
         allowed_indptr, allowed_items = allowed
     return Truth(rel_indptr, rel_sorted, junk_indptr, junk_sorted, n_junk.astype(np.int64),
                  columns or {}, allowed_indptr, allowed_items)
-
-
-def class_truth(query_label, gallery_label, gallery_junk=None, index=None) -> Truth:
-    """``class``: relevant = same (non-negative) label."""
-    rows, items = label_candidates(query_label, gallery_label, index)
-    empty = np.empty(0, dtype=np.int64)
-    return truth_from_pairs(len(query_label), rows, items, empty, empty, gallery_junk)
-
-
-def reid_truth(query_label, query_cam, gallery_label, gallery_cam, gallery_junk=None, index=None) -> Truth:
-    """``reid`` (Market-1501 rule): relevant = same label, other camera; junk = same label, same camera."""
-    rows, items = label_candidates(query_label, gallery_label, index)
-    same_cam = gallery_cam[items] == query_cam[rows]
-    return truth_from_pairs(len(query_label), rows[~same_cam], items[~same_cam],
-                            rows[same_cam], items[same_cam], gallery_junk)
