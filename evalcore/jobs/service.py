@@ -182,12 +182,12 @@ def signature(path: Path) -> tuple:
 
 
 def is_ready(c: Candidate, settle: float, now: float) -> bool:
-    """A READY marker inside, or nothing under it changed for ``settle`` seconds."""
+    """A READY marker inside, or nothing under it changed for ``settle`` seconds. An entry that is not a plain
+    folder (a link, a file) is never a submission, so it is ready at once: to be rejected."""
     try:
-        if c.path.is_dir() and not c.path.is_symlink() and (c.path / READY).is_file():
+        if c.path.is_symlink() or not c.path.is_dir() or (c.path / READY).is_file():
             return True
-        newest = max([c.path.lstat().st_mtime_ns] + [row[3] for row in signature(c.path)]
-                     if c.path.is_dir() and not c.path.is_symlink() else [c.path.lstat().st_mtime_ns])
+        newest = max([c.path.lstat().st_mtime_ns] + [row[3] for row in signature(c.path)])
     except OSError:
         return False
     return now - newest / 1e9 >= settle
