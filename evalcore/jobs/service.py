@@ -313,6 +313,23 @@ def evaluate_submission(truth: LoadedTruth, sub: ch.Submission, client=None) -> 
     return per_query, result.run, result.metrics
 
 
+def score_checked(truth: LoadedTruth, sub: ch.Submission, fingerprint: str, client=None) -> Scored:
+    """Score a submission ``check_submission`` passed: mAP over all queries and per split."""
+    started = time.perf_counter()
+    per_query, run, metrics = evaluate_submission(truth, sub, client)
+    maps = split_maps(per_query, truth.splits, score_options())
+    run = {**run, "timings": {**run.get("timings", {}), "service_s": time.perf_counter() - started}}
+    value = metrics.get("map")
+    return Scored(fingerprint, None if value is None else float(value), maps, int(metrics["n_queries"]),
+                  int(metrics["n_evaluated"]), per_query, run)
+
+
+def score_path(truth: LoadedTruth, path) -> Scored:
+    """Open, check and score the submission at ``path`` here, in this process (the platform adapters)."""
+    sub = ch.open_submission(path)
+    return score_checked(truth, sub, ch.check_submission(sub, truth.n_query, truth.n_gallery, truth.dims))
+
+
 def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | None, memory_limit) -> None:
     """The scorer process: load the truth (and join or start the cluster) once, then answer requests.
 
@@ -346,14 +363,7 @@ def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | Non
                     conn.send(("ok", fingerprint))
                 else:
                     assert sub is not None and fingerprint is not None
-                    started = time.perf_counter()
-                    per_query, run, metrics = evaluate_submission(truth, sub, client)
-                    maps = split_maps(per_query, truth.splits, score_options())
-                    run = {**run, "timings": {**run.get("timings", {}), "service_s": time.perf_counter() - started}}
-                    value = metrics.get("map")
-                    conn.send(("ok", Scored(fingerprint, None if value is None else float(value), maps,
-                                            int(metrics["n_queries"]), int(metrics["n_evaluated"]), per_query,
-                                            run)))
+                    conn.send(("ok", score_checked(truth, sub, fingerprint, client)))
                     sub = None
             except InputError as exc:
                 conn.send(("rejected", lg.one_line(str(exc))))
