@@ -26,7 +26,7 @@ from evalcore.io import dataset as ds
 from evalcore.io import report
 from evalcore.io.history import atomic_write
 from evalcore.io.importers import check_import_out
-from evalcore.jobs import bench, nightly, score, synthetic
+from evalcore.jobs import bench, leaderboard, nightly, score, service, synthetic
 from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
@@ -248,6 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     import_cmd.register(sub)
     nightly.register(sub)
     score.register(sub)
+    service.register(sub)
+    leaderboard.register(sub)
     return parser
 
 

@@ -24,12 +24,12 @@ WRITE_DTYPES: dict[str, str | type[str]] = {
     "emb": "float32", "label": "int64", "cam": "int64", "junk": "bool",
     "lat": "float64", "lon": "float64", "x": "float64", "y": "float64",
     "query": "int64", "item": "int64", "rel": "int8", "score": "float32",
-    "key": str, "group": str,
+    "key": str, "group": str, "split": str,
 }
 ACCEPTED_KINDS = {
     "emb": "f", "label": "iu", "cam": "iu", "junk": "b", "lat": "f", "lon": "f",
     "x": "f", "y": "f", "query": "iu", "item": "iu", "rel": "iu", "score": "f",
-    "key": "UOT", "group": "UOT", "value": "f",
+    "key": "UOT", "group": "UOT", "split": "UOT", "value": "f",
 }
 #: the given score (or distance) matrix, (Q, G), and its dtypes (compared exactly as stored)
 SCORES = "scores/value"

@@ -62,7 +62,7 @@ def _check_kind(group, name, problems) -> bool:
 
 #: every array a run may read, for the chunk-presence check
 KNOWN_ARRAYS = tuple(f"{side}/{leaf}" for side in SIDES
-                     for leaf in ("emb", "label", "cam", "key", "group", "junk", "lat", "lon", "x", "y")) \
+                     for leaf in ("emb", "label", "cam", "key", "group", "split", "junk", "lat", "lon", "x", "y")) \
     + ("qrels/query", "qrels/item", "qrels/rel", "ranking/item", "ranking/score", SCORES)
 
 
@@ -173,7 +173,7 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
 
     n: dict[str, tuple[str, int]] = {}
     for side in SIDES:
-        for leaf in ("emb", "label", "cam", "key", "group", "junk", "lat", "lon", "x", "y"):
+        for leaf in ("emb", "label", "cam", "key", "group", "split", "junk", "lat", "lon", "x", "y"):
             name = f"{side}/{leaf}"
             if not has(group, name):
                 continue
