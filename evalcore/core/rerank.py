@@ -26,12 +26,15 @@ numbers equal a dense float64 transcription of the reference bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 
 from evalcore.core.canonical import canonical_pairs
-from evalcore.core.scan.neighbors import Neighbors
+
+if TYPE_CHECKING:  # core.scan imports this module's backend, which imports the records here
+    from evalcore.core.scan.neighbors import Neighbors
 
 
 @dataclass(frozen=True)
