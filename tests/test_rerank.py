@@ -139,3 +139,15 @@ def test_command_line_writes_the_reranked_report(write, tmp_path):
     assert [r["first_rank"] for r in got] == [r["first_rank"] for r in expected]
     assert [r["last_rank"] for r in got] == [r["last_rank"] for r in expected]
     assert json.loads((out / "run.json").read_text())["options"]["rerank"] == [12, 4, 0.4]
+
+
+def test_cluster_of_processes_equals_threads(write):
+    """Neighbour search and chunks as tasks on a real LocalCluster of 2 processes: the same tables as threads."""
+    arrays = random_reid(np.random.default_rng(11), n_query=1100, n_gallery=1500, n_ids=80, spread=0.8)
+    path = write(arrays, chunk_rows=512)
+    threads = evalcore.evaluate(path, protocol="reid", rerank=(20, 6, 0.3))
+    cluster = evalcore.evaluate(path, protocol="reid", rerank=(20, 6, 0.3), workers=2, chunk_rows=512)
+    assert cluster.run["workers"] == 2 and threads.run["execution"] != cluster.run["execution"]
+    assert len(cluster.run["chunks"]) >= 2
+    assert cluster.per_query.equals(threads.per_query)
+    assert cluster.summary.equals(threads.summary)
