@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import psutil
+import pyarrow as pa
 import zarr
 
 from evalcore.core import openset, registry
@@ -175,6 +176,44 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
     per_query = result.per_query.drop_columns([c.name for c in options.columns(first_rank=True) if c.name not in shown])
     values = {f.name: getattr(result, f.name) for f in fields(result)}
     return Result(**{**values, "per_query": per_query, "run": run, "sweep": swept if sweep else None})
+
+
+def neighbors(source=None, *, query=None, gallery=None, k: int = 10, similarity: str | None = None,
+              storage_options: Mapping | None = None, threads: int | None = None) -> pa.Table:
+    """Each query's ``k`` nearest gallery items, exactly, on canonical scores (ties: the lower index first).
+
+    ``source``: a dataset path or URL or an open ``zarr.Group``, or None with
+    ``query`` and ``gallery`` arrays. Returns a table with one row per
+    (query, rank): ``query``, ``rank`` (1 .. k), ``item`` (gallery index),
+    ``key`` (the item's key) and ``score`` (its canonical score, float32):
+    exact ground truth to measure an approximate search against. Raises
+    ``InputError`` naming the parameter.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    from evalcore.engine import rerank as rerank_phase
+    from evalcore.engine.tasks import keys_of
+
+    given = {name: value for name, value in (("query", query), ("gallery", gallery)) if value is not None}
+    with parameter_names(bool(given), False):
+        if given and source is not None:
+            raise InputError(f"source: give a dataset or arrays ({', '.join(given)}), not both")
+        group = in_memory_dataset(given) if given else ds.open_dataset(source, storage_options)
+        similarity = similarity or ds.dataset_attributes(group).get("similarity") or "cosine"
+        if similarity not in ("cosine", "dot"):
+            raise InputError(f"--similarity: {similarity!r} is not cosine or dot")
+        workers = threads or max(1, min(os.cpu_count() or 1, 8))
+        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+            found = rerank_phase.gallery_neighbors(group, k, similarity=similarity, map_fn=pool.map)
+    n, kk = found.ids.shape
+    items = found.ids.reshape(-1)
+    return pa.table({"query": pa.array(np.repeat(np.arange(n, dtype=np.int64), kk)),
+                     "rank": pa.array(np.tile(np.arange(1, kk + 1, dtype=np.int32), n)),
+                     "item": pa.array(items),
+                     "key": pa.array(keys_of(group, "gallery", items), pa.string()),
+                     "score": pa.array(found.scores.reshape(-1))})
 
 
 def rerank_parameters(rerank) -> tuple | None:

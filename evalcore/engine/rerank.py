@@ -81,3 +81,27 @@ def build(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=
     nearest = nearest_here(rows, params.list_length, map_fn) if client is None \
         else nearest_on(client, rows, params.list_length)
     return build_model(rows, shape.n_queries, nearest, params)
+
+
+def gallery_neighbors(group, k: int, *, similarity: str = "cosine", map_fn=map) -> Neighbors:
+    """Each query's ``k`` nearest gallery items and its farthest one, exactly (``evalcore neighbors``)."""
+    for name in ("query/emb", "gallery/emb"):
+        if not ds.has(group, name):
+            raise InputError(f"{name}: missing (the neighbour search needs query and gallery embeddings)")
+    n_gallery = group["gallery/emb"].shape[0]
+    if int(k) != k or not 1 <= k <= n_gallery:
+        raise InputError(f"--k: {k} must be an integer from 1 to the {n_gallery} gallery rows")
+    sides = []
+    for name in ("query/emb", "gallery/emb"):
+        raw = ds.read_array(group[name], name, slice(None))
+        norms = row_norms(raw)
+        problems = ds.check_embeddings(name, 0, raw, similarity == "cosine", norms=norms)
+        if problems:
+            raise InputError(problems[0])
+        sides.append(normalize_rows(raw, similarity, norms))
+    query, gallery = sides
+    columns = ArrayColumns(gallery)
+    parts = list(map_fn(lambda span: search(query[span[0]:span[1]], span[0], columns, int(k)),
+                        row_ranges(len(query))))
+    return concat(parts) if parts else Neighbors(0, np.empty((0, int(k)), np.int64), np.empty((0, int(k)), np.float32),
+                                                  np.empty(0, np.int64), np.empty(0, np.float32))
