@@ -11,13 +11,13 @@ import json
 
 import numpy as np
 import pytest
+from conftest import random_reid
+from reference import evaluate_all, relevance_class, relevance_reid
+from rerank_reference import distances_from_cosine, re_ranking
 
 import evalcore
 from evalcore.cli.main import main
 from evalcore.errors import InputError
-from conftest import random_reid
-from reference import evaluate_all, relevance_class, relevance_reid
-from rerank_reference import distances_from_cosine, re_ranking
 
 EXACT = ["first_rank", "last_rank", "top1", "n_relevant"]
 #: sums of i / r_i: the ranks are integers, only the order of the additions may differ from np.mean's

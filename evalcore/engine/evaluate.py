@@ -235,6 +235,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
 
 def build_model_for(group, shape: DatasetShape, options: Options, client, threads: int):
     """The run's re-ranking model: neighbour search on the client, or on ``threads`` threads here."""
+    assert options.rerank is not None
     if client is not None:
         return rerank_phase.build(group, shape, options.rerank, client=client)
     from concurrent.futures import ThreadPoolExecutor
