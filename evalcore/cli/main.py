@@ -263,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "
                    "(default: a temporary folder)")
     p.add_argument("--skip-conventional", action="store_true")
+    p.add_argument("--rerank", action="store_true", help="also time re-ranked evaluation (k1=20, k2=6, lambda=0.3) "
+                   "and the dense reference function where it fits")
     p.add_argument("--sweep", action="store_true",
                    help="a cost table over gallery sizes and worker counts instead of one shape")
     p.add_argument("--sizes", help="--sweep: gallery sizes (default 100000,300000,1000000,2000000; 100k, 1M also read)")
