@@ -85,11 +85,12 @@ class TopKState:
         self.far_ids = np.full(n, NO_ID, dtype=np.int64)
         self.far_scores = np.full(n, np.inf, dtype=np.float32)
 
-    def update(self, est: np.ndarray, col0: int, cols: np.ndarray) -> None:
-        """Fold one tile: ``est`` the float32 estimates of these rows against columns ``col0 ..`` (``cols``)."""
+    def update(self, est: np.ndarray, col0: int, cols: np.ndarray, col_norm: float) -> None:
+        """Fold one tile: ``est`` the float32 estimates of these rows against columns ``col0 ..`` (``cols``,
+        whose largest norm is ``col_norm``)."""
         n, width = est.shape
         dims = self.rows.shape[1]
-        err = (score_error(dims) * self.norms * float(row_norms(cols).max()) + error_floor(dims))[:, None]
+        err = (score_error(dims) * self.norms * col_norm + error_floor(dims))[:, None]
         bar = self.scores[:, -1].astype(np.float64)[:, None] - err
         if width >= self.k:
             kth = np.partition(est, width - self.k, axis=1)[:, width - self.k].astype(np.float64)[:, None]
@@ -150,8 +151,9 @@ class NeighborSearch:
             for g0, block in blocks:
                 for c0 in range(0, len(block), TILE_COLS):
                     cols = block[c0:c0 + TILE_COLS]
+                    col_norm = float(row_norms(cols).max())
                     for state in states:
-                        state.update(np.matmul(state.rows, cols.T), g0 + c0, cols)
+                        state.update(np.matmul(state.rows, cols.T), g0 + c0, cols, col_norm)
 
     def merge(self, parts: list[list[TopKState]]) -> list[TopKState]:
         merged = parts[0]
