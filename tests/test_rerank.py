@@ -151,3 +151,23 @@ def test_cluster_of_processes_equals_threads(write):
     assert len(cluster.run["chunks"]) >= 2
     assert cluster.per_query.equals(threads.per_query)
     assert cluster.summary.equals(threads.summary)
+
+
+@pytest.mark.parametrize("params", [(20, 6, 0.3), (5, 1, 0.0), (7, 9, 1.0)])
+def test_every_final_distance_equals_the_reference_bit_for_bit(params):
+    """The sparse model's final distance of every (query, gallery) pair against the dense reference's matrix."""
+    from evalcore.core import rerank as rr
+    from evalcore.core.scan.neighbors import ArrayColumns, search
+
+    arrays = random_reid(np.random.default_rng(12), n_query=60, n_gallery=400, n_ids=25, spread=0.8)
+    q, g = arrays["query/emb"], arrays["gallery/emb"]
+    rows = np.concatenate([unit_rows(q), unit_rows(g)])
+    _, expected, cos = reference_rows(arrays, "class", params)
+    model = rr.build_model(rows, len(q), search(rows, 0, ArrayColumns(rows), max(params[0] + 1, params[1])),
+                           rr.RerankParams(*params))
+    shared = model.shared(0, len(q))
+    jac = np.ones(expected.shape)
+    jac[np.repeat(np.arange(len(q)), np.diff(shared.indptr)), shared.cols] = rr.jaccard(shared.vals)
+    got = rr.final_distance(jac, rr.original_distance(cos, model.scale[:len(q), None]), params[2])
+    np.testing.assert_array_equal(got, expected)
+    assert (jac < 1).any() and (jac == 1).any()
