@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+from evalcore import api
 from evalcore.cli import import_cmd
 from evalcore.core import protocols, registry
 from evalcore.engine.options import Options
@@ -185,6 +186,24 @@ def cmd_metrics(args) -> int:
     return EXIT_OK
 
 
+def cmd_neighbors(args) -> int:
+    storage = parse_storage_options(args.storage_option)
+    k = parse_number("--k", args.k, int)
+    threads = None if args.threads is None else parse_number("--threads", args.threads, int)
+    report.check_out(args.out, args.overwrite, storage)
+    started = time.perf_counter()
+    with api.command_line_words():
+        table = api.neighbors(args.dataset, k=k, similarity=args.similarity, storage_options=storage,
+                              threads=threads)
+    run = {"command": "neighbors", "dataset": args.dataset, "k": k, "similarity": args.similarity or "dataset default",
+           "queries": table.num_rows // k, "seconds": round(time.perf_counter() - started, 3),
+           "versions": report.versions()}
+    report.write_report(args.out, {"neighbors": table}, run, overwrite=args.overwrite, storage_options=storage)
+    if not args.quiet:
+        print(f"{run['queries']} queries x {k} neighbours written to {args.out}")
+    return EXIT_OK
+
+
 def cmd_bench(args) -> int:
     return bench.run(args)
 
@@ -225,6 +244,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("metrics", help="list every metric --metrics takes: name, column, direction, definition")
     p.set_defaults(func=cmd_metrics)
 
+    p = sub.add_parser("neighbors", help="each query's exact k nearest gallery items and scores, to Parquet")
+    p.add_argument("dataset", help="Zarr dataset: a folder or any fsspec URL")
+    p.add_argument("--k", required=True, help="neighbours per query")
+    p.add_argument("--out", required=True, help="folder for neighbors.parquet and run.json")
+    p.add_argument("--similarity", choices=SIMILARITIES, help="default: the dataset's attribute, else cosine")
+    p.add_argument("--threads", help="threads (default: the cores, at most 8)")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_neighbors)
+
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
     p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl"],
                    help="the one shape to measure (default market; not with --sweep)")
@@ -233,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "
                    "(default: a temporary folder)")
     p.add_argument("--skip-conventional", action="store_true")
+    p.add_argument("--rerank", action="store_true", help="also time re-ranked evaluation (k1=20, k2=6, lambda=0.3) "
+                   "and the dense reference function where it fits")
     p.add_argument("--sweep", action="store_true",
                    help="a cost table over gallery sizes and worker counts instead of one shape")
     p.add_argument("--sizes", help="--sweep: gallery sizes (default 100000,300000,1000000,2000000; 100k, 1M also read)")

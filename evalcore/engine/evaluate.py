@@ -18,6 +18,7 @@ import pyarrow as pa
 import zarr
 
 from evalcore.engine import cache as run_caches
+from evalcore.engine import rerank as rerank_phase
 from evalcore.engine.faults import Fault, StallWatch, check_stall_timeout, retried_chunks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import (
@@ -161,15 +162,21 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
     # no worker yet (still starting, or all gone): plan for one; the cluster's watch gives up if none comes
     chunks = plan_chunks(shape.n_queries, chunk_rows or zarr_rows, max(1, n_workers))
-    shards = plan_shards(group, shape, ctx.cache_bytes, gallery_shards, n_workers)
+    # re-ranking ranks whole-gallery chunks against its model (no gallery shards: README, Re-ranking)
+    shards = None if options.rerank else plan_shards(group, shape, ctx.cache_bytes, gallery_shards, n_workers)
     owners = shard_owners(len(shards), sorted(client.scheduler_info()["workers"])) \
         if shards and client is not None else None
+    model = None
+    model_started = time.perf_counter()
+    if options.rerank:
+        model = build_model_for(group, shape, options, client, threads)
+    model_s = time.perf_counter() - model_started
     validated = time.perf_counter()
     results: list = [None] * len(chunks)  # each chunk's ChunkResult, in chunk order
     faults: list[Fault] = []
     if client is None:
         try:
-            run_here(source, options, chunks, storage_options, ctx, shards, max(1, threads), results, on_chunk)
+            run_here(source, options, chunks, storage_options, ctx, shards, max(1, threads), results, on_chunk, model)
         finally:
             run_caches.forget_run(ctx.run_id)
     else:
@@ -178,7 +185,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
 
         if isinstance(source, zarr.Group):  # arrays in memory: one copy per worker, not one per task
             source = client.scatter(source, broadcast=True, hash=False)
-        futures = submit_chunks(client, source, options, chunks, storage_options, ctx, shards, owners)
+        futures = submit_chunks(client, source, options, chunks, storage_options, ctx, shards, owners, model)
         index = {f.key: i for i, f in enumerate(futures)}
         watch = StallWatch(client, futures, ctx.run_id, stall_timeout)
         try:
@@ -218,11 +225,25 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
         scores=score_note(shape, options),
         near_ties_resolved=int(sum(r.near_ties for r in results)),
         warnings=run_warnings(per_query, options) + ([capped] if capped else []) + [f.message() for f in faults],
-        timings={"validate_s": validated - started, "rank_s": ranked - validated,
+        timings={"validate_s": validated - started - model_s, **({"rerank_model_s": model_s} if model else {}),
+                 "rank_s": ranked - validated,
                  "reduce_s": finished - ranked, "total_s": finished - started,
                  "chunk_s": [round(r.seconds, 4) for r in results]},
         workers=n_workers, stall_timeout=stall_timeout if client is not None else None, faults=faults)
     return Result(per_query, summary, cmc, run=record.as_dict(), record=record)
+
+
+def build_model_for(group, shape: DatasetShape, options: Options, client, threads: int):
+    """The run's re-ranking model: neighbour search on the client, or on ``threads`` threads here."""
+    assert options.rerank is not None
+    if client is not None:
+        return rerank_phase.build(group, shape, options.rerank, client=client)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max(1, threads)) as pool:
+        return rerank_phase.build(group, shape, options.rerank, map_fn=pool.map)
 
 
 def forget_on_workers(client, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> None:

@@ -26,6 +26,8 @@ class Options:
     empty_queries: EmptyQueries = "skip"
     #: the metrics to compute, by name (``map``, ``recall@5``; core.registry); None: the default set
     metrics: tuple[str, ...] | None = None
+    #: k-reciprocal re-ranking (k1, k2, lambda); None: the plain ranking (README, Re-ranking)
+    rerank: tuple[int, int, float] | None = None
 
     def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
@@ -52,9 +54,42 @@ class Options:
         if self.empty_queries not in EMPTY_QUERIES:
             raise InputError(f"--empty-queries: {self.empty_queries!r} is not skip or zero")
         metrics = None if self.metrics is None else registry.select(self.metrics)
-        return replace(self, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank), metrics=metrics)
+        rerank = None if self.rerank is None else check_rerank(self.rerank)
+        if rerank is not None and self.similarity != "cosine":
+            raise InputError(f"--rerank: needs --similarity cosine (it works on distances of L2-normalised "
+                             f"rows), not {self.similarity!r}")
+        if rerank is not None and self.judged_only:
+            raise InputError("--rerank: does not apply with --judged-only (each query is ranked among its own "
+                             "judged items there)")
+        return replace(self, rerank=rerank, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank), metrics=metrics)
 
     def columns(self, first_rank: bool = False) -> list[registry.Column]:
         """The run's per-query metric columns in report order (``first_rank=True``: with first_rank,
         which the engine needs for the CMC and the open set whether or not it is reported)."""
         return registry.run_columns(self.metrics, self.ks, self.map_at, first_rank)
+
+
+def check_rerank(value) -> tuple[int, int, float]:
+    """``--rerank k1,k2,lambda`` as numbers: k1 >= 1 and k2 >= 1 integers, 0 <= lambda <= 1; else an InputError."""
+    try:
+        k1, k2, lam = value
+        k1f, k2f, lamf = float(k1), float(k2), float(lam)
+    except (TypeError, ValueError):
+        raise InputError(f"--rerank: {value!r} is not three numbers k1,k2,lambda (e.g. 20,6,0.3)") from None
+    if not (math.isfinite(k1f) and k1f == int(k1f) and k1f >= 1):
+        raise InputError(f"--rerank: k1 = {k1} must be an integer >= 1")
+    if not (math.isfinite(k2f) and k2f == int(k2f) and k2f >= 1):
+        raise InputError(f"--rerank: k2 = {k2} must be an integer >= 1")
+    if not (math.isfinite(lamf) and 0 <= lamf <= 1):
+        raise InputError(f"--rerank: lambda = {lam} must be a number in [0, 1]")
+    return int(k1f), int(k2f), lamf
+
+
+def parse_rerank(text: str) -> tuple[int, int, float]:
+    """``--rerank`` as given on the command line: ``k1,k2,lambda`` (an empty value: the defaults 20,6,0.3)."""
+    if not str(text).strip():
+        return (20, 6, 0.3)
+    parts = [x.strip() for x in str(text).split(",")]
+    if len(parts) != 3:
+        raise InputError(f"--rerank: {text!r} is not k1,k2,lambda (three numbers, e.g. 20,6,0.3)")
+    return check_rerank(parts)

@@ -20,7 +20,9 @@ from evalcore.core import metrics as m
 from evalcore.core import protocols as p
 from evalcore.core import registry, scan
 from evalcore.core.ranking import Ranked, normalize_rows, rank_by_lists, row_norms
+from evalcore.core.rerank import RerankModel
 from evalcore.core.scan.embeddings import EMBEDDINGS
+from evalcore.core.scan.rerank import RERANK, RerankQueries, with_cosines
 from evalcore.core.scan.scores import ScoreQueries
 from evalcore.engine.gallery import GalleryBlocks, ScoreBlocks, gallery_side
 from evalcore.engine.options import Options
@@ -105,10 +107,12 @@ def _nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
 
 
 def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, threads: int = 1,
-               map_fn=map) -> Ranked:
+               map_fn=map, rerank: RerankModel | None = None) -> Ranked:
     """Relevant ranks for one chunk, from a scan backend or from precomputed lists (``threads``: column ranges
-    of the scan run through ``map_fn``)."""
+    of the scan run through ``map_fn``); re-ranked by ``rerank`` when given."""
     gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
+    if rerank is not None:
+        return rank_reranked(group, options, ctx, truth, q0, q1, rerank, threads, map_fn, gallery_junk)
     if ctx.shape.ranked_by == "ranking/item":
         items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
         scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
@@ -119,6 +123,17 @@ def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: in
     backend, queries, source = chunk_scan(group, options, q0, q1, ctx, cache=True)
     return scan.rank(backend, queries, truth, source, ties=options.ties, gallery_junk=gallery_junk, threads=threads,
                      map_fn=map_fn)
+
+
+def rank_reranked(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, model: RerankModel,
+                  threads: int, map_fn, gallery_junk) -> Ranked:
+    """Ranks of one chunk by re-ranking's final distance (``core.scan.rerank``), cosine scores reported."""
+    query, gallery = chunk_inputs(group, options, q0, q1, ctx, cache=True)
+    queries = RerankQueries(normalize_rows(query, "cosine"), q0, model.scale[q0:q1], model.shared(q0, q1),
+                            model.params)
+    ranked = scan.rank(RERANK, queries, truth, gallery, ties=options.ties, gallery_junk=gallery_junk,
+                       threads=threads, map_fn=map_fn)
+    return with_cosines(queries, truth, gallery, ranked)
 
 
 def chunk_scan(group, options: Options, q0: int, q1: int, ctx: TaskContext, span=None, cache: bool = False):
@@ -237,15 +252,16 @@ def combine_shards(path: str, options: Options, q0: int, q1: int, storage_option
 
 
 def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_options: dict | None = None,
-                   ctx: TaskContext | None = None, threads: int = 1, map_fn=map) -> ChunkResult:
+                   ctx: TaskContext | None = None, threads: int = 1, map_fn=map,
+                   rerank: RerankModel | None = None) -> ChunkResult:
     """The task: per-query rows for queries q0..q1 and a few counters (``threads`` column ranges of the scan,
-    run through ``map_fn``: a thread pool's map)."""
+    run through ``map_fn``: a thread pool's map; ``rerank``: the run's re-ranking model)."""
     started = time.perf_counter()
     try:
         group = ds.open_dataset(path, storage_options)
         ctx = ctx or TaskContext(describe(group, options))
         truth = load_truth(group, options, q0, q1, ctx.shape.n_gallery, ctx.run_id)
-        ranked = rank_chunk(group, options, ctx, truth, q0, q1, threads, map_fn)
+        ranked = rank_chunk(group, options, ctx, truth, q0, q1, threads, map_fn, rerank)
         table = per_query_table(group, options, truth, ranked, q0, q1)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
         return ChunkResult(q0, q1, None, seconds=time.perf_counter() - started, input_error=TaskInputError(str(exc)))
@@ -272,6 +288,8 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
     cols["top1"] = _nullable(r.top1, r.top1 < 0)  # top1_key is added once, on the driver
     cols["top1_score"] = _nullable(r.top1_score, np.isnan(r.top1_score))
     cols["relevant_score"] = _nullable(r.relevant_score, np.isnan(r.relevant_score))
+    if r.rerank_distance is not None:
+        cols["top1_rerank_distance"] = _nullable(r.rerank_distance, np.isnan(r.rerank_distance))
     if options.threshold is not None:
         correct = values["first_rank"] == 1
         accepted, outcome = m.open_set_outcome(r.top1_score, correct, options.threshold)

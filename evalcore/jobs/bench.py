@@ -288,9 +288,109 @@ def run(args) -> int:
               f"{t_conv / t_eval:.2f}   mAP {conv_map:.4f} (|diff| {abs(conv_map - summary['map']):.1e})  "
               f"peak RSS {cpeak.peak / 2**20:,.0f} MiB", flush=True)
         whole_process_figures(path, t_floor, workers)
+    if getattr(args, "rerank", False):
+        bench_rerank(path, workers, limit, t_eval, summary["map"])
     if tmp is not None:
         tmp.cleanup()
     return 0
+
+
+# --------------------------------------------------------------------------- evalcore bench --rerank
+
+#: the dense reference holds about this many (Q + G)^2 float64 matrices at once (inputs, distances, V, V_qe, ranks)
+REFERENCE_MATRICES = 7
+
+
+def reference_module():
+    """The tests' dense re-ranking reference (tests/rerank_reference.py of a source checkout), or None."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tests" / "rerank_reference.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location("evalcore_bench_rerank_reference", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_rerank(path: str, workers: int, limit: str, t_plain: float, plain_map: float) -> None:
+    """Re-ranked evaluation against the plain one, and the dense reference function where it fits."""
+    from distributed import Client, LocalCluster
+
+    from evalcore.engine.cluster import PRELOAD
+    from evalcore.engine.evaluate import Options, evaluate
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                      memory_limit=limit, silence_logs=logging.ERROR, preload=PRELOAD,
+                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
+            Client(cluster) as client:
+        pids = [os.getpid()] + list(client.run(os.getpid).values())
+        with Peak(pids) as peak:
+            t = time.perf_counter()
+            result = evaluate(path, Options(protocol="reid", ks=(1, 5, 10), rerank=(20, 6, 0.3)), client=client)
+            t_rerank = time.perf_counter() - t
+    summary = result.summary.to_pylist()[0]
+    model_s = result.info["timings"].get("rerank_model_s", 0.0)
+    print(f"  re-ranked (k1=20, k2=6, lambda=0.3)  {t_rerank:9.2f} s   re-ranked / plain = {t_rerank / t_plain:.2f}  "
+          f"(neighbours and model {model_s:.2f} s)  mAP {summary['map']:.4f} (plain {plain_map:.4f})  "
+          f"rank-1 {summary['hit_at_1']:.4f}  peak RSS of the largest process {peak.peak / 2**20:,.0f} MiB, "
+          f"all processes {peak.total / 2**20:,.0f} MiB", flush=True)
+    module = reference_module()
+    root = zarr.open_group(path, mode="r")
+    nq, ng = member_array(root, "query/emb").shape[0], member_array(root, "gallery/emb").shape[0]
+    need = REFERENCE_MATRICES * (nq + ng) ** 2 * 8
+    if module is None:
+        print("  dense reference re_ranking           skipped (tests/rerank_reference.py is not here: run from a "
+              "source checkout)")
+        return
+    if need > psutil.virtual_memory().available * 0.6:  # a shared machine: leave room for the others
+        print(f"  dense reference re_ranking           does not fit: its (Q+G)^2 float64 matrices need about "
+              f"{need / 2**30:,.0f} GiB, {psutil.virtual_memory().available / 2**30:,.0f} GiB available")
+        return
+    from evalcore.core.canonical import canonical_block
+    from evalcore.core.scan.embeddings import normalize_rows
+
+    with Peak([os.getpid()]) as rpeak, threadpool_limits(limits=workers):
+        t = time.perf_counter()
+        q = normalize_rows(_read(root, "query/emb"), "cosine")
+        g = normalize_rows(_read(root, "gallery/emb"), "cosine")
+        dist = [module.distances_from_cosine(canonical_block(a, b)) for a, b in ((q, g), (q, q), (g, g))]
+        final = module.re_ranking(*dist, k1=20, k2=6, lambda_value=0.3)
+        t_ref = time.perf_counter() - t
+    ap = reference_aps(final, root)
+    ours = result.per_query.column("ap").to_numpy(zero_copy_only=False).astype(np.float64)
+    known = ~np.isnan(ap)
+    diff = float(np.max(np.abs(ap[known] - ours[known]))) if known.any() else 0.0
+    print(f"  dense reference re_ranking (float64) {t_ref:9.2f} s   reference / re-ranked = {t_ref / t_rerank:.2f}  "
+          f"peak RSS {rpeak.peak / 2**20:,.0f} MiB  mAP {float(np.mean(ap[known])):.4f}  "
+          f"per-query AP max |diff| {diff:.1e}", flush=True)
+
+
+def reference_aps(final: np.ndarray, root: zarr.Group) -> np.ndarray:
+    """Per-query AP of the reference's final distances under the reid rule (NaN for unknown queries):
+    a full sort per query, junk removed, pessimistic ties, as the field's evaluation scripts do."""
+    ql, qc = _read(root, "query/label"), _read(root, "query/cam")
+    gl, gc = _read(root, "gallery/label"), _read(root, "gallery/cam")
+    try:
+        gjunk: np.ndarray | None = _read(root, "gallery/junk").astype(bool)
+    except KeyError:
+        gjunk = None
+    out = np.full(len(ql), np.nan)
+    for i in range(len(ql)):
+        same = (gl == ql[i]) & (ql[i] >= 0)
+        rel, junk = same & (gc != qc[i]), same & (gc == qc[i])
+        if gjunk is not None:
+            junk, rel = junk | gjunk, rel & ~gjunk
+        keep = np.flatnonzero(~junk)
+        order = np.lexsort((keep, rel[keep], final[i, keep]))
+        ranks = np.flatnonzero(rel[keep][order]) + 1
+        if len(ranks):
+            out[i] = float(np.mean(np.arange(1, len(ranks) + 1) / ranks))
+    return out
 
 
 # --------------------------------------------------------------------------- evalcore bench --sweep

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from evalcore.core import protocols, registry
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.engine.options import Options
+from evalcore.engine.options import Options, parse_rerank
 from evalcore.errors import InputError
 from evalcore.io import report
 from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES, Protocol, Similarity
@@ -132,6 +132,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="qrels: a judged query with no relevant item is left out of the means (skip, default) "
                         "or counted with every metric 0 (zero, as trec_eval does)")
     p.add_argument("--radius", help="geo/xy: every gallery item within this distance is relevant")
+    p.add_argument("--rerank", nargs="?", const="", metavar="K1,K2,LAMBDA",
+                   help="k-reciprocal re-ranking (Zhong et al. 2017) with these parameters; alone: 20,6,0.3")
     p.add_argument("--sweep", action="store_true", help="write threshold_sweep.parquet (open-set trade-off)")
     p.add_argument("--target-fpir", help="report the lowest threshold whose FPIR is at most this")
     add_cluster_options(p)
@@ -255,7 +257,7 @@ class EvaluationSpec:
         return dict(protocol=self.protocol, similarity=self.similarity, ks=o.ks, max_rank=o.max_rank, ties=o.ties,
                     threshold=o.threshold, map_at=o.map_at, judged_only=o.judged_only, radius=o.radius,
                     empty_queries=o.empty_queries, sweep=self.sweep, target_fpir=self.target_fpir,
-                    metrics=o.metrics)
+                    metrics=o.metrics, rerank=o.rerank)
 
 
 @dataclass(frozen=True)
@@ -306,7 +308,8 @@ def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
         ks=parse_ks(args.ks), max_rank=parse_number("--max-rank", args.max_rank, int), ties=args.ties,
         threshold=_optional("--threshold", args.threshold), map_at=_optional("--map-at", args.map_at, int),
         judged_only=bool(args.judged_only), radius=_optional("--radius", args.radius),
-        empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics))
+        empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics),
+        rerank=None if getattr(args, "rerank", None) is None else parse_rerank(args.rerank))
     return EvaluationSpec(options, protocol=args.protocol, similarity=args.similarity,
                           sweep=bool(getattr(args, "sweep", False)), target_fpir=target).checked()
 

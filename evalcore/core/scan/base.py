@@ -54,6 +54,7 @@ class Ranked:
     top1_score: np.ndarray    # float64, NaN if unknown
     relevant_score: np.ndarray  # best score of a relevant item, NaN if none
     near_ties: int = 0        # negatives whose estimate left a comparison open, settled canonically
+    rerank_distance: np.ndarray | None = None  # re-ranked runs: rank 1's final distance (NaN if none)
 
 
 # --------------------------------------------------------------------------- what a backend scans
@@ -118,6 +119,21 @@ class ScoreSource(Columns, Protocol):
 QueriesT = TypeVar("QueriesT", contravariant=True)
 SourceT = TypeVar("SourceT", contravariant=True)
 StatesT = TypeVar("StatesT")
+
+
+class SearchBackend(Protocol[QueriesT, SourceT, StatesT]):
+    """A top-k search (``core.scan.neighbors``): the same walk over columns as a ``ScanBackend``, but its states
+    keep each row's nearest columns instead of counts, so it has no thresholds and finishes into lists."""
+
+    name: str
+
+    def new_states(self, queries: QueriesT) -> StatesT: ...
+
+    def scan(self, queries: QueriesT, states: StatesT, source: SourceT, span: Span | None) -> None: ...
+
+    def merge(self, parts: list[StatesT]) -> StatesT: ...
+
+    def finish(self, queries: QueriesT, states: StatesT) -> Any: ...
 
 
 class ScanBackend(Protocol[QueriesT, SourceT, StatesT]):
