@@ -131,6 +131,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--empty-queries", choices=EMPTY_QUERIES, default="skip",
                    help="qrels: a judged query with no relevant item is left out of the means (skip, default) "
                         "or counted with every metric 0 (zero, as trec_eval does)")
+    p.add_argument("--rel-level", default="1", help="qrels grades: relevant for the binary measures when the grade "
+                                                    "is at least this (trec_eval -l; default 1); nDCG keeps every grade")
+    p.add_argument("--depth", help="cut every ranking at this rank before every measure (trec_eval -M)")
     p.add_argument("--radius", help="geo/xy: every gallery item within this distance is relevant")
     p.add_argument("--sweep", action="store_true", help="write threshold_sweep.parquet (open-set trade-off)")
     p.add_argument("--target-fpir", help="report the lowest threshold whose FPIR is at most this")
@@ -255,7 +258,7 @@ class EvaluationSpec:
         return dict(protocol=self.protocol, similarity=self.similarity, ks=o.ks, max_rank=o.max_rank, ties=o.ties,
                     threshold=o.threshold, map_at=o.map_at, judged_only=o.judged_only, radius=o.radius,
                     empty_queries=o.empty_queries, sweep=self.sweep, target_fpir=self.target_fpir,
-                    metrics=o.metrics)
+                    metrics=o.metrics, rel_level=o.rel_level, depth=o.depth)
 
 
 @dataclass(frozen=True)
@@ -306,7 +309,9 @@ def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
         ks=parse_ks(args.ks), max_rank=parse_number("--max-rank", args.max_rank, int), ties=args.ties,
         threshold=_optional("--threshold", args.threshold), map_at=_optional("--map-at", args.map_at, int),
         judged_only=bool(args.judged_only), radius=_optional("--radius", args.radius),
-        empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics))
+        empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics),
+        rel_level=parse_number("--rel-level", str(getattr(args, "rel_level", None) or 1), int),
+        depth=_optional("--depth", getattr(args, "depth", None), int))
     return EvaluationSpec(options, protocol=args.protocol, similarity=args.similarity,
                           sweep=bool(getattr(args, "sweep", False)), target_fpir=target).checked()
 
