@@ -75,6 +75,7 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
              ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
              judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
              sweep: bool = False, target_fpir: float | None = None, metrics=None, rerank=None,
+             rel_level: int = 1, depth: int | None = None,
              client=None, workers: int | None = None, memory_limit: str | None = "auto",
              storage_options: Mapping | None = None, chunk_rows: int | None = None,
              gallery_shards: int | None = None,
@@ -117,15 +118,15 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
         return _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
                          empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
-                         rerank=rerank, client=client,
+                         rerank=rerank, rel_level=rel_level, depth=depth, client=client,
                          workers=workers, memory_limit=memory_limit, storage_options=storage_options,
                          chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
                          stall_timeout=stall_timeout)
 
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
-              radius, empty_queries, sweep, target_fpir, metrics, rerank, client, workers, memory_limit, storage_options,
-              chunk_rows, gallery_shards, on_chunk, stall_timeout) -> Result:
+              radius, empty_queries, sweep, target_fpir, metrics, rerank, rel_level, depth, client, workers,
+              memory_limit, storage_options, chunk_rows, gallery_shards, on_chunk, stall_timeout) -> Result:
     started = time.perf_counter()
     if arrays and source is not None:
         raise InputError(f"source: give a dataset or arrays ({', '.join(arrays)}), not both")
@@ -146,7 +147,7 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         ks=tuple(ks), max_rank=max_rank, ties=ties, threshold=threshold, map_at=map_at,
         judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries,
         metrics=None if metrics is None else registry.select(metrics),
-        rerank=rerank_parameters(rerank)).checked()
+        rerank=rerank_parameters(rerank), rel_level=rel_level, depth=depth).checked()
     if target_fpir is not None and not 0 <= target_fpir <= 1:
         raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
     if workers is not None and client is not None:

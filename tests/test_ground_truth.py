@@ -422,7 +422,7 @@ def small_qrels(**changes):
     ({"qrels/query": (0, -1)}, "qrels/query: rows 0"),
     ({"qrels/item": (1, 5)}, "qrels/item: rows 1 hold gallery index 5, outside [0, 5)"),
     ({"qrels/item": (3, -2)}, "qrels/item: rows 3"),
-    ({"qrels/rel": (2, 2)}, "qrels/rel: rows 2 hold 2"),
+    ({"qrels/rel": (2, -3)}, "qrels/rel: rows 2 hold -3"),
     ({"qrels/item": (1, 1)}, "qrels/rel: conflicting duplicate judgements: rows 0 and 1 judge (query 0, item 1)"),
 ])
 def test_bad_qrels_raise_input_error(write, changes, needle):

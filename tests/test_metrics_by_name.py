@@ -117,7 +117,8 @@ def test_a_hit_metric_brings_the_cmc_curve_of_the_default_run(kwargs, default):
 
 
 def test_listing_every_name_is_the_default_set_plus_the_rest(kwargs, default):
-    everything = evalcore.evaluate(**kwargs, ks=(1, 3), threshold=0.8, metrics=[m.base for m in registry.METRICS])
+    everything = evalcore.evaluate(**kwargs, ks=(1, 3), threshold=0.8, metrics=[m.name if m.parameter is None else f"{m.base}@{k}"
+                                                                            for m in registry.METRICS for k in (1, 3)])
     for name in default.per_query.column_names:
         assert everything.per_query.column(name).equals(default.per_query.column(name)), name
     assert {"rprec", "ndcg_at_1", "ndcg_at_3"} <= set(everything.per_query.column_names)

@@ -28,6 +28,10 @@ class Options:
     metrics: tuple[str, ...] | None = None
     #: k-reciprocal re-ranking (k1, k2, lambda); None: the plain ranking (README, Re-ranking)
     rerank: tuple[int, int, float] | None = None
+    #: qrels grades: an item is relevant for the binary measures when its grade >= rel_level (trec_eval -l)
+    rel_level: int = 1
+    #: rankings cut at this rank before every measure (trec_eval -M); None: no cut
+    depth: int | None = None
 
     def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
@@ -48,6 +52,11 @@ class Options:
             raise InputError(f"--map-at: {self.map_at} must be a positive integer")
         if self.radius is not None and not (math.isfinite(self.radius) and self.radius >= 0):
             raise InputError(f"--radius: {self.radius} must be a finite number >= 0")
+        if isinstance(self.rel_level, bool) or int(self.rel_level) != self.rel_level or self.rel_level < 1:
+            raise InputError(f"--rel-level: {self.rel_level} must be a positive integer")
+        if self.depth is not None and (isinstance(self.depth, bool) or int(self.depth) != self.depth
+                                       or self.depth < 1):
+            raise InputError(f"--depth: {self.depth} must be a positive integer")
         problem = protocols.option_problems(self, self.empty_queries)  # options another protocol takes
         if problem:
             raise InputError(problem)
@@ -61,7 +70,8 @@ class Options:
         if rerank is not None and self.judged_only:
             raise InputError("--rerank: does not apply with --judged-only (each query is ranked among its own "
                              "judged items there)")
-        return replace(self, rerank=rerank, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank), metrics=metrics)
+        return replace(self, rerank=rerank, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank),
+                       metrics=metrics, rel_level=int(self.rel_level), depth=None if self.depth is None else int(self.depth))
 
     def columns(self, first_rank: bool = False) -> list[registry.Column]:
         """The run's per-query metric columns in report order (``first_rank=True``: with first_rank,

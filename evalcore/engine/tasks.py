@@ -19,6 +19,7 @@ import pyarrow as pa
 from evalcore.core import metrics as m
 from evalcore.core import protocols as p
 from evalcore.core import registry, scan
+from evalcore.core.lists import rank_lists
 from evalcore.core.ranking import Ranked, normalize_rows, rank_by_lists, row_norms
 from evalcore.core.rerank import RerankModel
 from evalcore.core.scan.embeddings import EMBEDDINGS
@@ -243,7 +244,8 @@ def combine_shards(path: str, options: Options, q0: int, q1: int, storage_option
         return ChunkResult(q0, q1, None, input_error=error)
     backend = backend_of(ctx)
     ranked = backend.finish(backend.merge(list(parts)), truth, options.ties)
-    table = as_value(lambda: per_query_table(ds.open_dataset(path, storage_options), options, truth, ranked, q0, q1))
+    table = as_value(lambda: per_query_table(ds.open_dataset(path, storage_options), options, truth, ranked, q0, q1,
+                                                ctx.shape.n_gallery))
     if isinstance(table, TaskInputError):
         return ChunkResult(q0, q1, None, input_error=table)
     return ChunkResult(q0, q1, table, near_ties=ranked.near_ties, seconds=time.perf_counter() - started,
@@ -262,13 +264,14 @@ def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_option
         ctx = ctx or TaskContext(describe(group, options))
         truth = load_truth(group, options, q0, q1, ctx.shape.n_gallery, ctx.run_id)
         ranked = rank_chunk(group, options, ctx, truth, q0, q1, threads, map_fn, rerank)
-        table = per_query_table(group, options, truth, ranked, q0, q1)
+        table = per_query_table(group, options, truth, ranked, q0, q1, ctx.shape.n_gallery)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
         return ChunkResult(q0, q1, None, seconds=time.perf_counter() - started, input_error=TaskInputError(str(exc)))
     return ChunkResult(q0, q1, table, near_ties=ranked.near_ties, seconds=time.perf_counter() - started)
 
 
-def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0: int, q1: int) -> pa.Table:
+def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0: int, q1: int,
+                    n_gallery: int | None = None) -> pa.Table:
     """The per_query.parquet rows of one chunk, in query order."""
     n = q1 - q0
     r = ranked
@@ -278,11 +281,15 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
         cols["label"] = pa.array(ds.read(group, "query/label", slice(q0, q1)).astype(np.int64))
     if ds.has(group, "query/group"):
         cols["group"] = pa.array([str(x) for x in ds.read(group, "query/group", slice(q0, q1))], pa.string())
-    cols["n_relevant"] = pa.array(r.n_relevant.astype(np.int64))
+    lists = rank_lists(r, truth, options.rel_level, options.depth, n_gallery)  # R and the ranks at --rel-level, --depth
+    cols["n_relevant"] = pa.array(lists.n_relevant)
     cols["n_junk"] = pa.array(truth.n_junk.astype(np.int64))
     zero_empty = truth.columns["n_judged"] > 0 if options.empty_queries == "zero" else None
     metric_columns = options.columns(first_rank=True)  # the registry's; first_rank for the open set and CMC
-    values = registry.compute(metric_columns, r.indptr, r.ranks, r.n_relevant, zero_empty)
+    if lists.judged_before is None and any(c.metric.judged for c in metric_columns):
+        raise InputError("--metrics: bpref needs to know the judged non-relevant items ranked above each relevant "
+                         "one: evaluate precomputed rankings (ranking/item) or --judged-only qrels")
+    values = registry.compute(metric_columns, lists.indptr, lists.ranks, lists.n_relevant, zero_empty, lists)
     for c in metric_columns:
         cols[c.name] = _nullable(values[c.name].astype(c.metric.dtype), c.metric.null(values[c.name]))
     cols["top1"] = _nullable(r.top1, r.top1 < 0)  # top1_key is added once, on the driver

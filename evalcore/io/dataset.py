@@ -287,6 +287,12 @@ def _as_written(name: str, values) -> np.ndarray:
         bad = np.nonzero(~np.isfinite(data) | (data != np.round(data)))[0]
         if bad.size:
             raise InputError(f"{name}: rows {rows_text(bad)} are not integers ({data.reshape(-1)[bad[0]]!r})")
+    if dtype is not None and np.dtype(dtype).kind == "i" and data.dtype.kind in "iuf" and data.size:
+        info = np.iinfo(np.dtype(dtype))  # int8 qrels/rel: a grade above 127 would wrap around
+        out = np.nonzero((data.reshape(-1) < info.min) | (data.reshape(-1) > info.max))[0]
+        if out.size:
+            raise InputError(f"{name}: rows {rows_text(out)} hold {data.reshape(-1)[out[0]]!r}, outside "
+                             f"[{info.min}, {info.max}]")
     return data.astype(dtype) if dtype is not None else data
 
 

@@ -94,7 +94,7 @@ def rank_among_allowed(group, options, truth: Truth, q0: int, q1: int) -> Ranked
                                                      row_norms(gallery)[g_rows].max()))
     scores = canonical_pairs(query, gallery, rows, inverse.reshape(-1))
     relevant = is_member(indptr, items, truth.rel_indptr - truth.rel_indptr[0], truth.rel_items)
-    return rank_pairs(indptr, items, scores, relevant, options.ties, truth.n_relevant)
+    return rank_pairs(indptr, items, scores, relevant, options.ties, truth.n_relevant, truth)
 
 
 
@@ -110,7 +110,7 @@ def _rank_given_among_allowed(group, options, truth: Truth, q0: int, indptr: np.
     higher_is_better = ds.higher_is_better(group)
     values = given_values(raw, higher_is_better)
     relevant = is_member(indptr, items, truth.rel_indptr - truth.rel_indptr[0], truth.rel_items)
-    ranked = rank_pairs(indptr, items, values, relevant, options.ties, truth.n_relevant)
+    ranked = rank_pairs(indptr, items, values, relevant, options.ties, truth.n_relevant, truth)
     ranked.top1_score = as_given(ranked.top1_score, higher_is_better)
     ranked.relevant_score = as_given(ranked.relevant_score, higher_is_better)
     return ranked

@@ -131,6 +131,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--empty-queries", choices=EMPTY_QUERIES, default="skip",
                    help="qrels: a judged query with no relevant item is left out of the means (skip, default) "
                         "or counted with every metric 0 (zero, as trec_eval does)")
+    p.add_argument("--rel-level", default="1", help="qrels grades: relevant for the binary measures when the grade "
+                                                    "is at least this (trec_eval -l; default 1); nDCG keeps every grade")
+    p.add_argument("--depth", help="cut every ranking at this rank before every measure (trec_eval -M)")
     p.add_argument("--radius", help="geo/xy: every gallery item within this distance is relevant")
     p.add_argument("--rerank", nargs="?", const="", metavar="K1,K2,LAMBDA",
                    help="k-reciprocal re-ranking (Zhong et al. 2017) with these parameters; alone: 20,6,0.3")
@@ -257,7 +260,7 @@ class EvaluationSpec:
         return dict(protocol=self.protocol, similarity=self.similarity, ks=o.ks, max_rank=o.max_rank, ties=o.ties,
                     threshold=o.threshold, map_at=o.map_at, judged_only=o.judged_only, radius=o.radius,
                     empty_queries=o.empty_queries, sweep=self.sweep, target_fpir=self.target_fpir,
-                    metrics=o.metrics, rerank=o.rerank)
+                    metrics=o.metrics, rerank=o.rerank, rel_level=o.rel_level, depth=o.depth)
 
 
 @dataclass(frozen=True)
@@ -309,7 +312,9 @@ def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
         threshold=_optional("--threshold", args.threshold), map_at=_optional("--map-at", args.map_at, int),
         judged_only=bool(args.judged_only), radius=_optional("--radius", args.radius),
         empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics),
-        rerank=None if getattr(args, "rerank", None) is None else parse_rerank(args.rerank))
+        rerank=None if getattr(args, "rerank", None) is None else parse_rerank(args.rerank),
+        rel_level=parse_number("--rel-level", str(getattr(args, "rel_level", None) or 1), int),
+        depth=_optional("--depth", getattr(args, "depth", None), int))
     return EvaluationSpec(options, protocol=args.protocol, similarity=args.similarity,
                           sweep=bool(getattr(args, "sweep", False)), target_fpir=target).checked()
 

@@ -59,7 +59,7 @@ def test_select_splits_a_string_and_drops_repeats():
 
 @pytest.mark.parametrize("given, message", [
     (["mAPP"], r"--metrics: unknown metric 'mAPP'; known: first_rank, last_rank, map, .*ndcg@k"),
-    (["mrr@10"], r"--metrics: 'mrr@10': mrr takes no cut-off"),
+    (["minp@10"], r"--metrics: 'minp@10': minp takes no cut-off"),
     (["recall@0"], r"--metrics: 'recall@0': the cut-off must be a positive integer"),
     (["map@k"], r"unknown metric 'map@k'"),
     ([], r"--metrics: give at least one metric name"),

@@ -1,6 +1,7 @@
 """``qrels``: judgements decide (README, Protocols).
 
-relevant = rel 1, junk = rel -1, anything unjudged is not relevant. With
+relevant = rel >= 1 (gain = the grade), judged not relevant = rel 0, junk = rel -1,
+anything unjudged is not relevant. With
 ``judged_only`` anything unjudged is junk too: a query is ranked among its
 judged non-junk items alone (the ``allowed`` CSR list of the ``Truth``).
 """
@@ -16,20 +17,38 @@ from evalcore.core.protocols.truth import Truth, csr_from_pairs, truth_from_pair
 from evalcore.errors import InputError, rows_text
 
 QRELS_ARRAYS = ("qrels/query", "qrels/item", "qrels/rel")
+#: the highest grade qrels/rel may hold (it is stored as int8)
+MAX_GRADE = 127
+
+
+def integer_grades(rel: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """qrels/rel as int64, or an InputError naming it when a value is not an integer (NaN, 2.5)."""
+    values = np.asarray(rel)
+    if values.dtype.kind in "iub":
+        return values.astype(np.int64)
+    if values.dtype.kind != "f":
+        raise InputError(f"qrels/rel: holds {values.dtype} values (must be integer grades)")
+    bad = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
+    if bad.size:
+        where = bad if rows is None else np.asarray(rows)[bad]
+        raise InputError(f"qrels/rel: rows {rows_text(where)} hold {values[bad[0]]!r} (must be integer grades)")
+    return values.astype(np.int64)
 
 
 def qrels_problems(query: np.ndarray, item: np.ndarray, rel: np.ndarray, rows: np.ndarray,
                    n_query: int, n_gallery: int) -> list[str]:
-    """Judgements that break the contract: query not in [0, Q), item not in [0, G), rel not in {-1, 0, 1}.
+    """Judgements that break the contract: query not in [0, Q), item not in [0, G), rel not an integer
+    grade in -1 .. MAX_GRADE.
 
     ``rows`` are the judgements' row numbers in the qrels arrays (for the messages).
     """
     found = out_of_range("qrels/query", "query", query, rows, n_query)
     found += out_of_range("qrels/item", "gallery", item, rows, n_gallery)
-    bad = np.flatnonzero((rel < -1) | (rel > 1))
+    bad = np.flatnonzero((rel < -1) | (rel > MAX_GRADE))
     if bad.size:
         found.append(f"qrels/rel: rows {rows_text(rows[bad])} hold {int(rel[bad[0]])}"
-                     f"{' ...' if bad.size > 1 else ''} (must be 1 relevant, 0 not relevant or -1 junk)")
+                     f"{' ...' if bad.size > 1 else ''} (must be a grade >= 1 relevant, 0 not relevant or -1 junk; "
+                     f"at most {MAX_GRADE})")
     return found
 
 
@@ -60,16 +79,24 @@ def qrels_truth(rows: np.ndarray, item: np.ndarray, rel: np.ndarray, n_queries: 
                 gallery_junk: np.ndarray | None, judged_only: bool = False) -> Truth:
     """Truth from collapsed judgements (``rows`` relative to the chunk's first query).
 
-    relevant = {g : rel(q, g) = 1}, junk = {g : rel(q, g) = -1} (plus ``gallery/junk``);
+    relevant = {g : rel(q, g) >= 1} with gain(g) = rel(q, g), junk = {g : rel(q, g) = -1}
+    (plus ``gallery/junk``); judged not relevant = {g : rel(q, g) = 0} (bpref counts them);
     unjudged items are not relevant; column n_judged(q) = #{judgements of q}. With ``judged_only``:
     allowed(q) = {g judged for q : rel >= 0, g not in gallery/junk},
     relevant(q) = {g in allowed(q) : rel = 1}, n_junk(q) = G - |allowed(q)|.
     """
     rows, item, rel = (np.asarray(a, dtype=np.int64) for a in (rows, item, rel))
-    relevant, junk = rel == 1, rel == -1
+    relevant, junk = rel >= 1, rel == -1
     # n_judged: judgements of any grade; a query with one is "known-judged" (--empty-queries zero)
     truth = truth_from_pairs(n_queries, rows[relevant], item[relevant], rows[junk], item[junk], gallery_junk,
-                             columns={"n_judged": np.bincount(rows, minlength=n_queries).astype(np.int64)})
+                             columns={"n_judged": np.bincount(rows, minlength=n_queries).astype(np.int64)},
+                             rel_gain=rel[relevant] if relevant.any() and rel.max() > 1 else None)
+    nonrel = rel == 0
+    if gallery_junk is not None:
+        nonrel &= ~gallery_junk[item]
+    nonrel_indptr, nonrel_items = csr_from_pairs(rows[nonrel], item[nonrel], n_queries)
+    truth = replace(truth, n_judged_nonrel=np.diff(nonrel_indptr).astype(np.int64), nonrel_indptr=nonrel_indptr,
+                    nonrel_items=nonrel_items)
     if not judged_only:
         return truth
     allowed = rel >= 0
@@ -104,11 +131,11 @@ def read_qrels_chunk(reader: ChunkReader, q0: int, q1: int, n_query: int, n_gall
     if isinstance(sel, slice):
         rows = np.arange(sel.start, sel.stop, dtype=np.int64)
         item = reader.read("qrels/item", sel).astype(np.int64)
-        rel = reader.read("qrels/rel", sel).astype(np.int64)
+        rel = integer_grades(reader.read("qrels/rel", sel), rows)
     else:
         rows = sel
         item = reader.read("qrels/item").astype(np.int64)[sel]
-        rel = reader.read("qrels/rel").astype(np.int64)[sel]
+        rel = integer_grades(reader.read("qrels/rel"))[sel]
     q = query[rows]
     raise_first(qrels_problems(q, item, rel, rows, n_query, n_gallery))
     q, item, rel, problems = collapse_qrels(q, item, rel, rows)
@@ -131,7 +158,11 @@ class QrelsProtocol(Protocol):
         """Out-of-range indices, bad rel values and conflicting repeats, over every judgement."""
         if n_query is None or n_gallery is None:
             return []
-        query, item, rel = (reader.read(name).astype(np.int64) for name in QRELS_ARRAYS)
+        query, item = (reader.read(name).astype(np.int64) for name in QRELS_ARRAYS[:2])
+        try:
+            rel = integer_grades(reader.read("qrels/rel"))
+        except InputError as exc:
+            return [str(exc)]
         if not (query.shape == item.shape == rel.shape):
             return [f"qrels: arrays differ in length (qrels/query {query.shape}, qrels/item {item.shape}, "
                     f"qrels/rel {rel.shape})"]

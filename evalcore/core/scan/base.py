@@ -55,6 +55,12 @@ class Ranked:
     relevant_score: np.ndarray  # best score of a relevant item, NaN if none
     near_ties: int = 0        # negatives whose estimate left a comparison open, settled canonically
     rerank_distance: np.ndarray | None = None  # re-ranked runs: rank 1's final distance (NaN if none)
+    #: for each rank, the relevant pair it belongs to (index into the chunk's ``Truth.rel_items``), so gains
+    #: follow their items; None: the pairs in CSR order (every relevant item ranked, equal gains)
+    pairs: np.ndarray | None = None
+    #: for each rank, the judged not-relevant items (grade 0) ranked above it; None where the ranking
+    #: cannot tell (a scan of the whole gallery)
+    judged_before: np.ndarray | None = None
 
 
 # --------------------------------------------------------------------------- what a backend scans
