@@ -263,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "
                    "(default: a temporary folder)")
     p.add_argument("--skip-conventional", action="store_true")
+    p.add_argument("--repeat", help="timed pairs per compared figure, alternated pair by pair (default 5); the "
+                   "figures are medians with min-max and the median of the paired ratios")
     p.add_argument("--rerank", action="store_true", help="also time re-ranked evaluation (k1=20, k2=6, lambda=0.3) "
                    "and the dense reference function where it fits")
     p.add_argument("--sweep", action="store_true",
