@@ -27,6 +27,7 @@ from evalcore.engine.plan import (
     TaskContext,
     cache_budget,
     cap_max_rank,
+    cutoffs_past_lists,
     describe,
     plan_chunks,
     plan_shards,
@@ -224,7 +225,8 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
                 "unknown": int(summary.column("n_unknown")[0].as_py())},
         scores=score_note(shape, options),
         near_ties_resolved=int(sum(r.near_ties for r in results)),
-        warnings=run_warnings(per_query, options) + ([capped] if capped else []) + [f.message() for f in faults],
+        warnings=run_warnings(per_query, options) + ([capped] if capped else [])
+        + [w for w in [cutoffs_past_lists(shape, options)] if w] + [f.message() for f in faults],
         timings={"validate_s": validated - started - model_s, **({"rerank_model_s": model_s} if model else {}),
                  "rank_s": ranked - validated,
                  "reduce_s": finished - ranked, "total_s": finished - started,
