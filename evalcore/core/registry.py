@@ -381,7 +381,7 @@ class MetricInfo:
             columns = f"{self.column} (per query)"
         else:
             columns = self.column if self.summary == self.column else f"{self.column} -> {self.summary}"
-        return f"{self.name:<12} {columns:<24} {self.direction + ' is better':<17} {self.definition}"
+        return f"{self.name:<12} {columns:<26} {self.direction + ' is better':<17} {self.definition}"
 
 
 def describe() -> list[MetricInfo]:

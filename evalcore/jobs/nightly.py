@@ -372,7 +372,9 @@ def cmd_nightly(args) -> int:
 
     for name, summary in done.items():
         row: dict[str, Any] = next((r for r in summary.to_pylist() if r.get("group") == "all"), {})
-        shown = ", ".join(f"{m} {row[m]:.4f}" for m in ("map", "hit_at_1") if row.get(m) is not None)
+        # map and hit@1, or the first two of the evaluation's own metrics (--metrics ndcg@k,bpref)
+        names = [m for m in ("map", "hit_at_1") if m in row] or registry.display_order(row, terminal=True)[:2]
+        shown = ", ".join(f"{m} {row[m]:.4f}" for m in names if row.get(m) is not None)
         print(f"nightly {run_date}: {name}: {shown or 'no known queries'} -> {_join(day, name)}")
     for c in checks:
         if c["passed"] is None:
