@@ -174,8 +174,8 @@ _COLUMNS = [(_regex(x.summary), x, True) for x in METRICS if x.summary is not No
 _EXACT = {s: x for x in METRICS if x.parameter is None for s in (x.name, x.column, x.summary) if s}
 _BASES = {s.split(K)[0].removesuffix("_at_").removesuffix("@").removesuffix("_"): x
           for x in METRICS if x.parameter is not None for s in (x.name.replace("@k", "@{k}"), x.column, x.summary) if s}
-#: the registered names with ``@k`` (``recall@k``, ``ndcg@k``): the metric at every value of its option
-_AT_EVERY_K = {x.name: x for x in METRICS if x.parameter is not None}
+#: the registered names with ``@k`` of the --ks metrics (``recall@k``, ``ndcg@k``): the metric at every --ks
+_AT_EVERY_K = {x.name: x for x in METRICS if x.parameter == "ks"}
 _WITH_K = re.compile(r"^(.+?)(?:@|_at_|_)([0-9]+)$")
 
 
