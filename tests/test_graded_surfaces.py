@@ -95,6 +95,14 @@ def test_no_cmc_where_no_metric_enters_it(tmp_path, graded):
     assert summary["ndcg_at_10"] == pytest.approx(means["ndcg_at_10"], rel=1e-12)
 
 
+def test_the_result_shows_its_own_measures(graded):
+    import evalcore
+    root, means = graded
+    result = evalcore.evaluate(str(root / "ties.zarr"), judged_only=True, ks=(5,), metrics=["ndcg@5", "bpref"])
+    assert repr(result) == (f"<evalcore.Result 30 queries: bpref={means['bpref']:.4f}, "
+                            f"ndcg_at_5={means['ndcg_at_5']:.4f}>")
+
+
 def test_evalcore_metrics_lists_the_graded_measures_aligned():
     done = cli("metrics")
     assert done.returncode == 0, done.stderr

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import zarr
 
+from evalcore.core import registry
 from evalcore.engine import cache as run_caches
 from evalcore.engine import rerank as rerank_phase
 from evalcore.engine.faults import Fault, StallWatch, check_stall_timeout, retried_chunks
@@ -123,7 +124,9 @@ class Result:
 
     def __repr__(self) -> str:
         m = self.metrics
-        shown = ", ".join(f"{k}={m[k]:.4f}" for k in ("map", "hit_at_1", "minp") if m.get(k) is not None)
+        # map, hit@1 and mINP, or the first three of the run's own metrics (metrics=["ndcg@10", "bpref"])
+        names = [k for k in ("map", "hit_at_1", "minp") if k in m] or registry.display_order(m, terminal=True)[:3]
+        shown = ", ".join(f"{k}={m[k]:.4f}" for k in names if m.get(k) is not None)
         return f"<evalcore.Result {self.per_query.num_rows} queries: {shown or 'no known queries'}>"
 
 
