@@ -33,9 +33,9 @@ KS = (1, 3, 5, 10)
 METRICS = "map,rprec,ndcg,ndcg@k,map_cut@k,mrr@k,precision@k,recall@k"
 
 
-def planted_ties(seed: int, n_query: int = 30, n_base: int = 9, dims: int = 3) -> dict:
-    """Integer query and gallery rows; each gallery row repeated 1-4 times (exact ties), graded qrels (-1..3)
-    that judge several copies of one row per query with different grades."""
+def planted_ties(seed: int, n_query: int = 30, n_base: int = 9, dims: int = 3, copies: tuple = (1, 5)) -> dict:
+    """Integer query and gallery rows; each gallery row repeated ``copies`` times (exact ties), graded qrels
+    (-1..3) that judge several copies of one row per query with different grades."""
     rng = np.random.default_rng(seed)
 
     def nonzero_rows(n):
@@ -44,7 +44,7 @@ def planted_ties(seed: int, n_query: int = 30, n_base: int = 9, dims: int = 3) -
         return rows
 
     base = nonzero_rows(n_base)
-    gallery = np.repeat(base, rng.integers(1, 5, size=n_base), axis=0)
+    gallery = np.repeat(base, rng.integers(*copies, size=n_base), axis=0)
     gallery = gallery[rng.permutation(len(gallery))]
     query = nonzero_rows(n_query)
     rows, items, rels = [], [], []
@@ -168,6 +168,18 @@ def test_scan_orders_tied_relevant_items_by_grade(tmp_path, dataset, ties, level
     result = evalcore.evaluate(str(path), ks=KS, ties=ties, metrics=METRICS.split(","), rel_level=level,
                                depth=depth)
     assert_equal_to_reference(result.per_query, reference_table(arrays, ties, level, depth, judged_only=False))
+
+
+@pytest.mark.parametrize("ties", ["pessimistic", "optimistic"])
+def test_sharded_scan_orders_tied_relevant_items_by_grade(tmp_path, ties):
+    """G > 2 tiles, three gallery shards: each shard's counts merged, then finished with the grade order."""
+    arrays = planted_ties(9, copies=(900, 1200))
+    assert tied_relevant_with_different_grades(arrays) >= 5
+    path = tmp_path / "big.zarr"
+    ds.write_dataset(path, arrays, {"protocol": "qrels", "similarity": "dot"}, chunk_rows=1024)
+    result = evalcore.evaluate(str(path), ks=KS, ties=ties, metrics=METRICS.split(","), gallery_shards=3)
+    assert len(result.run["gallery_shards"]) == 3
+    assert_equal_to_reference(result.per_query, reference_table(arrays, ties, 1, None, judged_only=False))
 
 
 @pytest.mark.parametrize("ties", ["pessimistic", "optimistic"])
