@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import zarr
 
+from evalcore.core import registry
 from evalcore.engine import cache as run_caches
 from evalcore.engine import rerank as rerank_phase
 from evalcore.engine.faults import Fault, StallWatch, check_stall_timeout, retried_chunks
@@ -27,6 +28,7 @@ from evalcore.engine.plan import (
     TaskContext,
     cache_budget,
     cap_max_rank,
+    cutoffs_past_lists,
     describe,
     plan_chunks,
     plan_shards,
@@ -122,7 +124,9 @@ class Result:
 
     def __repr__(self) -> str:
         m = self.metrics
-        shown = ", ".join(f"{k}={m[k]:.4f}" for k in ("map", "hit_at_1", "minp") if m.get(k) is not None)
+        # map, hit@1 and mINP, or the first three of the run's own metrics (metrics=["ndcg@10", "bpref"])
+        names = [k for k in ("map", "hit_at_1", "minp") if k in m] or registry.display_order(m, terminal=True)[:3]
+        shown = ", ".join(f"{k}={m[k]:.4f}" for k in names if m.get(k) is not None)
         return f"<evalcore.Result {self.per_query.num_rows} queries: {shown or 'no known queries'}>"
 
 
@@ -224,7 +228,8 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
                 "unknown": int(summary.column("n_unknown")[0].as_py())},
         scores=score_note(shape, options),
         near_ties_resolved=int(sum(r.near_ties for r in results)),
-        warnings=run_warnings(per_query, options) + ([capped] if capped else []) + [f.message() for f in faults],
+        warnings=run_warnings(per_query, options) + ([capped] if capped else [])
+        + [w for w in [cutoffs_past_lists(shape, options)] if w] + [f.message() for f in faults],
         timings={"validate_s": validated - started - model_s, **({"rerank_model_s": model_s} if model else {}),
                  "rank_s": ranked - validated,
                  "reduce_s": finished - ranked, "total_s": finished - started,
