@@ -186,3 +186,17 @@ def test_cluster_of_processes_equals_threads(write):
     assert cluster.per_query.equals(threads.per_query)
     assert cluster.summary.equals(threads.summary)
     assert cluster.run["fingerprint"] == threads.run["fingerprint"] == evalcore.evaluate(path).run["fingerprint"]
+
+
+def test_rerank_applies_to_the_expanded_vectors():
+    """DBA and αQE first, then k-reciprocal re-ranking of the new vectors: the dense references of both, chained."""
+    from test_rerank import reference_rows as rerank_reference
+
+    q, g = unit64(SMALL["query/emb"]), unit64(SMALL["gallery/emb"])
+    g = expand(g, g, 3, 3.0, exclude_self=True)
+    q = expand(q, g, 4, 3.0)
+    expanded = {**SMALL, "query/emb": q.astype(np.float32), "gallery/emb": g.astype(np.float32)}
+    expected, _, _ = rerank_reference(expanded, "reid", (10, 4, 0.3))
+    result = evalcore.evaluate(**api_args(SMALL, "reid"), query_expansion=(4, 3), database_augmentation=(3, 3),
+                               rerank=(10, 4, 0.3))
+    check_rows(result.per_query.to_pylist(), expected)
