@@ -7,7 +7,8 @@ them (``core.expansion``), and writes the new vectors into an in-memory Zarr
 group whose arrays are created first; every other array (labels, cameras,
 junk, keys, qrels) is copied unchanged. The ordinary evaluation then runs on
 that group, so every protocol and metric applies. Memory: the two sides'
-normalised rows, their replacements in the group, and one block of sums.
+normalised rows, their replacements in the group, and one block of sums (the
+original gallery is let go before αQE reads the augmented one).
 """
 from __future__ import annotations
 
@@ -112,32 +113,44 @@ def embeddings_array(root: zarr.Group, name: str, like: zarr.Array, dtype) -> za
                                  compressors=None, config={"write_empty_chunks": True})
 
 
+def copy_side(group, root: zarr.Group, name: str) -> None:
+    """``name`` into the new group unchanged (dtype and chunks as given), a chunk of rows at a time."""
+    out = embeddings_array(root, name, group[name], group[name].dtype)
+    for a, b in row_ranges(out.shape[0], out.chunks[0]):
+        out[a:b] = ds.read_array(group[name], name, slice(a, b))
+
+
+def expand_side(root: zarr.Group, name: str, like: zarr.Array, rows: np.ndarray, columns: np.ndarray,
+                expansion: Expansion, option: str, *, client=None, map_fn=map) -> zarr.Array:
+    """``name`` in the new group: ``rows`` expanded over their nearest ``columns`` (DBA: rows is columns)."""
+    self_search = rows is columns
+    found = nearest(rows, columns, expansion.k + self_search, client=client, map_fn=map_fn)
+    out = embeddings_array(root, name, like, np.float32)
+    expand_into(out, rows, columns, found, expansion, option, self_search)
+    return out
+
+
 def expanded(group, shape: DatasetShape, options: Options, *, client=None, map_fn=map) -> zarr.Group:
     """The dataset with DBA applied to the gallery, then αQE to the queries (module docstring)."""
     check_shape(shape, options)
     root, _ = new_group(group)
-    query, gallery = (read_normalized(group, name) for name in EMBEDDINGS)
     dba, qe = options.database_augmentation, options.query_expansion
+    original = read_normalized(group, "gallery/emb")
     if dba is None:
-        out = embeddings_array(root, "gallery/emb", group["gallery/emb"], group["gallery/emb"].dtype)
-        for a, b in row_ranges(len(gallery), out.chunks[0]):
-            out[a:b] = ds.read_array(group["gallery/emb"], "gallery/emb", slice(a, b))
+        copy_side(group, root, "gallery/emb")
+        gallery = original
     else:
-        expansion = Expansion(*dba)
-        found = nearest(gallery, gallery, expansion.k + 1, client=client, map_fn=map_fn)
-        out = embeddings_array(root, "gallery/emb", group["gallery/emb"], np.float32)
-        expand_into(out, gallery, gallery, found, expansion, DBA, self_search=True)
-        del found
-        # αQE looks for neighbours among the augmented rows, as the evaluation will normalise them
-        gallery = normalize_rows(ds.read_array(out, "gallery/emb", slice(None)), "cosine", copy=False) \
-            if qe is not None else gallery
+        out = expand_side(root, "gallery/emb", group["gallery/emb"], original, original, Expansion(*dba), DBA,
+                          client=client, map_fn=map_fn)
+        del original  # the original rows go before αQE reads the augmented ones
+        if qe is None:
+            copy_side(group, root, "query/emb")
+            return root
+        # normalised as the evaluation will normalise them
+        gallery = normalize_rows(ds.read_array(out, "gallery/emb", slice(None)), "cosine", copy=False)
     if qe is None:
-        out = embeddings_array(root, "query/emb", group["query/emb"], group["query/emb"].dtype)
-        for a, b in row_ranges(len(query), out.chunks[0]):
-            out[a:b] = ds.read_array(group["query/emb"], "query/emb", slice(a, b))
+        copy_side(group, root, "query/emb")
     else:
-        expansion = Expansion(*qe)
-        found = nearest(query, gallery, expansion.k, client=client, map_fn=map_fn)
-        out = embeddings_array(root, "query/emb", group["query/emb"], np.float32)
-        expand_into(out, query, gallery, found, expansion, QE, self_search=False)
+        expand_side(root, "query/emb", group["query/emb"], read_normalized(group, "query/emb"), gallery,
+                    Expansion(*qe), QE, client=client, map_fn=map_fn)
     return root
