@@ -200,3 +200,24 @@ def test_rerank_applies_to_the_expanded_vectors():
     result = evalcore.evaluate(**api_args(SMALL, "reid"), query_expansion=(4, 3), database_augmentation=(3, 3),
                                rerank=(10, 4, 0.3))
     check_rows(result.per_query.to_pylist(), expected)
+
+
+def test_no_queries_and_other_rankings():
+    """No query rows: an empty report; a given score matrix has no vectors to expand (InputError naming the parameter)."""
+    args = api_args(SMALL, "class")
+    empty = evalcore.evaluate(**{**args, "query": SMALL["query/emb"][:0], "query_labels": SMALL["query/label"][:0]},
+                              query_expansion=(3, 3), database_augmentation=(2, 3))
+    assert empty.per_query.num_rows == 0
+    with pytest.raises(InputError, match="query_expansion: needs query and gallery .this dataset is ranked by scores"):
+        evalcore.evaluate(scores=cosine_scores(SMALL["query/emb"], SMALL["gallery/emb"]),
+                          query_labels=SMALL["query/label"], gallery_labels=SMALL["gallery/label"],
+                          query_expansion=(3, 3))
+
+
+def test_a_vector_cancelled_by_its_neighbour_is_an_input_error():
+    """ALPHA = 0 weighs an exactly opposite neighbour 1: x + (-x) has no direction."""
+    q = np.array([[1.0, 2.0, 3.0]], np.float32)
+    with pytest.raises(InputError, match="query_expansion: the expanded vector of row 0 is zero"):
+        evalcore.evaluate(query=q, gallery=-q, query_labels=[0], gallery_labels=[0], query_expansion=(1, 0))
+    ok = evalcore.evaluate(query=q, gallery=-q, query_labels=[0], gallery_labels=[0], query_expansion=(1, 1))
+    assert ok.per_query.column("first_rank").to_pylist() == [1]

@@ -68,6 +68,9 @@ def nearest(rows: np.ndarray, columns: np.ndarray, k: int, *, client=None, map_f
     """Every row's ``k`` nearest columns: row ranges through ``map_fn`` here, or one cluster task each (both
     arrays scattered once to every worker)."""
     spans = row_ranges(len(rows))
+    if not spans:
+        return Neighbors(0, np.empty((0, k), np.int64), np.empty((0, k), np.float32), np.empty(0, np.int64),
+                         np.empty(0, np.float32))
     if client is None:
         return concat(list(map_fn(lambda s: search_block(rows, s[0], s[1], columns, k), spans)))
     held_rows = client.scatter(rows, broadcast=True, hash=False)
