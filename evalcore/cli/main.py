@@ -256,8 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_neighbors)
 
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
-    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl"],
-                   help="the one shape to measure (default market; not with --sweep)")
+    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "trec"],
+                   help="the one shape to measure (default market; not with --sweep); trec: import trec-run + "
+                   "evaluate of a synthetic run (--queries x top-100) as whole processes, beside pytrec_eval")
+    p.add_argument("--repeat", help="--shape trec: paired rounds (default 3)")
     p.add_argument("--workers", help="worker processes (default 2); with --sweep a comma list like --workers-list")
     p.add_argument("--memory-limit", default=None, help="per worker (xl uses 2GiB; --sweep defaults to 2GiB)")
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "
@@ -269,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a cost table over gallery sizes and worker counts instead of one shape")
     p.add_argument("--sizes", help="--sweep: gallery sizes (default 100000,300000,1000000,2000000; 100k, 1M also read)")
     p.add_argument("--dims", help="--sweep: embedding width (default 128)")
-    p.add_argument("--queries", help="--sweep: query count (default 10000)")
+    p.add_argument("--queries", help="--sweep: query count (default 10000); --shape trec: run queries (default 100000)")
     p.add_argument("--workers-list", help="--sweep: worker counts (default 1,2)")
     p.add_argument("--gallery-shards", help="--sweep: gallery shards per query chunk, passed to evaluate "
                    "(default: as evaluate plans from the memory limit; 1 = whole gallery)")
