@@ -162,16 +162,16 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
 
 
 #: bytes read and split at a time: the columns of one piece stay far below the file's size in memory
-PIECE_BYTES = 1 << 26
+PIECE_BYTES = 1 << 24
 
 
 @dataclass(frozen=True)
 class TrecLines:
     """The kept lines of a TREC run or qrels file as columns, one entry a line in file order.
 
-    ``qkeys``/``dkeys`` hold each distinct qid/docno once, sorted by code
-    point (UTF-8 byte order, as Python sorts str); ``qcode``/``dcode`` index
-    them. ``value`` is the score (float64, run) or ``qrels/rel`` (int8,
+    ``qkeys``/``dkeys`` hold each distinct qid/docno once (``qkeys`` sorted
+    by code point, UTF-8 byte order, as Python sorts str; ``dkeys`` in no set
+    order); ``qcode``/``dcode`` index them. ``value`` is the score (float64, run) or ``qrels/rel`` (int8,
     qrels); ``line`` the 1-based line number.
     """
 
@@ -183,8 +183,9 @@ class TrecLines:
     value: np.ndarray
 
 
-def _line_text(buffer: np.ndarray, number: int) -> str:
-    """Line ``number`` (1-based, lines end at ``\\n``) of an already validated UTF-8 buffer: the error path only."""
+def _line_text(path, number: int) -> str:
+    """Line ``number`` (1-based, lines end at ``\\n``) of an already validated UTF-8 file: the error path only."""
+    buffer = np.fromfile(path, dtype=np.uint8)
     ends = np.flatnonzero(buffer == 10)
     start = 0 if number == 1 else int(ends[number - 2]) + 1
     stop = int(ends[number - 1]) if number - 1 < ends.size else buffer.size
@@ -203,14 +204,15 @@ def _field_tokens(piece: np.ndarray, fields: int, more_ignored: bool):
     edge = np.diff(space.view(np.int8), prepend=np.int8(1), append=np.int8(1))
     starts, ends = np.flatnonzero(edge == -1), np.flatnonzero(edge == 1)
     del space, edge
-    token_line = np.searchsorted(np.flatnonzero(piece == 10), starts)
-    first = np.flatnonzero(np.diff(token_line, prepend=-1) != 0)          # each non-blank line's first field
-    count = np.diff(first, append=starts.size)
+    bounds = np.concatenate(([0], np.searchsorted(starts, np.flatnonzero(piece == 10)), [starts.size]))
+    count = np.diff(bounds)                                  # fields of each line (lines end at \n)
+    line_index = np.flatnonzero(count)                       # the non-blank lines
+    first, count = bounds[line_index], count[line_index]     # each one's first field, and how many
     kept = piece[starts[first]] != 35                                       # not a '#' line
     bad = kept & ((count < fields) if more_ignored else (count != fields))
-    bad_line = int(token_line[first[np.argmax(bad)]]) if bad.any() else -1
-    first = first[kept & ~bad]
-    return starts, ends, first, token_line[first], bad_line
+    bad_line = int(line_index[np.argmax(bad)]) if bad.any() else -1
+    good = kept & ~bad
+    return starts, ends, first[good], line_index[good], bad_line
 
 
 def _tokens_array(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
@@ -221,17 +223,29 @@ def _tokens_array(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.A
     return spans.take(pa.array(np.arange(1, 2 * starts.size, 2)))
 
 
-def _sorted_codes(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """(distinct values sorted by bytes, as UTF-8 strings; each value's index among them)."""
+def _codes(values: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """(distinct values as UTF-8 strings, in no set order; each value's index among them).
+
+    Arrow's dictionary encoding of chunks shares one dictionary, the last
+    chunk's holding every value."""
+    if len(values) == 0:
+        return pa.array([], pa.large_string()), np.zeros(0, dtype=np.int64)
     encoded = pc.dictionary_encode(values)
-    order = pc.sort_indices(encoded.dictionary).to_numpy()
+    codes = np.concatenate([chunk.indices.to_numpy() for chunk in encoded.chunks]).astype(np.int64)
+    return encoded.chunks[-1].dictionary.cast(pa.large_string()), codes
+
+
+def _sorted_codes(values: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """(distinct values sorted by bytes, as UTF-8 strings; each value's index among them)."""
+    keys, codes = _codes(values)
+    order = pc.sort_indices(keys).to_numpy()
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
-    return encoded.dictionary.take(pa.array(order)).cast(pa.large_string()), rank[encoded.indices.to_numpy()]
+    return keys.take(pa.array(order)), rank[codes]
 
 
 def _read_columns(path, layout: str, wanted: tuple[int, int, int], *, more_ignored: bool):
-    """(file bytes, line numbers, qid, docno and value fields as Arrow binary, first bad line or None) of a TREC file.
+    """(line numbers, qid, docno and value fields as Arrow binary, first bad line or None) of a TREC file.
 
     Read in pieces of ``PIECE_BYTES`` cut at line ends. The whole file must
     be UTF-8 (checked once, only when a byte above 127 is there).
@@ -266,7 +280,7 @@ def _read_columns(path, layout: str, wanted: tuple[int, int, int], *, more_ignor
         line_base += int(np.count_nonzero(piece == 10))
         start = stop
     line = np.concatenate(lines) if lines else np.zeros(0, dtype=np.int64)
-    return buffer, line, [pa.concat_arrays(c) if c else pa.array([], pa.large_binary()) for c in columns], bad
+    return line, [pa.chunked_array(c, type=pa.large_binary()) for c in columns], bad
 
 
 def _first_problem(candidates) -> int | None:
@@ -275,11 +289,11 @@ def _first_problem(candidates) -> int | None:
     return min(found) if found else None
 
 
-def _raise_at(path, buffer: np.ndarray, number: int, layout: str, more_ignored: bool, check) -> None:
+def _raise_at(path, number: int, layout: str, more_ignored: bool, check) -> None:
     """Re-read line ``number`` alone with the per-line rules (``trec_records`` and ``check``), which raise
     their message if it breaks one; returns if it does not (the problem is then one across lines)."""
     name = str(path)
-    for n, fields in trec_records([_line_text(buffer, number)], name, layout, more_ignored=more_ignored, start=number):
+    for n, fields in trec_records([_line_text(path, number)], name, layout, more_ignored=more_ignored, start=number):
         check(fields, name, n)
 
 
@@ -292,9 +306,41 @@ def _duplicates(qcode: np.ndarray, dcode: np.ndarray, ndocs: int) -> tuple[np.nd
     return order[repeat], order[group_first[repeat]]
 
 
-def _matches(text: pa.Array, pattern: re.Pattern) -> np.ndarray:
+def _matches(text: pa.Array | pa.ChunkedArray, pattern: re.Pattern) -> np.ndarray:
     """Whether each value matches ``pattern`` whole (RE2, the same syntax as the Python pattern here)."""
     return pc.match_substring_regex(text, f"^(?:{pattern.pattern})$").to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _byte_set(allowed: bytes) -> np.ndarray:
+    table = np.zeros(256, dtype=bool)
+    table[np.frombuffer(allowed, dtype=np.uint8)] = True
+    return table
+
+
+#: the bytes plain decimal numbers and integers are made of (values of other bytes go to the regex)
+DECIMAL_BYTES, INTEGER_BYTES = _byte_set(b"0123456789.eE+-"), _byte_set(b"0123456789-")
+
+
+def _plain_numbers(text: pa.Array, pattern: re.Pattern, allowed: np.ndarray, kind: pa.DataType) -> np.ndarray:
+    """Each value parsed as ``kind`` (returned as float64), NaN where it does not match ``pattern`` whole.
+
+    The fast path: when every byte is ``allowed`` and Arrow parses every value
+    (its grammar on those bytes is the pattern's: sign, digits, point,
+    exponent; floats correctly rounded), no value needs the regex. Otherwise
+    each value is matched (RE2) and only the matching ones parsed.
+    """
+    if len(text) == 0:
+        return np.zeros(0, dtype=np.float64)
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[text.offset:text.offset + len(text) + 1]
+    data = np.frombuffer(text.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    if allowed[data].all():
+        try:
+            return text.cast(kind).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    plain = _matches(text, pattern)
+    parsed = pc.if_else(pa.array(plain), text, "0").cast(kind).cast(pa.float64()).to_numpy(zero_copy_only=False)
+    return np.where(plain, parsed, np.nan)
 
 
 def _check_score(fields: list[str], name: str, number: int) -> None:
@@ -311,17 +357,18 @@ def read_run_lines(path) -> TrecLines:
     problem in the file is reported, found again by the per-line rules.
     """
     name, layout = str(path), "qid Q0 docno rank score tag"
-    buffer, line, (qid, docno, text), bad = _read_columns(path, layout, (0, 2, 4), more_ignored=True)
+    line, (qid, docno, text), bad = _read_columns(path, layout, (0, 2, 4), more_ignored=True)
     text = text.cast(pa.large_string())
-    plain = _matches(text, PLAIN_DECIMAL)
-    score = pc.if_else(pa.array(plain), text, "0").cast(pa.float64()).to_numpy(zero_copy_only=False)
+    score = np.concatenate([np.zeros(0), *(_plain_numbers(chunk, PLAIN_DECIMAL, DECIMAL_BYTES, pa.float64())
+                                           for chunk in text.chunks)])
+    plain = ~np.isnan(score)
     qkeys, qcode = _sorted_codes(qid)
-    dkeys, dcode = _sorted_codes(docno)
+    dkeys, dcode = _codes(docno)
     repeat, earlier = _duplicates(qcode, dcode, len(dkeys))
     per_line = [line[~plain], line[~np.isfinite(score)]]
     problem = _first_problem([np.array([bad or 0])[:1 if bad else 0], *per_line, line[repeat]])
     if problem is not None:
-        _raise_at(path, buffer, problem, layout, True, _check_score)
+        _raise_at(path, problem, layout, True, _check_score)
         at = int(np.flatnonzero(line[repeat] == problem)[0])
         row, first = repeat[at], earlier[at]
         raise InputError(f"{name}: line {problem}, field docno: {dkeys[dcode[row]].as_py()!r} listed twice for "
@@ -347,23 +394,26 @@ def read_qrels_lines(path) -> TrecLines:
     an error naming both lines. The first problem in the file is reported.
     """
     name, layout = str(path), "qid iter docno rel"
-    buffer, line, (qid, docno, text), bad = _read_columns(path, layout, (0, 2, 3), more_ignored=False)
-    text = text.cast(pa.large_string())
-    integer = _matches(text, PLAIN_INTEGER)
-    short = integer & (pc.utf8_length(text).to_numpy(zero_copy_only=False) <= 18)
+    line, (qid, docno, text), bad = _read_columns(path, layout, (0, 2, 3), more_ignored=False)
+    text = text.combine_chunks().cast(pa.large_string())
+    short = pc.utf8_length(text).to_numpy(zero_copy_only=False) <= 18  # longer: beyond int64, only the sign matters
+    parsed = _plain_numbers(text.filter(pa.array(short)), PLAIN_INTEGER, INTEGER_BYTES, pa.int64())
+    integer = np.zeros(line.size, dtype=bool)
+    integer[short] = ~np.isnan(parsed)
+    integer[~short] = _matches(text.filter(pa.array(~short)), PLAIN_INTEGER)
     grade = np.zeros(line.size, dtype=np.int64)
-    grade[short] = text.filter(pa.array(short)).cast(pa.int64()).to_numpy()
+    grade[integer & short] = parsed[~np.isnan(parsed)]
     for row in np.flatnonzero(integer & ~short):  # beyond int64: only its sign matters (0 or too high)
         grade[row] = min(max(int(text[int(row)].as_py()), -1), MAX_GRADE + 1)
     rel = np.maximum(grade, 0)
     qkeys, qcode = _sorted_codes(qid)
-    dkeys, dcode = _sorted_codes(docno)
+    dkeys, dcode = _codes(docno)
     repeat, earlier = _duplicates(qcode, dcode, len(dkeys))
     conflict = rel[repeat] != rel[earlier]
     per_line = [line[~integer], line[rel > MAX_GRADE]]
     problem = _first_problem([np.array([bad or 0])[:1 if bad else 0], *per_line, line[repeat[conflict]]])
     if problem is not None:
-        _raise_at(path, buffer, problem, layout, False, _check_grade)
+        _raise_at(path, problem, layout, False, _check_grade)
         at = int(np.flatnonzero(line[repeat[conflict]] == problem)[0])
         row, first = repeat[conflict][at], earlier[conflict][at]
         raise InputError(f"{name}: line {problem}, field rel: ({qkeys[qcode[row]].as_py()}, "
@@ -388,6 +438,31 @@ def _first_lines(lines: TrecLines, rows: np.ndarray) -> dict[str, int]:
     for row in np.flatnonzero(rows):  # only the left-out queries' rows: usually none or few
         first.setdefault(lines.qkeys[int(lines.qcode[row])].as_py(), int(lines.line[row]))
     return dict(sorted(first.items(), key=lambda item: item[1]))
+
+
+def _best_first(query: np.ndarray, score: np.ndarray, item: np.ndarray, order: str) -> np.ndarray:
+    """The permutation listing each query's results best first, queries by row.
+
+    Score descending; equal scores in file order (``score``) or by docno
+    descending (``trec_eval``; ``item`` indexes the sorted docnos). A run whose
+    queries are contiguous blocks already listed so (the usual layout) only
+    has its blocks put in query order; any other is sorted whole.
+    """
+    if query.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    block_start = np.flatnonzero(np.diff(query, prepend=-1) != 0)
+    block_query = query[block_start]
+    same = query[1:] == query[:-1]
+    in_order = np.unique(block_query).size == block_query.size and not (same & (score[1:] > score[:-1])).any()
+    if in_order and order == "trec_eval":
+        in_order = not (same & (score[1:] == score[:-1]) & (item[1:] > item[:-1])).any()
+    if in_order:
+        by_query = np.argsort(block_query)
+        starts = block_start[by_query]
+        sizes = np.diff(np.append(block_start, query.size))[by_query]
+        return np.repeat(starts - (np.cumsum(sizes) - sizes), sizes) + np.arange(query.size)
+    tie_break = np.arange(query.size) if order == "score" else -item
+    return np.lexsort((tie_break, -score, query))
 
 
 def read_trec_run(run_path, *, qrels=None, order: str = "score",
@@ -434,9 +509,7 @@ def read_trec_run(run_path, *, qrels=None, order: str = "score",
     gallery = gallery.take(pc.sort_indices(gallery))
     query, item = run_rows[kept_run], _positions(runs.dkeys, gallery)[runs.dcode[kept_run]]
     score = runs.value[kept_run]
-    # best first: score descending; equal scores in file order (score) or by docno descending (trec_eval)
-    tie_break = np.arange(query.size) if order == "score" else -item
-    best_first = np.lexsort((tie_break, -score, query))
+    best_first = _best_first(query, score, item, order)
     query, item, score = query[best_first], item[best_first], score[best_first]
     n_queries = int(chosen.sum())
     counts = np.bincount(query, minlength=n_queries)
