@@ -300,6 +300,9 @@ def _raise_at(path, number: int, layout: str, more_ignored: bool, check) -> None
 def _duplicates(qcode: np.ndarray, dcode: np.ndarray, ndocs: int) -> tuple[np.ndarray, np.ndarray]:
     """(row of each repeat of a (qid, docno) pair, row of that pair's first occurrence); rows in file order."""
     pair = qcode * max(ndocs, 1) + dcode
+    ordered = np.sort(pair)
+    if not (ordered[1:] == ordered[:-1]).any():  # the usual file has no repeat: no stable argsort needed
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.argsort(pair, kind="stable")
     repeat = np.flatnonzero(pair[order][1:] == pair[order][:-1]) + 1
     group_first = np.maximum.accumulate(np.where(np.diff(pair[order], prepend=-1) != 0, np.arange(pair.size), 0))
@@ -364,6 +367,7 @@ def read_run_lines(path) -> TrecLines:
     plain = ~np.isnan(score)
     qkeys, qcode = _sorted_codes(qid)
     dkeys, dcode = _codes(docno)
+    del qid, docno, text  # codes and scores hold what is needed; an error message re-reads its line
     repeat, earlier = _duplicates(qcode, dcode, len(dkeys))
     per_line = [line[~plain], line[~np.isfinite(score)]]
     problem = _first_problem([np.array([bad or 0])[:1 if bad else 0], *per_line, line[repeat]])
