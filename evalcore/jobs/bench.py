@@ -226,14 +226,6 @@ def write_data(path: str, nq: int, ng: int, dims: int, dtype: str, ids: int, key
 def run(args) -> int:
     if getattr(args, "sweep", False):
         return run_sweep(args)
-    if args.shape == "trec":  # import trec-run + evaluate beside pytrec_eval (jobs/bench_trec.py)
-        from evalcore.jobs import bench_trec
-
-        queries = parse_number("--queries", args.queries or "100000", int)
-        repeat = parse_number("--repeat", getattr(args, "repeat", None) or "3", int)
-        if queries < 1 or repeat < 1:
-            raise InputError(f"--queries/--repeat: {queries}/{repeat} must be at least 1")
-        return bench_trec.run_trec(queries, repeat)
     for option in SWEEP_ONLY:
         if getattr(args, option.lstrip("-").replace("-", "_"), None) is not None:
             raise InputError(f"{option}: only with --sweep")

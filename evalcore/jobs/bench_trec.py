@@ -22,7 +22,9 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from evalcore.errors import InputError
 from evalcore.jobs.bench import Peak
+from evalcore.jobs.common import parse_number
 
 #: results a query, judgements a query, documents in the corpus
 TOP, JUDGED, CORPUS = 100, 20, 1_000_000
@@ -93,6 +95,15 @@ def spread(values: list[float]) -> str:
 
 def evalcore_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from evalcore.cli.main import main; sys.exit(main())"]
+
+
+def run(args) -> int:
+    """``evalcore bench --shape trec [--queries N] [--repeat N]``."""
+    queries = parse_number("--queries", args.queries or "100000", int)
+    repeat = parse_number("--repeat", args.repeat or "3", int)
+    if queries < 1 or repeat < 1:
+        raise InputError(f"--queries/--repeat: {queries}/{repeat} must be at least 1")
+    return run_trec(queries, repeat)
 
 
 def run_trec(queries: int, repeat: int, evalcore: list[str] | None = None) -> int:
