@@ -28,7 +28,7 @@ from evalcore.io import neighbors as neighbors_out
 from evalcore.io import report
 from evalcore.io.history import atomic_write
 from evalcore.io.importers import check_import_out
-from evalcore.jobs import bench, leaderboard, nightly, score, service, synthetic
+from evalcore.jobs import bench, bench_trec, leaderboard, nightly, score, service, synthetic
 from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
@@ -213,6 +213,8 @@ def cmd_neighbors(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.shape == "trec":  # import trec-run + evaluate as whole processes, beside pytrec_eval
+        return bench_trec.run(args)
     return bench.run(args)
 
 
@@ -267,14 +269,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_neighbors)
 
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
-    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl"],
-                   help="the one shape to measure (default market; not with --sweep)")
+    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "trec"],
+                   help="the one shape to measure (default market; not with --sweep); trec: import trec-run + "
+                   "evaluate of a synthetic run (--queries x top-100) as whole processes, beside pytrec_eval")
     p.add_argument("--workers", help="worker processes (default 2); with --sweep a comma list like --workers-list")
     p.add_argument("--memory-limit", default=None, help="per worker (xl uses 2GiB; --sweep defaults to 2GiB)")
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "
                    "(default: a temporary folder)")
     p.add_argument("--skip-conventional", action="store_true")
-    p.add_argument("--repeat", help="timed pairs per compared figure, alternated pair by pair (default 5); the "
+    p.add_argument("--repeat", help="timed pairs per compared figure, alternated pair by pair (default 5; "
+                   "--shape trec: 3); the "
                    "figures are medians with min-max and the median of the paired ratios")
     p.add_argument("--rerank", action="store_true", help="also time re-ranked evaluation (k1=20, k2=6, lambda=0.3) "
                    "and the dense reference function where it fits")
@@ -282,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a cost table over gallery sizes and worker counts instead of one shape")
     p.add_argument("--sizes", help="--sweep: gallery sizes (default 100000,300000,1000000,2000000; 100k, 1M also read)")
     p.add_argument("--dims", help="--sweep: embedding width (default 128)")
-    p.add_argument("--queries", help="--sweep: query count (default 10000)")
+    p.add_argument("--queries", help="--sweep: query count (default 10000); --shape trec: run queries (default 100000)")
     p.add_argument("--workers-list", help="--sweep: worker counts (default 1,2)")
     p.add_argument("--gallery-shards", help="--sweep: gallery shards per query chunk, passed to evaluate "
                    "(default: as evaluate plans from the memory limit; 1 = whole gallery)")
