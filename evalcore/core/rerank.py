@@ -80,25 +80,84 @@ def original_distance(scores: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return squared_distance(scores) / scale
 
 
-def _reciprocal(ids: np.ndarray, i: int, k: int) -> np.ndarray:
-    """{j in top(i, k) : i in top(j, k)}, in i's rank order."""
-    forward = ids[i, :k]
-    return forward[(ids[forward, :k] == i).any(axis=1)]
+@njit(cache=True, nogil=True)
+def _is_in(ids, row, k, item):  # pragma: no cover - compiled
+    for t in range(k):
+        if ids[row, t] == item:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _reciprocal_into(ids, i, k, out):  # pragma: no cover - compiled
+    """{j in top(i, k) : i in top(j, k)} into ``out``, in i's rank order; returns how many."""
+    n = 0
+    for t in range(k):
+        j = ids[i, t]
+        if _is_in(ids, j, k, i):
+            out[n] = j
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _sets(ids, k1, half, indptr, cols):  # pragma: no cover - compiled
+    n_rows = ids.shape[0]
+    in_set = np.full(n_rows, -1, dtype=np.int64)  # in_set[j] == i: j is in R(i)
+    chosen = np.full(n_rows, -1, dtype=np.int64)  # chosen[j] == i: j is in the expanded set of i
+    k_rec = np.empty(k1 + 1, dtype=np.int64)
+    c_rec = np.empty(half + 1, dtype=np.int64)
+    members = np.empty(n_rows, dtype=np.int64)
+    pos = 0
+    for i in range(n_rows):
+        n_k = _reciprocal_into(ids, i, k1 + 1, k_rec)
+        n_m = 0
+        for x in range(n_k):
+            in_set[k_rec[x]] = i
+            if chosen[k_rec[x]] != i:
+                chosen[k_rec[x]] = i
+                members[n_m] = k_rec[x]
+                n_m += 1
+        for x in range(n_k):
+            n_c = _reciprocal_into(ids, k_rec[x], half + 1, c_rec)
+            common = 0
+            for y in range(n_c):
+                if in_set[c_rec[y]] == i:
+                    common += 1
+            if common > 2.0 / 3 * n_c:
+                for y in range(n_c):
+                    if chosen[c_rec[y]] != i:
+                        chosen[c_rec[y]] = i
+                        members[n_m] = c_rec[y]
+                        n_m += 1
+        if pos + n_m > cols.shape[0]:
+            return -1
+        cols[pos:pos + n_m] = np.sort(members[:n_m])
+        pos += n_m
+        indptr[i + 1] = pos
+    return pos
+
+
+def k_reciprocal_csr(ids: np.ndarray, k1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's expanded k-reciprocal set (ascending) as (indptr, members), from the rows' nearest lists
+    ``ids`` (n, >= k1+1): R(i) = {j in top(i, k1+1) : i in top(j, k1+1)}, joined by R*(c) (top
+    round(k1/2)+1) of each c in R(i) with more than 2/3 of R*(c) in R(i)."""
+    half = int(np.around(k1 / 2.0))
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    size = max(1024, 4 * (k1 + 1) * len(ids))
+    while True:
+        indptr = np.zeros(len(ids) + 1, dtype=np.int64)
+        cols = np.empty(size, dtype=np.int64)
+        used = _sets(ids, k1, half, indptr, cols)
+        if used >= 0:
+            return indptr, cols[:used].copy()
+        size *= 2
 
 
 def k_reciprocal_sets(ids: np.ndarray, k1: int) -> list[np.ndarray]:
-    """Each row's expanded k-reciprocal set (ascending), from the rows' nearest lists ``ids`` (n, >= k1+1)."""
-    half = int(np.around(k1 / 2.0))
-    out = []
-    for i in range(len(ids)):
-        k_reciprocal = _reciprocal(ids, i, k1 + 1)
-        expansion = [k_reciprocal]
-        for candidate in k_reciprocal:
-            c_reciprocal = _reciprocal(ids, int(candidate), half + 1)
-            if len(np.intersect1d(c_reciprocal, k_reciprocal)) > 2.0 / 3 * len(c_reciprocal):
-                expansion.append(c_reciprocal)
-        out.append(np.unique(np.concatenate(expansion)))
-    return out
+    """Each row's expanded k-reciprocal set (ascending), as one array per row (``k_reciprocal_csr``)."""
+    indptr, cols = k_reciprocal_csr(ids, k1)
+    return np.split(cols, indptr[1:-1])
 
 
 def reciprocal_weights(sets: list[np.ndarray], original: list[np.ndarray]) -> SparseRows:
