@@ -75,43 +75,52 @@ class ArrayColumns:
 
 @njit(cache=True, nogil=True)
 def _candidates(est, near_last, far_best, err, k, r, c, fr, fc):  # pragma: no cover - compiled
+    width = est.shape[1]
     best = np.empty(k, dtype=np.float64)
+    near = np.empty(width, dtype=np.int64)
+    far = np.empty(width, dtype=np.int64)
     n = 0
     m = 0
     for i in range(est.shape[0]):
         floor = np.float64(near_last[i]) - err[i]
-        # the k highest estimates at or above the running bar, descending (by insertion: after the first
-        # tiles few values pass the bar)
+        ceiling = np.float64(far_best[i]) + err[i]
+        # one pass: the k highest estimates at or above the running bar (descending, by insertion: after the
+        # first tiles few values pass it), the lowest estimate, and the columns past either running bar
         n_best = 0
+        n_near = 0
+        n_far = 0
         low = np.inf
-        for j in range(est.shape[1]):
+        for j in range(width):
             v = np.float64(est[i, j])
             if v < low:
                 low = v
-            if v >= floor and (n_best < k or v > best[k - 1]):
-                at = n_best if n_best < k else k - 1
-                while at > 0 and best[at - 1] < v:
-                    best[at] = best[at - 1]
-                    at -= 1
-                best[at] = v
-                if n_best < k:
-                    n_best += 1
+            if v <= ceiling:
+                far[n_far] = j
+                n_far += 1
+            if v >= floor:
+                near[n_near] = j
+                n_near += 1
+                if n_best < k or v > best[k - 1]:
+                    at = n_best if n_best < k else k - 1
+                    while at > 0 and best[at - 1] < v:
+                        best[at] = best[at - 1]
+                        at -= 1
+                    best[at] = v
+                    if n_best < k:
+                        n_best += 1
         bar = max(floor, best[k - 1] - 2 * err[i]) if n_best == k else floor
-        top = min(np.float64(far_best[i]) + err[i], low + 2 * err[i])
-        # the same row again while it is in cache
-        for j in range(est.shape[1]):
-            v = np.float64(est[i, j])
-            if v >= bar:
-                if n == r.shape[0]:
-                    return -1, -1
+        top = min(ceiling, low + 2 * err[i])
+        if n + n_near > r.shape[0] or m + n_far > fr.shape[0]:
+            return -1, -1
+        for x in range(n_near):
+            if np.float64(est[i, near[x]]) >= bar:
                 r[n] = i
-                c[n] = j
+                c[n] = near[x]
                 n += 1
-            if v <= top:
-                if m == fr.shape[0]:
-                    return -1, -1
+        for x in range(n_far):
+            if np.float64(est[i, far[x]]) <= top:
                 fr[m] = i
-                fc[m] = j
+                fc[m] = far[x]
                 m += 1
     return n, m
 
