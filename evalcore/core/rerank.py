@@ -224,11 +224,9 @@ def by_columns(v: SparseRows, n_cols: int) -> SparseRows:
 
 @njit(cache=True, nogil=True)
 def _shared(indptr, cols, vals, c_indptr, c_rows, c_vals, r0, r1, first_item, n_all,
-            out_indptr, out_items, out_t):  # pragma: no cover - compiled
-    temp = np.zeros(n_all)
-    mark = np.full(n_all, -1, dtype=np.int64)
-    touched = np.empty(n_all, dtype=np.int64)
-    pos = 0
+            out_indptr, out_items, out_t, pos, temp, mark, touched):  # pragma: no cover - compiled
+    """Rows r0 .. r1 into ``out_*`` from position ``pos``; returns (position, next row): it stops before a row
+    that does not fit, for the caller to grow the arrays and go on."""
     for i in range(r0, r1):
         n_t = 0
         for p in range(indptr[i], indptr[i + 1]):
@@ -244,15 +242,17 @@ def _shared(indptr, cols, vals, c_indptr, c_rows, c_vals, r0, r1, first_item, n_
                     touched[n_t] = r
                     n_t += 1
                 temp[r] = temp[r] + min(vij, c_vals[q])
-        chosen = np.sort(touched[:n_t])
         if pos + n_t > out_items.shape[0]:
-            return -1
+            for x in range(n_t):
+                mark[touched[x]] = -1
+            return pos, i
+        chosen = np.sort(touched[:n_t])
         for x in range(n_t):
             out_items[pos + x] = chosen[x] - first_item
             out_t[pos + x] = temp[chosen[x]]
         pos += n_t
-        out_indptr[i - r0 + 1] = pos
-    return pos
+        out_indptr[i + 1] = pos
+    return pos, r1
 
 
 def shared_terms(v_qe: SparseRows, by_col: SparseRows, r0: int, r1: int, first_item: int) -> SparseRows:
@@ -260,15 +260,20 @@ def shared_terms(v_qe: SparseRows, by_col: SparseRows, r0: int, r1: int, first_i
     items g >= ``first_item`` (stored as g - first_item): only the pairs with t > 0, items ascending."""
     n_all = len(by_col.indptr) - 1
     size = max(1024, 64 * (r1 - r0))
+    indptr = np.zeros(r1 + 1, dtype=np.int64)  # rows before r0 stay 0: sliced off below
+    items = np.empty(size, dtype=np.int64)
+    t = np.empty(size, dtype=np.float64)
+    temp = np.zeros(n_all)
+    mark = np.full(n_all, -1, dtype=np.int64)
+    touched = np.empty(n_all, dtype=np.int64)
+    pos, row = 0, r0
     while True:
-        indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
-        items = np.empty(size, dtype=np.int64)
-        t = np.empty(size, dtype=np.float64)
-        used = _shared(v_qe.indptr, v_qe.cols, v_qe.vals, by_col.indptr, by_col.cols, by_col.vals, r0, r1,
-                       first_item, n_all, indptr, items, t)
-        if used >= 0:
-            return SparseRows(indptr, items[:used].copy(), t[:used].copy())
-        size *= 4
+        pos, row = _shared(v_qe.indptr, v_qe.cols, v_qe.vals, by_col.indptr, by_col.cols, by_col.vals, row, r1,
+                           first_item, n_all, indptr, items, t, pos, temp, mark, touched)
+        if row >= r1:
+            return SparseRows(indptr[r0:] - indptr[r0], items[:pos].copy(), t[:pos].copy())
+        items = np.concatenate([items, np.empty(max(len(items), n_all), np.int64)])
+        t = np.concatenate([t, np.empty(max(len(t), n_all))])
 
 
 def jaccard(t: np.ndarray) -> np.ndarray:

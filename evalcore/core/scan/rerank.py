@@ -44,46 +44,61 @@ def _negated(c, jac, scale, lam):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def fold_pair_estimates(r, c, est, jac, err, col0, pessimistic, thr_start, thresholds, hist, best, best_idx,
-                        scale, lam, flags):  # pragma: no cover - compiled
-    """``fold_estimates`` for listed pairs (those that share a term, each with its own Jaccard distance):
-    counts what the bounds decide, and sets ``flags`` (NEAR, TOP) of the pairs that need exact values."""
-    n = best.shape[0]
-    bar = best.copy()
-    for p in range(r.shape[0]):
-        i = r[p]
-        lo = np.float64(est[p]) - err[i]
-        if lo < 1.0 and scale[i] > 0:
-            g = _negated(lo, jac[p], scale[i], lam)
-            if g > bar[i]:
-                bar[i] = g
-    for p in range(r.shape[0]):
-        i = r[p]
-        v = np.float64(est[p])
+def fold_shared_estimates(indptr, items, t, l0, est, err, junk, col0, pessimistic, thr_start, thresholds, hist,
+                          best, best_idx, scale, lam, out_p, out_f):  # pragma: no cover - compiled
+    """``fold_estimates`` for the pairs that share a term (rows ``l0 ..`` of the chunk's CSR lists ``indptr``,
+    ``items``, ``t``; each pair with its own Jaccard distance 1 - t / (2 - t)) that fall in this tile: counts
+    what the bounds decide, writes the others' positions in the lists and flags (NEAR, TOP) to ``out_*``, and
+    sets every such pair to -inf in ``est`` for ``fold_estimates``. Relevant and junk pairs (-inf) stay out."""
+    n, width = est.shape
+    has_junk = junk.shape[0] > 0
+    pos = 0
+    for i in range(n):
+        a = np.searchsorted(items[indptr[l0 + i]:indptr[l0 + i + 1]], col0) + indptr[l0 + i]
+        z = np.searchsorted(items[indptr[l0 + i]:indptr[l0 + i + 1]], col0 + width) + indptr[l0 + i]
         e = err[i]
         m = scale[i]
-        hi = v + e
-        flags[p] = 0
-        if not (m > 0) or hi >= 1.0:
-            flags[p] = NEAR | TOP
-            continue
-        g_hi = _negated(hi, jac[p], m, lam)
         b = best[i]
         bi = best_idx[i]
-        if g_hi >= bar[i] and (g_hi > b or (g_hi == b and (bi < 0 or col0 + c[p] < bi))):
-            flags[p] |= TOP
         s0 = thr_start[i]
         s1 = thr_start[i + 1]
         lowest = thresholds[s0] if s1 > s0 else np.inf
-        if g_hi > lowest or (pessimistic and g_hi == lowest):
-            g_lo = _negated(v - e, jac[p], m, lam)
-            end_lo = beaten_end(thresholds, s0, s1, g_lo, pessimistic)
-            if end_lo == beaten_end(thresholds, s0, s1, g_hi, pessimistic):
-                if end_lo > s0:
-                    hist[end_lo - 1] += 1
+        bar = b
+        for p in range(a, z):
+            j = items[p] - col0
+            v = np.float64(est[i, j])
+            if v != -np.inf and not (has_junk and junk[j]) and v - e < 1.0 and m > 0:
+                g = _negated(v - e, 1 - t[p] / (2.0 - t[p]), m, lam)
+                if g > bar:
+                    bar = g
+        for p in range(a, z):
+            j = items[p] - col0
+            v = np.float64(est[i, j])
+            if v == -np.inf or (has_junk and junk[j]):
+                continue
+            est[i, j] = -np.inf
+            hi = v + e
+            flags = 0
+            if not (m > 0) or hi >= 1.0:
+                flags = NEAR | TOP
             else:
-                flags[p] |= NEAR
-    return n
+                jac = 1 - t[p] / (2.0 - t[p])
+                g_hi = _negated(hi, jac, m, lam)
+                if g_hi >= bar and (g_hi > b or (g_hi == b and (bi < 0 or col0 + j < bi))):
+                    flags |= TOP
+                if g_hi > lowest or (pessimistic and g_hi == lowest):
+                    g_lo = _negated(v - e, jac, m, lam)
+                    end_lo = beaten_end(thresholds, s0, s1, g_lo, pessimistic)
+                    if end_lo == beaten_end(thresholds, s0, s1, g_hi, pessimistic):
+                        if end_lo > s0:
+                            hist[end_lo - 1] += 1
+                    else:
+                        flags |= NEAR
+            if flags:
+                out_p[pos] = p
+                out_f[pos] = flags
+                pos += 1
+    return pos
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -161,20 +176,18 @@ class RerankQueries:
     params: RerankParams
     cosines: np.ndarray | None = field(default=None, repr=False)
 
-    def __post_init__(self) -> None:
-        rows = segment_ids(self.shared.indptr)
-        order = np.argsort(self.shared.cols, kind="stable")
-        self._rows, self._items, self._t = rows[order], self.shared.cols[order], self.shared.vals[order]
-
     def jaccard_pairs(self, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
-        """Jaccard distances at (chunk row, gallery item) pairs."""
+        """Jaccard distances at (chunk row, gallery item) pairs (1 where nothing is shared)."""
         out = np.ones(len(rows))
-        ind = self.shared.indptr
-        for p, (r, g) in enumerate(zip(rows.tolist(), items.tolist())):
-            seg = self.shared.cols[ind[r]:ind[r + 1]]
-            at = int(np.searchsorted(seg, g))
-            if at < len(seg) and seg[at] == g:
-                out[p] = jaccard(self.shared.vals[ind[r] + at])
+        if not len(rows) or not len(self.shared.cols):
+            return out
+        # items ascend within each row, so (row, item) keys ascend over the whole list
+        width = int(max(self.shared.cols.max(), np.max(items))) + 1
+        keys = segment_ids(self.shared.indptr) * width + self.shared.cols
+        want = np.asarray(rows, dtype=np.int64) * width + items
+        at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        found = keys[at] == want
+        out[found] = jaccard(self.shared.vals[at[found]])
         return out
 
     def final(self, cos: np.ndarray, rows: np.ndarray | None, jac: np.ndarray) -> np.ndarray:
@@ -235,32 +248,25 @@ class RerankScan:
 
 def fold_shared(queries: RerankQueries, state: ScoreState, est: np.ndarray, tile: np.ndarray, col0: int,
                 colmask: np.ndarray | None, err: np.ndarray) -> None:
-    """Fold the tile's pairs that share a Jaccard term (``fold_pair_estimates``, then exact final distances
-    from canonical cosines where the bounds do not decide), then take them out of ``est`` (-inf) for
-    ``fold_plain``; relevant and junk pairs (already -inf) stay out."""
-    a, b = np.searchsorted(queries._items, [col0, col0 + tile.shape[0]])
-    if b <= a:
+    """Fold the tile's pairs that share a Jaccard term (``fold_shared_estimates``, then exact final distances
+    from canonical cosines where the bounds do not decide) and take them out of ``est``."""
+    sh = queries.shared
+    size = int(sh.indptr[state.l1] - sh.indptr[state.l0])
+    if not size:
         return
-    r, c, t = queries._rows[a:b] - state.l0, queries._items[a:b] - col0, queries._t[a:b]
-    v = est[r, c]
-    keep = np.isfinite(v)
-    if colmask is not None:
-        keep &= ~colmask[c]
-    r, c, jac, v = r[keep], c[keep], jaccard(t[keep]), v[keep]
-    if not len(r):
-        return
-    flags = np.empty(len(r), np.uint8)
-    fold_pair_estimates(r, c, v, jac, err, col0, state.pessimistic, state.row_start, state.thr_sorted, state.hist,
-                        state.best, state.best_idx, np.ascontiguousarray(queries.scale[state.l0:state.l1],
-                                                                          dtype=np.float64),
-                        queries.params.lambda_value, flags)
-    est[r, c] = -np.inf
-    need = np.flatnonzero(flags)
-    if len(need):
-        rn, cn = r[need], c[need]
-        values = -queries.final(canonical_pairs(queries.normalized[state.l0:state.l1], tile, rn, cn),
-                                rn + state.l0, jac[need])
-        fold_settled(rn, cn + col0, flags[need], values, state.pessimistic, state.row_start, state.thr_sorted,
+    out_p, out_f = np.empty(size, np.int64), np.empty(size, np.uint8)
+    used = fold_shared_estimates(sh.indptr, sh.cols, sh.vals, state.l0, est, err,
+                                 _NO_JUNK if colmask is None else colmask, col0, state.pessimistic,
+                                 state.row_start, state.thr_sorted, state.hist, state.best, state.best_idx,
+                                 np.ascontiguousarray(queries.scale[state.l0:state.l1], dtype=np.float64),
+                                 queries.params.lambda_value, out_p, out_f)
+    if used:
+        p = out_p[:used]
+        r = np.searchsorted(sh.indptr, p, side="right") - 1 - state.l0
+        c = sh.cols[p] - col0
+        values = -queries.final(canonical_pairs(queries.normalized[state.l0:state.l1], tile, r, c),
+                                r + state.l0, jaccard(sh.vals[p]))
+        fold_settled(r, c + col0, out_f[:used], values, state.pessimistic, state.row_start, state.thr_sorted,
                      state.hist, state.best, state.best_idx)
 
 
