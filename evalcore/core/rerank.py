@@ -259,7 +259,9 @@ def shared_terms(v_qe: SparseRows, by_col: SparseRows, r0: int, r1: int, first_i
     """t(q, g) = sum_j min(V_qe(q, j), V_qe(g, j)) over the j the two rows share, for rows q = r0 .. r1 and
     items g >= ``first_item`` (stored as g - first_item): only the pairs with t > 0, items ascending."""
     n_all = len(by_col.indptr) - 1
-    size = max(1024, 64 * (r1 - r0))
+    # at most one entry per (j, row of column j) met: room for that, up to 2^25 entries (then it grows)
+    met = int(np.diff(by_col.indptr)[v_qe.cols[v_qe.indptr[r0]:v_qe.indptr[r1]]].sum())
+    size = max(1024, min(met, 2 ** 25))
     indptr = np.zeros(r1 + 1, dtype=np.int64)  # rows before r0 stay 0: sliced off below
     items = np.empty(size, dtype=np.int64)
     t = np.empty(size, dtype=np.float64)
