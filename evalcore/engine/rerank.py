@@ -8,6 +8,8 @@ The chunks then rank against it (``core.scan.rerank``).
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from evalcore.core.rerank import RerankModel, RerankParams, build_model
@@ -75,12 +77,20 @@ def nearest_on(client, rows: np.ndarray, k: int) -> Neighbors:
 
 def build(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None, map_fn=map) -> RerankModel:
     """The run's re-ranking model (module docstring)."""
+    return build_timed(group, shape, rerank, client=client, map_fn=map_fn)[0]
+
+
+def build_timed(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None,
+                map_fn=map) -> tuple[RerankModel, float]:
+    """``build``, and the seconds its neighbour search took (reading the rows included)."""
     params = params_of(rerank)
     check_shape(shape, params)
+    started = time.perf_counter()
     rows = union_rows(group)
     nearest = nearest_here(rows, params.list_length, map_fn) if client is None \
         else nearest_on(client, rows, params.list_length)
-    return build_model(rows, shape.n_queries, nearest, params)
+    search_s = time.perf_counter() - started
+    return build_model(rows, shape.n_queries, nearest, params), search_s
 
 
 def gallery_neighbors(group, k: int, *, similarity: str = "cosine", map_fn=map) -> Neighbors:
