@@ -24,6 +24,7 @@ from evalcore.core import protocols, registry
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterError, InputError
 from evalcore.io import dataset as ds
+from evalcore.io import neighbors as neighbors_out
 from evalcore.io import report
 from evalcore.io.history import atomic_write
 from evalcore.io.importers import check_import_out
@@ -190,7 +191,11 @@ def cmd_neighbors(args) -> int:
     storage = parse_storage_options(args.storage_option)
     k = parse_number("--k", args.k, int)
     threads = None if args.threads is None else parse_number("--threads", args.threads, int)
-    report.check_out(args.out, args.overwrite, storage)
+    zarr_out = args.format == "zarr"
+    if zarr_out:
+        neighbors_out.check_zarr_out(args.out, args.overwrite, args.dataset, storage)
+    else:
+        report.check_out(args.out, args.overwrite, storage)
     started = time.perf_counter()
     with api.command_line_words():
         table = api.neighbors(args.dataset, k=k, similarity=args.similarity, storage_options=storage,
@@ -198,7 +203,10 @@ def cmd_neighbors(args) -> int:
     run = {"command": "neighbors", "dataset": args.dataset, "k": k, "similarity": args.similarity or "dataset default",
            "queries": table.num_rows // k, "seconds": round(time.perf_counter() - started, 3),
            "versions": report.versions()}
-    report.write_report(args.out, {"neighbors": table}, run, overwrite=args.overwrite, storage_options=storage)
+    if zarr_out:
+        neighbors_out.write_neighbors_zarr(args.out, table, k, run, overwrite=args.overwrite, storage_options=storage)
+    else:
+        report.write_report(args.out, {"neighbors": table}, run, overwrite=args.overwrite, storage_options=storage)
     if not args.quiet:
         print(f"{run['queries']} queries x {k} neighbours written to {args.out}")
     return EXIT_OK
@@ -247,7 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("neighbors", help="each query's exact k nearest gallery items and scores, to Parquet")
     p.add_argument("dataset", help="Zarr dataset: a folder or any fsspec URL")
     p.add_argument("--k", required=True, help="neighbours per query")
-    p.add_argument("--out", required=True, help="folder for neighbors.parquet and run.json")
+    p.add_argument("--out", required=True, help="folder for neighbors.parquet and run.json (--format zarr: the "
+                                                "Zarr group of neighbors/item and neighbors/score)")
+    p.add_argument("--format", choices=["parquet", "zarr"], default="parquet",
+                   help="parquet (default): one row per (query, rank); zarr: (Q, K) arrays")
     p.add_argument("--similarity", choices=SIMILARITIES, help="default: the dataset's attribute, else cosine")
     p.add_argument("--threads", help="threads (default: the cores, at most 8)")
     p.add_argument("--overwrite", action="store_true")
@@ -263,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "
                    "(default: a temporary folder)")
     p.add_argument("--skip-conventional", action="store_true")
+    p.add_argument("--repeat", help="timed pairs per compared figure, alternated pair by pair (default 5); the "
+                   "figures are medians with min-max and the median of the paired ratios")
     p.add_argument("--rerank", action="store_true", help="also time re-ranked evaluation (k1=20, k2=6, lambda=0.3) "
                    "and the dense reference function where it fits")
     p.add_argument("--sweep", action="store_true",
