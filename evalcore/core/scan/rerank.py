@@ -1,15 +1,20 @@
 """The re-ranked scan: a chunk of queries ranked by k-reciprocal re-ranking's final distance (README, Re-ranking).
 
-Per score tile, the canonical cosine scores of the chunk's queries against
-the tile's gallery rows (``canonical_block``) give original(q, g) = d^2 / M_q;
-the chunk's shared Jaccard terms (``core.rerank.shared_terms``, only the
-pairs with one) are put in place and every other pair takes jaccard = 1, so
-final = (1 - lambda) * jaccard + lambda * original for every pair of the tile
-and nowhere else. The tile is then folded like a given distance matrix
-(``kernels.fold_exact`` on the negated distances, exactly as given): ranks
-are counts, ties follow the policy, rank 1 is the lowest index among the
-smallest distances. Memory: the chunk's shared terms and one tile; no
-query x gallery matrix.
+A pair's final distance is J * (1 - lambda) + lambda * d^2 / M_q with
+d = 2 - 2c: J = 1 unless the pair shares a Jaccard term (the chunk's
+``core.rerank.shared_terms``, only the pairs with one). For a fixed J it only
+falls as the cosine c rises (for c <= 1), so, per score tile, float32 products
+give estimates v of the cosines, each within the error bound e of the
+canonical score (``embeddings.score_error``), and the negated final distance
+lies between its values at v - e and v + e. A pair both values place between
+the same two relevant thresholds is counted at once (``fold_shared_estimates``
+for the shared pairs, each with its own J; ``fold_estimates`` for the rest of
+the tile); only the pairs the bounds leave undecided, the rank-1 candidates
+and intervals that reach c = 1 (where d^2 turns) get canonical cosines and
+exact final distances, folded by ``kernels.fold_settled``. So every
+comparison is made as on exact final distances: ranks are counts, ties follow
+the policy, rank 1 is the lowest index among the smallest distances. Memory:
+the chunk's shared terms and one tile; no query x gallery matrix.
 
 ``finish`` reports distances; ``with_cosines`` then puts the cosine score
 back into ``top1_score`` and ``relevant_score`` (CONTRACT §15) and keeps the
