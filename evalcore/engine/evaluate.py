@@ -178,9 +178,10 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     owners = shard_owners(len(shards), sorted(client.scheduler_info()["workers"])) \
         if shards and client is not None else None
     model = None
+    search_s = 0.0
     model_started = time.perf_counter()
     if options.rerank:
-        model = build_model_for(group, shape, options, client, threads)
+        model, search_s = build_model_for(group, shape, options, client, threads)
     model_s = time.perf_counter() - model_started
     validated = time.perf_counter()
     results: list = [None] * len(chunks)  # each chunk's ChunkResult, in chunk order
@@ -238,7 +239,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
         warnings=run_warnings(per_query, options) + ([capped] if capped else [])
         + [w for w in [cutoffs_past_lists(shape, options)] if w] + [f.message() for f in faults],
         timings={"validate_s": validated - started - model_s - expand_s,
-                 **({"rerank_model_s": model_s} if model else {}),
+                 **({"rerank_model_s": model_s, "rerank_search_s": search_s} if model else {}),
                  **({"expansion_s": expand_s} if options.query_expansion or options.database_augmentation else {}),
                  "rank_s": ranked - validated,
                  "reduce_s": finished - ranked, "total_s": finished - started,
@@ -248,16 +249,17 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
 
 
 def build_model_for(group, shape: DatasetShape, options: Options, client, threads: int):
-    """The run's re-ranking model: neighbour search on the client, or on ``threads`` threads here."""
+    """The run's re-ranking model and its neighbour search's seconds: on the client, or on ``threads`` threads
+    here."""
     assert options.rerank is not None
     if client is not None:
-        return rerank_phase.build(group, shape, options.rerank, client=client)
+        return rerank_phase.build_timed(group, shape, options.rerank, client=client)
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max(1, threads)) as pool:
-        return rerank_phase.build(group, shape, options.rerank, map_fn=pool.map)
+        return rerank_phase.build_timed(group, shape, options.rerank, map_fn=pool.map)
 
 
 def expand_for(group, shape: DatasetShape, options: Options, client, threads: int):
