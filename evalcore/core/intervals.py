@@ -1,0 +1,371 @@
+"""Deciding with per-query values (README, Compare): bootstrap intervals, paired tests, Holm, wins/ties/losses.
+
+One implementation behind ``evalcore compare``, ``evaluate --ci`` and the
+nightly gates' ``significance``. Everything here works on per-query values
+already paired (row q of A and of B is the same query) and is seeded: the
+same values and ``seed`` give the same numbers, however the values were
+computed (worker count, chunking).
+
+Resampling is done as a counts matrix times the per-query values: a
+bootstrap resample of n queries is a row of counts c (c_q = how often query q
+was drawn, Σ c_q = n), and its mean of every metric column at once is
+c @ V / n. B resamples are one matrix product (in blocks, to bound memory);
+a sign-flip permutation is a row of ±1, likewise. The counts and signs are
+drawn by a compiled loop from one 64-bit seed per resample, those seeds from
+``numpy.random.default_rng(seed)``, so threads change nothing.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+from scipy import stats
+
+from evalcore.errors import InputError
+
+#: resamples (or permutations) per block: bounds the counts matrix at BLOCK x n float64
+BLOCK = 256
+#: the sign-flip test enumerates every flip up to this many queries
+EXACT_MAX = 20
+#: |mean d*| counts as reaching |mean d| within this relative tolerance (floating-point sums of the same
+#: values in another order differ in the last bits; scipy.stats.permutation_test does the same)
+RELATIVE_TOLERANCE = 1e-12
+
+
+@dataclass(frozen=True)
+class Method:
+    """How intervals and tests are computed: what run.json and comparison.json record."""
+
+    #: the interval's confidence level, in (0, 1)
+    level: float = 0.95
+    #: bootstrap resamples
+    resamples: int = 10_000
+    #: sign-flip permutations (when n > EXACT_MAX; below, every flip)
+    permutations: int = 10_000
+    seed: int = 0
+
+    def checked(self, prefix: str = "--") -> Method:
+        """The same method, or an InputError naming the option (``prefix`` ``--`` or none for API names)."""
+        name = (lambda s: prefix + s.replace("_", "-")) if prefix == "--" else (lambda s: s)
+        if isinstance(self.level, bool) or not isinstance(self.level, (int, float)) or \
+                not (math.isfinite(self.level) and 0 < self.level < 1):
+            raise InputError(f"{name('ci')}: {self.level!r} must be a confidence level strictly between 0 and 1 "
+                             "(0.95)")
+        for field_name in ("resamples", "permutations"):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise InputError(f"{name(field_name)}: {value!r} must be a positive integer")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise InputError(f"{name('seed')}: {self.seed!r} must be a non-negative integer")
+        return self
+
+    def record(self) -> dict:
+        """The run.json / comparison.json entry."""
+        return {"method": "percentile bootstrap; two-sided sign-flip randomization test; paired t-test; Holm",
+                "level": self.level, "resamples": int(self.resamples), "permutations": int(self.permutations),
+                "seed": int(self.seed)}
+
+
+# --------------------------------------------------------------------------- the compiled draws
+
+
+@njit(cache=True, inline="always")
+def _next(state):
+    """splitmix64: the next 64-bit value of ``state`` (a one-element uint64 array)."""
+    state[0] += np.uint64(0x9E3779B97F4A7C15)
+    z = state[0]
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True, parallel=True, boundscheck=False)
+def _fill_counts(seeds, n, out):
+    """Row b of ``out`` = the counts of n draws with replacement from 0..n-1, from the stream of seeds[b].
+
+    An index is the high word of (32 random bits x n) (Lemire), with rejection of
+    the few values that would make it biased, so every index is equally likely.
+    """
+    threshold = np.uint64((2 ** 32 - n) % n)
+    for b in prange(seeds.shape[0]):
+        state = np.empty(1, np.uint64)
+        state[0] = seeds[b]
+        row = out[b]
+        row[:] = 0.0
+        drawn = 0
+        while drawn < n:
+            x = _next(state)
+            for half in range(2):
+                if drawn >= n:
+                    break
+                r = (x >> np.uint64(32 * half)) & np.uint64(0xFFFFFFFF)
+                m = r * np.uint64(n)
+                if (m & np.uint64(0xFFFFFFFF)) < threshold:
+                    continue
+                row[np.int64(m >> np.uint64(32))] += 1.0
+                drawn += 1
+
+
+@njit(cache=True, nogil=True, parallel=True, boundscheck=False)
+def _fill_signs(seeds, n, out):
+    """Row b of ``out`` = n independent fair signs ±1 from the stream of seeds[b] (64 per draw)."""
+    for b in prange(seeds.shape[0]):
+        state = np.empty(1, np.uint64)
+        state[0] = seeds[b]
+        row = out[b]
+        q = 0
+        while q < n:
+            x = _next(state)
+            for bit in range(64):
+                if q >= n:
+                    break
+                row[q] = -1.0 if (x >> np.uint64(bit)) & np.uint64(1) else 1.0
+                q += 1
+
+
+def stream_seeds(seed: int, count: int, stream: int) -> np.ndarray:
+    """One 64-bit seed per resample (``stream`` 0: bootstrap, 1: permutations), from ``default_rng(seed)``."""
+    rng = np.random.default_rng([int(seed), int(stream)])
+    return rng.integers(0, 2 ** 63, size=count, dtype=np.int64).astype(np.uint64)
+
+
+def resample_counts(n: int, seeds: np.ndarray) -> np.ndarray:
+    """(len(seeds), n) float64: row b = how often each of n queries is drawn in resample b (rows sum to n)."""
+    out = np.empty((len(seeds), n), np.float64)
+    _fill_counts(np.ascontiguousarray(seeds, np.uint64), n, out)
+    return out
+
+
+def random_signs(n: int, seeds: np.ndarray) -> np.ndarray:
+    """(len(seeds), n) float64 of ±1: row b is one random sign flip of n paired differences."""
+    out = np.empty((len(seeds), n), np.float64)
+    _fill_signs(np.ascontiguousarray(seeds, np.uint64), n, out)
+    return out
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def _matrix(values) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64)
+    return v[:, None] if v.ndim == 1 else v
+
+
+def bootstrap_means(values, resamples: int, seed: int) -> np.ndarray:
+    """(resamples, M): the mean of every column of ``values`` (n, M) in each bootstrap resample of its rows.
+
+    mean*_b = Σ_q c_bq v_q / Σ_q c_bq [v_q not NaN], c_b the counts of resample b:
+    NaN values leave the mean as the summary does (a column's mean over the
+    queries where it is defined), the same resample for every column.
+    """
+    v = _matrix(values)
+    n, width = v.shape
+    out = np.full((resamples, width), np.nan)
+    if n == 0:
+        return out
+    defined = ~np.isnan(v)
+    filled = np.where(defined, v, 0.0)
+    complete = bool(defined.all())
+    seeds = stream_seeds(seed, resamples, 0)
+    for start in range(0, resamples, BLOCK):
+        counts = resample_counts(n, seeds[start:start + BLOCK])
+        sums = counts @ filled
+        if complete:
+            out[start:start + len(counts)] = sums / n
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[start:start + len(counts)] = sums / (counts @ defined.astype(np.float64))
+    return out
+
+
+def percentile_interval(means: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The percentile interval of each column of bootstrap means: its (1-level)/2 and (1+level)/2 quantiles
+    (numpy's default linear interpolation, as scipy.stats.bootstrap(method="percentile"))."""
+    alpha = (1 - level) / 2
+    with np.errstate(invalid="ignore"):
+        low, high = np.nanpercentile(means, [100 * alpha, 100 * (1 - alpha)], axis=0) \
+            if means.size and not np.isnan(means).all() else (np.full(means.shape[1], np.nan),) * 2
+    return np.asarray(low, np.float64), np.asarray(high, np.float64)
+
+
+def mean_interval(values, level: float, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) per column: the percentile bootstrap interval of the mean of ``values`` (n, M)."""
+    return percentile_interval(bootstrap_means(values, resamples, seed), level)
+
+
+# --------------------------------------------------------------------------- paired tests
+
+
+def paired_differences(baseline, run) -> np.ndarray:
+    """d_q = m_run(q) − m_baseline(q), per query (and column)."""
+    return np.asarray(run, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
+
+
+def _reaches(stat: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """|mean d*| >= |mean d|, with a relative tolerance for sums taken in another order."""
+    return np.abs(stat) >= np.abs(observed) * (1 - RELATIVE_TOLERANCE)
+
+
+def all_sign_flips(n: int) -> np.ndarray:
+    """(2^n, n) of ±1: every sign flip of n differences (row i flips q where bit q of i is set)."""
+    codes = np.arange(2 ** n, dtype=np.int64)[:, None]
+    return 1.0 - 2.0 * ((codes >> np.arange(n)) & 1).astype(np.float64)
+
+
+def randomization_p(differences, permutations: int, seed: int) -> np.ndarray:
+    """Two-sided sign-flip test of the mean of d, per column of ``differences`` (n, M).
+
+    n <= 20: exact, p = #{flips s : |mean s·d| >= |mean d|} / 2^n over all 2^n
+    flips. Else p = (1 + #{|mean d*| >= |mean d|}) / (1 + P) over P random flips.
+    A column whose d are all 0 gets p = 1; NaN differences are left out of their column.
+    """
+    d = _matrix(differences)
+    width = d.shape[1]
+    p = np.full(width, np.nan)
+    defined = ~np.isnan(d)
+    if defined.all():
+        p[:] = _randomization_block(d, permutations, seed)
+    else:
+        for j in range(width):
+            column = d[defined[:, j], j][:, None]
+            p[j] = _randomization_block(column, permutations, seed)[0]
+    return p
+
+
+def _randomization_block(d: np.ndarray, permutations: int, seed: int) -> np.ndarray:
+    n, width = d.shape
+    if n == 0:
+        return np.full(width, np.nan)
+    observed = d.mean(axis=0)
+    if n <= EXACT_MAX:
+        hits = np.zeros(width, np.int64)
+        flips = all_sign_flips(n)
+        for start in range(0, len(flips), 1 << 16):
+            hits += _reaches((flips[start:start + (1 << 16)] @ d) / n, observed).sum(axis=0)
+        return hits / float(len(flips))
+    hits = np.zeros(width, np.int64)
+    seeds = stream_seeds(seed, permutations, 1)
+    for start in range(0, permutations, BLOCK):
+        hits += _reaches((random_signs(n, seeds[start:start + BLOCK]) @ d) / n, observed).sum(axis=0)
+    return (1 + hits) / (1.0 + permutations)
+
+
+def ttest_p(differences) -> np.ndarray:
+    """Paired t-test p-value per column (as scipy.stats.ttest_rel, two-sided): t = mean d / (sd d / √n),
+    sd with n − 1, p = 2·P(T_{n−1} >= |t|). All d equal: p = 1 when they are 0, else 0 (scipy gives NaN);
+    fewer than 2 queries: NaN. NaN differences are left out of their column."""
+    d = _matrix(differences)
+    out = np.full(d.shape[1], np.nan)
+    for j in range(d.shape[1]):
+        x = d[~np.isnan(d[:, j]), j]
+        n = len(x)
+        if n < 2:
+            continue
+        mean = x.mean()
+        sd = x.std(ddof=1)
+        if sd == 0 or not np.isfinite(sd):
+            out[j] = 1.0 if mean == 0 else 0.0
+            continue
+        t = mean / (sd / math.sqrt(n))
+        out[j] = float(2 * stats.t.sf(abs(t), n - 1))
+    return out
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm–Bonferroni adjusted p-values: sorted ascending p_(1..m), adj_(i) = max_{j<=i} min(1, (m−j+1)·p_(j)).
+    NaN p-values stay NaN and do not count in m."""
+    p = np.asarray(p_values, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(~np.isnan(p))
+    if not len(idx):
+        return out
+    order = idx[np.argsort(p[idx], kind="stable")]
+    m = len(order)
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(scaled)
+    return out
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Queries where the run is better (wins), equal (ties) or worse (losses) than the baseline."""
+
+    wins: int
+    ties: int
+    losses: int
+
+
+def wins_ties_losses(differences, higher_is_better: bool = True) -> Tally:
+    """Count d_q > 0, = 0, < 0 (the other way round when lower is better); NaN differences are left out."""
+    d = np.asarray(differences, dtype=np.float64)
+    d = d[~np.isnan(d)]
+    better, worse = (d > 0, d < 0) if higher_is_better else (d < 0, d > 0)
+    return Tally(int(better.sum()), int((d == 0).sum()), int(worse.sum()))
+
+
+# --------------------------------------------------------------------------- one paired comparison
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """One metric compared on paired queries: the row of comparison.parquet, its names aside."""
+
+    n: int
+    mean_baseline: float
+    mean_run: float
+    diff: float
+    ci_low: float
+    ci_high: float
+    p_randomization: float
+    p_ttest: float
+    wins: int
+    ties: int
+    losses: int
+
+
+def compare_paired(baseline, run, method: Method, higher_is_better=True) -> list[PairedResult]:
+    """Every column of ``baseline`` and ``run`` (n, M), paired by row: difference, interval, tests, tally.
+
+    A query enters a column when both its values are defined. ``higher_is_better``:
+    one bool, or one per column.
+    """
+    a, b = _matrix(baseline), _matrix(run)
+    if a.shape != b.shape:
+        raise ValueError(f"paired values differ in shape: {a.shape} and {b.shape}")
+    d = paired_differences(a, b)
+    d_defined = np.where(np.isnan(a) | np.isnan(b), np.nan, d)
+    low, high = mean_interval(d_defined, method.level, method.resamples, method.seed)
+    p_rand = randomization_p(d_defined, method.permutations, method.seed)
+    p_t = ttest_p(d_defined)
+    directions = np.broadcast_to(np.asarray(higher_is_better, dtype=bool), (a.shape[1],))
+    out = []
+    for j in range(a.shape[1]):
+        keep = ~np.isnan(d_defined[:, j])
+        tally = wins_ties_losses(d_defined[keep, j], bool(directions[j]))
+        n = int(keep.sum())
+        mean = (lambda x: float(x.mean()) if n else math.nan)
+        out.append(PairedResult(n, mean(a[keep, j]), mean(b[keep, j]), mean(d_defined[keep, j]), float(low[j]),
+                                float(high[j]), float(p_rand[j]), float(p_t[j]), tally.wins, tally.ties,
+                                tally.losses))
+    return out
+
+
+def significant(p_value: float, alpha: float) -> bool:
+    """The test rejects "no difference" at level ``alpha``."""
+    return bool(p_value == p_value and p_value < alpha)
+
+
+def statistically_tied(leader, other, alpha: float = 0.05, method: Method = Method()) -> bool:
+    """Whether ``other``'s per-query values are statistically tied with the ``leader``'s on the same queries:
+    the two-sided sign-flip test of their mean difference does not reject at ``alpha`` (for leaderboards)."""
+    d = paired_differences(leader, other)
+    return not significant(float(randomization_p(d, method.permutations, method.seed)[0]), alpha)
+
+
+def marks(p_value: float) -> str:
+    """Significance marks of a (Holm-adjusted) p-value: *** < 0.001, ** < 0.01, * < 0.05."""
+    if not p_value == p_value:
+        return ""
+    return "***" if p_value < 0.001 else "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
