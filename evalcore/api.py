@@ -25,14 +25,16 @@ import numpy as np
 import psutil
 import zarr
 
-from evalcore.core import openset, registry
+from evalcore.core import comparison, intervals, openset, registry
 from evalcore.engine import evaluate as engine
 from evalcore.engine.evaluate import Result as EngineResult
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
+from evalcore.io.history import atomic_write
 from evalcore.io.validate import validate as validate_group
+from evalcore.render import compare as render_compare
 from evalcore.render import pages
 
 #: keyword argument -> the dataset array it becomes
@@ -324,3 +326,99 @@ def validate(source, protocol: str | None = None, *, similarity: str | None = No
     return validate_group(group, protocol or attributes.get("protocol") or "class",
                           similarity=similarity or attributes.get("similarity") or "cosine",
                           judged_only=judged_only).items
+
+
+# --------------------------------------------------------------------------- compare
+
+#: the CMC points compare.html draws bands at (log-spaced: the chart's k axis is logarithmic)
+CMC_BAND_KS = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100)
+
+
+def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_000, permutations: int = 10_000,
+            seed: int = 0, metrics=None, intersect: bool = False, latex=None, overwrite: bool = False,
+            storage_options: Mapping | None = None) -> comparison.Comparison:
+    """Compare runs on their paired known queries (README, Compare): every run after the first against
+    the first (the baseline), every metric with a mean, every query/group row.
+
+    ``runs``: report folders (paths or URLs) or ``Result`` objects; ``names``
+    their names (default: the folder names, ``run1``, ``run2``, ... for Results).
+    ``ci`` the interval's level, ``resamples`` bootstrap resamples,
+    ``permutations`` sign flips (every flip up to 20 queries), ``seed``.
+    ``metrics`` names to keep; ``intersect`` compares the common queries of
+    runs whose query sets differ (else an InputError). ``out``: write the
+    comparison folder (comparison.parquet, per_query_diff.parquet,
+    compare.html, comparison.json, manifest.json), whole or not at all;
+    ``latex``: write the LaTeX table to that file. Returns the ``Comparison``
+    (``.table()`` is comparison.parquet, ``.per_query_diff``, ``.warnings``).
+    """
+    started = time.perf_counter()
+    cli = _CLI_WORDS.get()
+    method = intervals.Method(ci, resamples, permutations, seed).checked("--" if cli else "")
+    if len(runs) < 2:
+        raise InputError("runs: give at least two runs to compare (the first is the baseline)")
+    labels = list(names) if names is not None else _run_names(runs)
+    if len(labels) != len(runs):
+        raise InputError(f"names: {len(labels)} names for {len(runs)} runs")
+    folders = {f"run {label}": r for label, r in zip(labels, runs) if not isinstance(r, EngineResult)}
+    if out is not None:
+        report.check_apart("--out" if cli else "out", out, folders)
+        report.check_out(out, overwrite, storage_options)
+    if latex is not None:
+        report.check_creatable("--latex" if cli else "latex", latex)
+    tables = [_run_table(label, r, storage_options) for label, r in zip(labels, runs)]
+    result = comparison.compare_runs(tables, method, metrics=metrics, intersect=intersect)
+    seconds = time.perf_counter() - started
+    if latex is not None:
+        atomic_write(latex, render_compare.format_latex(result).encode())
+    if out is not None:
+        bands = _cmc_bands(tables, method, intersect)
+        record = {"runs": [{"name": t.name, "source": str(r) if not isinstance(r, EngineResult) else "Result",
+                            "options": dict(t.options)} for t, r in zip(tables, runs)],
+                  "baseline": labels[0], **method.record(), "intersect": bool(intersect),
+                  "metrics": list(dict.fromkeys(r.metric for r in result.rows)), "warnings": result.warnings,
+                  "seconds": round(seconds, 3), "versions": report.versions()}
+        html = render_compare.render_compare_html(result, record, bands)
+        report.write_report(out, {"comparison": result.table(), "per_query_diff": result.per_query_diff}, record,
+                            extra={"compare.html": html}, overwrite=overwrite, storage_options=storage_options,
+                            record="comparison.json")
+    return result
+
+
+def _run_names(runs) -> list[str]:
+    out = []
+    for i, r in enumerate(runs):
+        if isinstance(r, EngineResult):
+            out.append(f"run{i + 1}")
+        else:
+            out.append(str(r).rstrip("/").rsplit("/", 1)[-1] or str(r))
+    if len(set(out)) != len(out):  # two folders of the same name: their whole paths
+        out = [str(r) if not isinstance(r, EngineResult) else f"run{i + 1}" for i, r in enumerate(runs)]
+    return out
+
+
+def _run_table(name: str, run, storage_options) -> comparison.RunTable:
+    if isinstance(run, EngineResult):
+        per_query, record = run.per_query, run.run
+    else:
+        tables = report.read_report(run, storage_options)
+        if "per_query" not in tables:
+            raise InputError(f"run {run}: has no per_query.parquet, so it is not an evaluation report")
+        per_query, record = tables["per_query"], tables.get("run", {})
+    options = record.get("options") or {}
+    return comparison.RunTable(name, per_query, options if isinstance(options, dict) else {})
+
+
+def _cmc_bands(tables, method: intervals.Method, intersect: bool):
+    """The CMC of each run on its paired queries with bootstrap bands (compare.html), or None without ranks."""
+    if not all("first_rank" in t.per_query.column_names for t in tables):
+        return None
+    max_rank = int(tables[0].options.get("max_rank") or 50)
+    ks = [k for k in CMC_BAND_KS if k <= max_rank]
+    first = {}
+    for run in tables[1:]:
+        pairing = comparison.pair_queries(tables[0], run, intersect)
+        if tables[0].name not in first:
+            first[tables[0].name] = tables[0].per_query.column("first_rank").fill_null(0).to_numpy()[
+                pairing.baseline_rows]
+        first[run.name] = run.per_query.column("first_rank").fill_null(0).to_numpy()[pairing.run_rows]
+    return comparison.cmc_bands(first, ks, method)

@@ -189,6 +189,37 @@ def cmd_bench(args) -> int:
     return bench.run(args)
 
 
+def add_interval_options(p: argparse.ArgumentParser, ci_default: str | None) -> None:
+    """--ci, --resamples, --seed (compare and evaluate); the statistics are core.intervals'."""
+    p.add_argument("--ci", default=ci_default, metavar="LEVEL",
+                   help=f"confidence level of the bootstrap intervals, in (0, 1) (default {ci_default or 'none'})")
+    p.add_argument("--resamples", default="10000", help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", default="0", help="seed of the resamples and sign flips (default 0)")
+
+
+def cmd_compare(args) -> int:
+    from evalcore import api  # deferred: the engine brings distributed and numba, which --help does not need
+    from evalcore.render.compare import format_terminal
+
+    ci = parse_number("--ci", args.ci)
+    resamples = parse_number("--resamples", args.resamples, int)
+    permutations = parse_number("--permutations", args.permutations, int)
+    seed = parse_number("--seed", args.seed, int)
+    metrics = None if args.metrics is None else registry.select(args.metrics, "--metrics")
+    with api.command_line_words():
+        result = api.compare(*args.runs, out=args.out, ci=ci, resamples=resamples, permutations=permutations,
+                             seed=seed, metrics=metrics, intersect=args.intersect, latex=args.latex,
+                             overwrite=args.overwrite, storage_options=parse_storage_options(args.storage_option))
+    for warning in result.warnings:
+        print(f"evalcore: warning: {warning}", file=sys.stderr)
+    print(format_terminal(result, None if args.all_groups else "all"))
+    if args.out:
+        print(f"comparison written to {args.out}")
+    if args.latex:
+        print(f"LaTeX table written to {args.latex}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="evalcore", description="Exact, distributed evaluation of embedding retrieval.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -221,6 +252,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worst", type=int, default=10, help="how many worst queries to list")
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("compare", help="compare runs on their paired queries: differences, intervals, tests")
+    p.add_argument("runs", nargs="+", metavar="REPORT", help="report folders (local or URL); the first is the baseline")
+    p.add_argument("--out", help="write the comparison folder here")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing comparison folder")
+    add_interval_options(p, "0.95")
+    p.add_argument("--permutations", default="10000", help="random sign flips of the randomization test "
+                                                           "(default 10000; every flip up to 20 queries)")
+    p.add_argument("--metrics", metavar="NAMES", help="compare only these metrics, comma-separated")
+    p.add_argument("--intersect", action="store_true", help="compare the queries the runs share when their "
+                                                            "query sets differ (default: an error)")
+    p.add_argument("--latex", metavar="FILE", help="also write the table as LaTeX (booktabs) to FILE")
+    p.add_argument("--all-groups", action="store_true", help="print every query/group row, not just all")
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("metrics", help="list every metric --metrics takes: name, column, direction, definition")
     p.set_defaults(func=cmd_metrics)

@@ -345,11 +345,14 @@ def compare_paired(baseline, run, method: Method, higher_is_better=True) -> list
         keep = ~np.isnan(d_defined[:, j])
         tally = wins_ties_losses(d_defined[keep, j], bool(directions[j]))
         n = int(keep.sum())
-        mean = (lambda x: float(x.mean()) if n else math.nan)
-        out.append(PairedResult(n, mean(a[keep, j]), mean(b[keep, j]), mean(d_defined[keep, j]), float(low[j]),
+        out.append(PairedResult(n, _mean(a[keep, j]), _mean(b[keep, j]), _mean(d_defined[keep, j]), float(low[j]),
                                 float(high[j]), float(p_rand[j]), float(p_t[j]), tally.wins, tally.ties,
                                 tally.losses))
     return out
+
+
+def _mean(x: np.ndarray) -> float:
+    return float(x.mean()) if len(x) else math.nan
 
 
 def significant(p_value: float, alpha: float) -> bool:
