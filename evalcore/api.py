@@ -75,6 +75,7 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
              ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
              judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
              sweep: bool = False, target_fpir: float | None = None, metrics=None,
+             ci: float | None = None, resamples: int = 10_000, seed: int = 0,
              client=None, workers: int | None = None, memory_limit: str | None = "auto",
              storage_options: Mapping | None = None, chunk_rows: int | None = None,
              gallery_shards: int | None = None,
@@ -93,7 +94,10 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     ``client=None, workers=None``: run here on threads when the gallery fits,
     else on a local cluster; ``workers=N``: a local cluster of N processes;
     ``client``: that Dask client. ``metrics``: names (``["map", "recall@5"]``, see
-    ``metric_names()``) to compute only those; None: the default set. Raises
+    ``metric_names()``) to compute only those; None: the default set. ``ci``: a
+    level in (0, 1) adds the percentile bootstrap interval of every mean
+    (``<metric>_ci_low``, ``<metric>_ci_high`` in the summary, ``ci_low``/``ci_high``
+    per CMC point) over ``resamples`` resamples drawn from ``seed``. Raises
     ``InputError`` naming the parameter.
     On a cluster, a worker that holds a task for ``stall_timeout`` seconds
     (default 180; longer when tasks are slow: 10 x the longest so far) is
@@ -116,14 +120,14 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
         return _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
                          empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
-                         client=client,
+                         ci=ci, resamples=resamples, seed=seed, client=client,
                          workers=workers, memory_limit=memory_limit, storage_options=storage_options,
                          chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
                          stall_timeout=stall_timeout)
 
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
-              radius, empty_queries, sweep, target_fpir, metrics, client, workers, memory_limit, storage_options,
+              radius, empty_queries, sweep, target_fpir, metrics, ci, resamples, seed, client, workers, memory_limit, storage_options,
               chunk_rows, gallery_shards, on_chunk, stall_timeout) -> Result:
     started = time.perf_counter()
     if arrays and source is not None:
@@ -144,7 +148,8 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         similarity=similarity or attributes.get("similarity") or "cosine",
         ks=tuple(ks), max_rank=max_rank, ties=ties, threshold=threshold, map_at=map_at,
         judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries,
-        metrics=None if metrics is None else registry.select(metrics)).checked()
+        metrics=None if metrics is None else registry.select(metrics), ci=ci, resamples=resamples,
+        seed=seed).checked()
     if target_fpir is not None and not 0 <= target_fpir <= 1:
         raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
     if workers is not None and client is not None:
@@ -161,6 +166,13 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
     run = dict(result.info)
     if options.metrics is None:  # the default set: run.json's options read as they did before metrics=
         run["options"] = {k: v for k, v in run["options"].items() if k != "metrics"}
+    if options.ci is None:  # without intervals, run.json's options read as they did before --ci
+        run["options"] = {k: v for k, v in run["options"].items() if k not in ("ci", "resamples", "seed")}
+    else:
+        method = options.interval_method()
+        run["intervals"] = {"method": "percentile bootstrap of the mean over the counted queries (per query/group "
+                                      "row, resampled within the row)", "level": method.level,
+                            "resamples": method.resamples, "seed": method.seed}
     run["execution"] = how
     if arrays:
         run["dataset"] = "<arrays in memory: " + ", ".join(arrays) + ">"

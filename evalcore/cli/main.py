@@ -230,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing report folder")
     p.add_argument("--quiet", action="store_true", help="no progress and no printed summary")
     add_run_options(p)
+    add_interval_options(p, None)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("validate", help="check a dataset and list every problem found")

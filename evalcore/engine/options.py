@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from evalcore.core import registry
+from evalcore.core import intervals, registry
 from evalcore.errors import InputError
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, EmptyQueries, Protocol, Similarity, Ties
 
@@ -26,6 +26,10 @@ class Options:
     empty_queries: EmptyQueries = "skip"
     #: the metrics to compute, by name (``map``, ``recall@5``; core.registry); None: the default set
     metrics: tuple[str, ...] | None = None
+    #: bootstrap intervals of every mean (``--ci LEVEL``; core.intervals): level, resamples, seed; None: none
+    ci: float | None = None
+    resamples: int = 10_000
+    seed: int = 0
 
     def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
@@ -57,7 +61,14 @@ class Options:
             raise InputError(f"--empty-queries: zero only applies to the qrels protocol, not {self.protocol!r} "
                              "(there a query with no relevant item is an open-set query; see --threshold)")
         metrics = None if self.metrics is None else registry.select(self.metrics)
+        if self.ci is not None:
+            self.interval_method()
         return replace(self, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank), metrics=metrics)
+
+    def interval_method(self) -> intervals.Method:
+        """The intervals' method (checked: an InputError naming --ci, --resamples or --seed)."""
+        return intervals.Method(level=self.ci if self.ci is not None else 0.95, resamples=self.resamples,
+                                seed=self.seed).checked()
 
     def columns(self, first_rank: bool = False) -> list[registry.Column]:
         """The run's per-query metric columns in report order (``first_rank=True``: with first_rank,

@@ -255,7 +255,7 @@ class EvaluationSpec:
         return dict(protocol=self.protocol, similarity=self.similarity, ks=o.ks, max_rank=o.max_rank, ties=o.ties,
                     threshold=o.threshold, map_at=o.map_at, judged_only=o.judged_only, radius=o.radius,
                     empty_queries=o.empty_queries, sweep=self.sweep, target_fpir=self.target_fpir,
-                    metrics=o.metrics)
+                    metrics=o.metrics, ci=o.ci, resamples=o.resamples, seed=o.seed)
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,10 @@ def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
         ks=parse_ks(args.ks), max_rank=parse_number("--max-rank", args.max_rank, int), ties=args.ties,
         threshold=_optional("--threshold", args.threshold), map_at=_optional("--map-at", args.map_at, int),
         judged_only=bool(args.judged_only), radius=_optional("--radius", args.radius),
-        empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics))
+        empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics),
+        ci=_optional("--ci", getattr(args, "ci", None)),
+        resamples=parse_number("--resamples", str(getattr(args, "resamples", None) or 10_000), int),
+        seed=parse_number("--seed", str(getattr(args, "seed", None) or 0), int))
     return EvaluationSpec(options, protocol=args.protocol, similarity=args.similarity,
                           sweep=bool(getattr(args, "sweep", False)), target_fpir=target).checked()
 

@@ -242,10 +242,30 @@ def _plot_cmc(cmc: pa.Table) -> str | None:
         return None  # every value null (no known queries): a note, not empty axes
     max_k = max(kk for kk in k if kk is not None)
     legend = [svg.LegendEntry(s.label, s.color, width=s.width, markers=s.markers) for s in series]
+    bands = _cmc_bands(cmc, k, groups, colors)
+    if bands:
+        legend.append(svg.LegendEntry(f"all: {bands[0].label}", colors["all"], kind="patch"))
+    lowest = min([y for s in series for y in s.ys] + [lo for b in bands for lo in b.lows if not _is_missing(lo)])
+    # a y axis fitted to the data: from 0 the rise of a curve that starts at 0.99 is invisible
+    y0 = max(0.0, math.floor((lowest - 0.02) * 20) / 20)
     return svg.data_uri(svg.line_chart(
-        series, title="Cumulative match characteristic", xlabel="rank k", ylabel="CMC (fraction with a match in top k)",
-        xlim=(1, max(max_k, 2)), ylim=(0, 1.02), xlog=max_k > 100, xinteger=True, legend=legend, legend_at="lower right",
+        series, title="Cumulative match characteristic", xlabel="rank k" + (" (log scale)" if max_k >= 20 else ""),
+        ylabel="CMC (fraction with a match in top k)", xlim=(1, max(max_k, 2)), ylim=(y0, 1.005), xlog=max_k >= 20,
+        xinteger=True, legend=legend, legend_at="lower right", bands=bands,
     ))
+
+
+def _cmc_bands(cmc: pa.Table, k: list, groups: list[str], colors: dict[str, str]) -> list:
+    """The ``all`` curve's interval band when the CMC has ``ci_low``/``ci_high`` (``--ci``)."""
+    low, high = _column(cmc, "ci_low"), _column(cmc, "ci_high")
+    if low is None or high is None:
+        return []
+    points = sorted((kk, lo, hi) for kk, lo, hi, g in zip(k, low, high, groups)
+                    if g == "all" and not _is_missing(lo) and not _is_missing(hi))
+    if not points:
+        return []
+    xs, lows, highs = zip(*points)
+    return [svg.Band("interval", xs, lows, highs, colors["all"])]
 
 
 def _plot_histograms(series: list[tuple[str, list, str]], title: str, threshold: float | None) -> str | None:
@@ -436,7 +456,31 @@ def _summary_html(summary: pa.Table) -> str:
     for name, section in _summary_sections(columns):
         cols = first + section
         parts.append(f"<h3>{_esc(name)}</h3>" + _html_table(cols, _table_rows(summary, cols)))
+    intervals = interval_rows(summary)
+    if intervals:
+        header, rows = intervals
+        parts.append("<h3>Confidence intervals</h3>" + _html_table(
+            ["group", "metric", "mean", "low", "high"], rows, text_columns={"metric"},
+            labels=["group", "metric", "mean", f"{header} low", f"{header} high"]))
     return "\n".join(parts)
+
+
+def interval_rows(summary: pa.Table, group: str | None = None) -> tuple[str, list[list]] | None:
+    """(level text, rows [group, metric label, mean, low, high]) of every mean with ``_ci_low``/``_ci_high``
+    columns (``--ci``), or None without them; ``group`` keeps one row of the summary."""
+    columns = summary.column_names
+    metrics = [c for c in registry.display_order(columns) if f"{c}_ci_low" in columns]
+    if not metrics:
+        return None
+    rows = []
+    groups = _column(summary, "group") or ["all"] * summary.num_rows
+    for i, g in enumerate(groups):
+        if group is not None and g != group:
+            continue
+        for c in metrics:
+            rows.append([g, _label(c), summary.column(c)[i].as_py(), summary.column(f"{c}_ci_low")[i].as_py(),
+                         summary.column(f"{c}_ci_high")[i].as_py()])
+    return "interval", rows
 
 
 def _threshold(summary: pa.Table) -> float | None:
@@ -753,6 +797,11 @@ def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
     return lines + [""] + _text_table(labels, rows, [c not in text_cols for c in columns])
 
 
+def _summary_name(label: str, summary: pa.Table) -> str:
+    """The summary column whose display label is ``label``."""
+    return next((c for c in summary.column_names if _label(c) == label), label)
+
+
 def format_terminal(summary: pa.Table, per_query: pa.Table | None = None, n_worst: int = 10, width: int = 100) -> str:
     """Plain text for ``evalcore show`` and ``evalcore demo``.
 
@@ -766,6 +815,12 @@ def format_terminal(summary: pa.Table, per_query: pa.Table | None = None, n_wors
         lines.append("(empty summary)")
     else:
         lines += _terminal_summary(summary, width)
+        intervals = interval_rows(summary, "all")
+        if intervals:
+            shown = [r for r in intervals[1] if registry.display_order([_summary_name(r[1], summary)], terminal=True)]
+            lines += ["", "Bootstrap intervals (group all; run.json records level, resamples, seed)", ""]
+            lines += _text_table(["metric", "mean", "low", "high"],
+                                 [[r[1], *(_fmt(v, "-") for v in r[2:])] for r in shown], [False, True, True, True])
     if per_query is not None and n_worst > 0:
         lines += [""] + _terminal_worst(per_query, n_worst, width)
     return "\n".join(lines) + "\n"
