@@ -249,8 +249,8 @@ def _plot_cmc(cmc: pa.Table) -> str | None:
     # a y axis fitted to the data: from 0 the rise of a curve that starts at 0.99 is invisible
     y0 = max(0.0, math.floor((lowest - 0.02) * 20) / 20)
     return svg.data_uri(svg.line_chart(
-        series, title="Cumulative match characteristic", xlabel="rank k" + (" (log scale)" if max_k >= 20 else ""),
-        ylabel="CMC (fraction with a match in top k)", xlim=(1, max(max_k, 2)), ylim=(y0, 1.005), xlog=max_k >= 20,
+        series, title="Cumulative match characteristic", xlabel="rank k" + (" (log scale)" if max_k > 100 else ""),
+        ylabel="CMC (fraction with a match in top k)", xlim=(1, max(max_k, 2)), ylim=(y0, 1.005), xlog=max_k > 100,
         xinteger=True, legend=legend, legend_at="lower right", bands=bands,
     ))
 
