@@ -265,6 +265,9 @@ def test_page_draws_no_matplotlib(tables):
             "from evalcore.render.pages import render_report_html\n"
             "t = {n: pq.read_table(sys.argv[1] + '/' + n + '.parquet') for n in ('per_query', 'summary', 'cmc', 'sweep')}\n"
             "render_report_html(t['per_query'], t['summary'], t['cmc'], {}, sweep=t['sweep'])\n"
+            "from evalcore.render.pages import render_trend_html\n"
+            "render_trend_html(pa.table({'run_date': ['2025-01-01', '2025-01-02'], 'evaluation': ['a', 'a'],\n"
+            "                            'group': ['all', 'all'], 'map': [0.5, 0.6]}))\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))\n")
     import os
     import sys
@@ -506,8 +509,10 @@ def test_trend_one_image_per_metric():
     page = render_trend_html(history, metrics=["map", "mrr"])
     found = images(page)
     assert len(found) == 2
-    for uri in found.values():
-        assert base64.b64decode(uri.split(",", 1)[1]).startswith(PNG_MAGIC)
+    for caption, uri in found.items():
+        root = svg_root(uri)  # an SVG chart: one line per evaluation, x ticks labelled as dates
+        assert [g.get("data-series") for g in series_groups(root)] == ["market1501", "gldv2", "sop"]
+        assert "Mar 01" in base64.b64decode(uri.split(",", 1)[1]).decode()
     assert len(images(render_trend_html(history))) == 4  # every float column: map, minp, mrr, hit_at_1
 
 

@@ -6,19 +6,14 @@ self-contained: CSS is inline and plots are inline images (``data:`` URIs), so
 a page can be mailed, archived or opened from an object store without
 anything else.
 
-The report page draws its plots as SVG with :mod:`evalcore.render.svg` (no
-plotting library: rendering a report takes milliseconds). Only the nightly
-trend page uses matplotlib (dates on x; not latency-critical): it is imported
-lazily there and only its Agg canvas is used (``Figure`` + ``FigureCanvasAgg``,
-never ``pyplot``), so rendering works headless and never changes the backend
-or the figures of the calling process.
+Every page draws its plots as SVG with :mod:`evalcore.render.svg` (no
+plotting library: rendering a page takes milliseconds); the trend page's x
+axis counts days and labels them as dates.
 """
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import html
-import io
 import json
 import math
 from collections.abc import Set
@@ -163,26 +158,6 @@ def _fmt(value, missing: str = "–") -> str:
 # --------------------------------------------------------------------------- plots
 
 
-def _new_figure(width: float = 6.0, height: float = 3.8):
-    """A pyplot-free Agg figure and its single axes (trend page only)."""
-    # deferred, as below: matplotlib takes 0.6 s to import, and only the trend page draws with it
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ax.grid(True, alpha=0.3)
-    return fig, ax
-
-
-def _png_uri(fig) -> str:
-    """The figure as a ``data:image/png;base64,...`` URI."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
 def _group_colors(groups: list[str]) -> dict[str, str]:
     """A hex colour per group from the tab10 (tab20 beyond 10 groups) palette; ``all`` is black."""
     palette = svg.palette(len(groups))
@@ -190,22 +165,6 @@ def _group_colors(groups: list[str]) -> dict[str, str]:
     colors = {g: palette[i % len(palette)] for i, g in enumerate(others)}
     colors["all"] = svg.COLORS["black"]
     return colors
-
-
-def _legend(ax, count: int, below: bool = False, handles: list | None = None) -> None:
-    """A legend that stays readable with many lines.
-
-    ``below`` puts it under the x label, off the data, in up to 4 columns.
-    """
-    if not count:
-        return
-    size = "small" if count <= 8 else "x-small"
-    extra = {} if handles is None else {"handles": handles}
-    if below:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(count, 4), fontsize=size, frameon=False,
-                  **extra)
-    else:
-        ax.legend(fontsize=size, ncol=1 if count <= 8 else 2, framealpha=0.85, **extra)
 
 
 def _groups_in_order(values: list) -> list[str]:
@@ -613,27 +572,26 @@ def _trend_rows(history: pa.Table) -> list[dict]:
 
 
 def _plot_trend(rows: list[dict], metric: str, evaluations: list[str]) -> str:
-    """One metric over time, one line per evaluation."""
-    import matplotlib.dates as mdates
-
-    fig, ax = _new_figure(6.0, 3.8)
+    """One metric over time, one line per evaluation (x: days, labelled as dates), as an SVG data URI."""
     colors = _group_colors(evaluations)
+    origin = min(r["_date"] for r in rows)
+    series = []
     for name in evaluations:
-        points = [(r["_date"], np.nan if _is_missing(r.get(metric)) else float(r[metric]))
+        points = [((r["_date"] - origin).days, math.nan if _is_missing(r.get(metric)) else float(r[metric]))
                   for r in rows if str(r["evaluation"]) == name]
         if points:
             xs, ys = zip(*points)
-            ax.plot(xs, ys, marker="o", ms=3, lw=1.5, color=colors[name] if name != "all" else "black", label=name)
-    # runs are daily: a tick per day, or per few days over a long history, never finer
-    dates = [r["_date"] for r in rows]
-    span = (max(dates) - min(dates)).days if dates else 0
-    locator = mdates.DayLocator(interval=max(1, -(-span // 7)))
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    ax.set_ylabel(_label(metric))
-    ax.set_title(f"{_label(metric)} over time")
-    _legend(ax, len(evaluations), below=True)
-    return _png_uri(fig)
+            series.append(svg.Series(name, xs, ys, colors[name] if name != "all" else svg.COLORS["black"],
+                                     markers=True))
+    span = max(x for s_ in series for x in s_.xs) if series else 0
+    values = [y for s_ in series for y in s_.ys if math.isfinite(y)]
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    legend = [svg.LegendEntry(s_.label, s_.color, markers=True) for s_ in series]
+    return svg.data_uri(svg.line_chart(
+        series, title=f"{_label(metric)} over time", xlabel="run date", ylabel=_label(metric),
+        xlim=(-0.5, span + 0.5), ylim=svg.padded(lo, hi if hi > lo else lo + 1e-3, 0.08), xinteger=True,
+        legend=legend, legend_at="below",
+        xformat=lambda d: (origin + _dt.timedelta(days=int(round(d)))).strftime("%b %d")))
 
 
 def _latest_table(rows: list[dict], metrics: list[str], evaluations: list[str]) -> str:
@@ -664,7 +622,7 @@ def render_trend_html(history: pa.Table, metrics: list[str] | None = None,
 
     ``history`` has ``run_date`` (YYYY-MM-DD), ``evaluation``, ``group`` and
     metric columns; only ``group == "all"`` rows are used. Each metric (by
-    default every float column) gets one inline PNG with one line per
+    default every float column) gets one inline SVG chart with one line per
     evaluation; a table gives each evaluation's latest values and the change
     since its previous run.
     """

@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -230,10 +230,12 @@ def _frame(xlim, ylim, xlog: bool, legend_rows: int) -> Frame:
     return Frame(_MARGIN["left"], _MARGIN["top"], WIDTH - _MARGIN["right"], bottom, tuple(xlim), tuple(ylim), xlog)
 
 
-def _axes(frame: Frame, title: str, xlabel: str, ylabel: str, xinteger: bool, yinteger: bool) -> list[str]:
-    """Grid, ticks with labels, the frame, axis labels and the title."""
+def _axes(frame: Frame, title: str, xlabel: str, ylabel: str, xinteger: bool, yinteger: bool,
+          xformat: Callable[[float], str] | None = None) -> list[str]:
+    """Grid, ticks with labels, the frame, axis labels and the title; ``xformat`` writes the x tick labels
+    (dates from day numbers)."""
     xticks = log_ticks(*frame.xlim) if frame.xlog else linear_ticks(*frame.xlim, integer=xinteger)
-    xtexts = tick_labels(xticks, log=frame.xlog)
+    xtexts = [xformat(t) for t in xticks] if xformat else tick_labels(xticks, log=frame.xlog)
     yticks = linear_ticks(*frame.ylim, integer=yinteger)
     ytexts = tick_labels(yticks)
     parts = [f'<rect class="plot-area" x="{_num(frame.left)}" y="{_num(frame.top)}" width="{_num(frame.right - frame.left)}" '
@@ -334,6 +336,7 @@ def line_chart(
     legend: Sequence[LegendEntry] = (),
     legend_at: str = "lower right",
     bands: Sequence[Band] = (),
+    xformat: Callable[[float], str] | None = None,
 ) -> str:
     """Lines on shared axes, as SVG text.
 
@@ -342,11 +345,12 @@ def line_chart(
     ticks (xlim must then be positive); ``xinteger`` keeps x ticks on integers.
     ``legend_at`` is ``"lower right"`` (inside the axes) or ``"below"``.
     ``bands`` are drawn first, under the lines: one translucent ``<path class="band">`` each.
+    ``xformat`` writes the x tick labels (``xinteger`` ticks as dates, on the trend page).
     """
     entries = list(legend)
     rows = _below_layout(entries, WIDTH - _MARGIN["left"] - _MARGIN["right"])[1] if legend_at == "below" else 0
     frame = _frame(xlim, ylim, xlog, rows)
-    parts = _axes(frame, title, xlabel, ylabel, xinteger, False)
+    parts = _axes(frame, title, xlabel, ylabel, xinteger, False, xformat)
     parts += [_band(b, frame) for b in bands]
     for item in series:
         points = [(float(x), float(y)) for x, y in zip(item.xs, item.ys) if math.isfinite(float(x)) and math.isfinite(float(y))]
