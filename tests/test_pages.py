@@ -509,7 +509,7 @@ def test_trend_one_image_per_metric():
     page = render_trend_html(history, metrics=["map", "mrr"])
     found = images(page)
     assert len(found) == 2
-    for caption, uri in found.items():
+    for uri in found.values():
         root = svg_root(uri)  # an SVG chart: one line per evaluation, x ticks labelled as dates
         assert [g.get("data-series") for g in series_groups(root)] == ["market1501", "gldv2", "sop"]
         assert "Mar 01" in base64.b64decode(uri.split(",", 1)[1]).decode()
