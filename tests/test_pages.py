@@ -302,6 +302,27 @@ def test_cmc_plot_maps_back_to_values(tables, page):
     assert "rank k" in texts and "Cumulative match characteristic" in texts
 
 
+def test_cmc_y_axis_is_fitted_to_a_curve_that_starts_high(tables):
+    high = pa.table({"group": ["all"] * 50, "k": list(range(1, 51)), "cmc": [0.99 + 0.0002 * k for k in range(1, 51)]})
+    root = plot(render_report_html(tables["per_query"], tables["summary"], high, RUN), "CMC")
+    y_value, y_per_pixel = axis_map(root, "y")
+    ys = [y for _, y in polyline_points(series_groups(root)[0])]
+    # the curve spans most of the plot's height instead of a flat line at the top of a 0..1 axis
+    assert max(ys) - min(ys) > 100
+    assert all(abs(y_value(y) - v) <= y_per_pixel for y, v in zip(ys, high.column("cmc").to_pylist()))
+
+
+def test_summary_tables_stay_narrow(tables):
+    wide = tables["summary"]
+    for i in range(12):
+        wide = wide.append_column(f"hit_at_{100 + i}", pa.array([0.5] * wide.num_rows))
+    page = render_report_html(tables["per_query"], wide, tables["cmc"], RUN)
+    summary = page.split("<h2>Summary</h2>", 1)[1].split("<h2>", 1)[0]
+    heads = re.findall(r"<thead><tr>(.*?)</tr></thead>", summary)
+    assert heads and all(h.count("<th") <= 9 for h in heads)
+    assert all(f'title="hit_at_{100 + i}"' in summary for i in range(12))
+
+
 def test_cmc_plot_log_axis_beyond_rank_100():
     k = np.arange(1, 501)
     cmc = pa.table({"group": ["all"] * 500, "k": k, "cmc": 1 - 0.6 / np.sqrt(k)})
@@ -354,6 +375,13 @@ def test_sweep_plot_lines_and_threshold(tables, page):
         dashed = group.find(SVG + "polyline").get("stroke-dasharray") is not None
         assert dashed == (rate == "FNIR")
     assert legend_labels(root) == ["FPIR", "FNIR", "all", "day", "night", "threshold 0.6"]
+    # only FPIR, FNIR and the threshold are line samples (a solid "all" sample would read as FPIR); groups are
+    # colour patches in their lines' colours
+    entries = [g for g in root.iter(SVG + "g") if g.get("class") == "legend-entry"]
+    samples = {g.find(SVG + "text").text: g[0] for g in entries}
+    assert [n for n, e in samples.items() if e.tag == SVG + "line"] == ["FPIR", "FNIR", "threshold 0.6"]
+    colors = {g.get("data-series").split()[1]: g.find(SVG + "polyline").get("stroke") for g in groups}
+    assert all(samples[n].tag == SVG + "rect" and samples[n].get("fill") == colors[n] for n in ("all", "day", "night"))
     (line,) = reference_lines(root)
     assert abs(x_value(float(line.get("x1"))) - 0.6) <= x_per_pixel
 

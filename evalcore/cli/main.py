@@ -47,6 +47,8 @@ EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 128 + signal.SIGTERM
 #: the file ``evalcore demo`` writes first into its folder: what --overwrite may replace there
 DEMO_MARKER = "evalcore-demo.json"
 DEMO_ENTRIES = ("dataset.zarr", "report")
+#: the false-positive identification rate at which the demo picks its open-set threshold
+DEMO_TARGET_FPIR = 0.1
 
 
 class Terminated(KeyboardInterrupt):
@@ -153,8 +155,7 @@ def cmd_demo(args) -> int:
     check_demo_out(out, args.overwrite)
     settings = RunSettings(workers=None if args.workers is None else parse_number("--workers", args.workers, int),
                            overwrite=True).checked()
-    spec = EvaluationSpec(Options(ks=(1, 5, 10), threshold=parse_number("--threshold", args.threshold)),
-                          sweep=True, target_fpir=0.1).checked()
+    threshold = None if args.threshold == "auto" else parse_number("--threshold", args.threshold)
     # the marker first: a demo killed midway is still recognised as one by --overwrite
     atomic_write(os.path.join(out, DEMO_MARKER), (json.dumps({"written_by": "evalcore demo"}) + "\n").encode())
     print(f"writing a synthetic Market-1501-shaped dataset to {dataset} ...", flush=True)
@@ -166,11 +167,30 @@ def cmd_demo(args) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     started = time.perf_counter()
+    if threshold is None:
+        threshold = demo_threshold(dataset, settings)
+    spec = EvaluationSpec(Options(ks=(1, 5, 10), threshold=threshold), sweep=True,
+                          target_fpir=DEMO_TARGET_FPIR).checked()
     result = run_evaluation(dataset, report_dir, spec, settings)
     print_summary(result.summary, result.per_query, n_worst=5)
     print(f"evaluated {result.run['n_queries']} queries x {result.run['n_gallery']} gallery in "
           f"{time.perf_counter() - started:.1f} s; report: {report_dir} (open report.html)")
     return EXIT_OK
+
+
+def demo_threshold(dataset: str, settings: RunSettings) -> float:
+    """The demo's open-set threshold: the lowest at which FPIR <= DEMO_TARGET_FPIR in the data's own sweep
+    (a first pass over the same dataset), said on the terminal."""
+    from evalcore import api  # deferred: the engine brings distributed and numba
+
+    with api.command_line_words():
+        first = api.evaluate(dataset, ks=(1,), target_fpir=DEMO_TARGET_FPIR, **settings.evaluate_kwargs())
+    threshold = first.metrics.get("threshold_at_target_fpir")
+    if threshold is None:
+        raise InputError("demo: the sweep found no threshold (no unknown queries)")
+    print(f"open-set threshold {threshold:.4f}: the lowest threshold at which FPIR <= {DEMO_TARGET_FPIR} in this "
+          "data's own sweep (--threshold T sets one)", flush=True)
+    return float(threshold)
 
 
 def cmd_show(args) -> int:
@@ -244,7 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for the dataset and the report (default ./evalcore-demo)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--dims", default="256", help="embedding dimensions (default 256)")
-    p.add_argument("--threshold", default="0.2", help="open-set threshold for the demo (default 0.2)")
+    p.add_argument("--threshold", default="auto",
+                   help="open-set threshold for the demo (default auto: the lowest threshold at which FPIR <= 0.1 "
+                        "in the data's own sweep)")
     p.add_argument("--workers", help="local worker processes (default: the cores)")
     p.set_defaults(func=cmd_demo)
 

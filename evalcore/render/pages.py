@@ -205,13 +205,21 @@ def _plot_cmc(cmc: pa.Table) -> str | None:
     if bands:
         legend.append(svg.LegendEntry(f"all: {bands[0].label}", colors["all"], kind="patch"))
     lowest = min([y for s in series for y in s.ys] + [lo for b in bands for lo in b.lows if not _is_missing(lo)])
-    # a y axis fitted to the data: from 0 the rise of a curve that starts at 0.99 is invisible
-    y0 = max(0.0, math.floor((lowest - 0.02) * 20) / 20)
+    y0 = fitted_floor(lowest)
     return svg.data_uri(svg.line_chart(
         series, title="Cumulative match characteristic", xlabel="rank k" + (" (log scale)" if max_k > 100 else ""),
-        ylabel="CMC (fraction with a match in top k)", xlim=(1, max(max_k, 2)), ylim=(y0, 1.005), xlog=max_k > 100,
+        ylabel="CMC (fraction with a match in top k)", xlim=(1, max(max_k, 2)), ylim=(y0, 1 + 0.02 * (1 - y0)), xlog=max_k > 100,
         xinteger=True, legend=legend, legend_at="lower right", bands=bands,
     ))
+
+
+def fitted_floor(lowest: float) -> float:
+    """The bottom of a y axis fitted to curves that rise to 1 from ``lowest``: a margin of a tenth of the
+    span (at least 0.005) below it, rounded down to a round step; on a 0..1 axis a CMC that starts at 0.99
+    is a flat line at the top."""
+    y0 = lowest - max(0.005, 0.1 * (1 - lowest))
+    step = 0.05 if 1 - lowest > 0.2 else 0.01 if 1 - lowest > 0.04 else 0.005
+    return max(0.0, math.floor(y0 / step + 1e-9) * step)
 
 
 def _cmc_bands(cmc: pa.Table, k: list, groups: list[str], colors: dict[str, str]) -> list:
@@ -267,7 +275,8 @@ def _plot_sweep(sweep: pa.Table, threshold: float | None) -> str | None:
                 plotted.add(name)
     if not series:
         return None  # rates all null (no known or no unknown queries): a note, not empty axes
-    legend += [svg.LegendEntry(name, colors[name], width=2 if name == "all" else 1.2) for name in order if name in plotted]
+    # groups as colour patches: a line sample would read as a line style (solid all = solid FPIR)
+    legend += [svg.LegendEntry(name, colors[name], kind="patch") for name in order if name in plotted]
     every_x = [x for s in series for x in s.xs]
     lo, hi = min(every_x), max(every_x)
     vlines = []
@@ -405,6 +414,10 @@ def _run_header(run: dict) -> str:
     return "\n".join(parts)
 
 
+#: summary columns per HTML table (besides group): 8 numbers fit a 1240-pixel page with room to spare
+SUMMARY_COLUMNS = 8
+
+
 def _summary_html(summary: pa.Table) -> str:
     """The summary as one table per topic, one row per group."""
     if summary.num_rows == 0 or not summary.column_names:
@@ -413,8 +426,11 @@ def _summary_html(summary: pa.Table) -> str:
     first = ["group"] if "group" in columns else []
     parts = []
     for name, section in _summary_sections(columns):
-        cols = first + section
-        parts.append(f"<h3>{_esc(name)}</h3>" + _html_table(cols, _table_rows(summary, cols)))
+        # at most SUMMARY_COLUMNS a table, so a wide section wraps instead of running off the page
+        for start in range(0, len(section), SUMMARY_COLUMNS):
+            cols = first + section[start:start + SUMMARY_COLUMNS]
+            heading = f"<h3>{_esc(name)}</h3>" if start == 0 else ""
+            parts.append(heading + _html_table(cols, _table_rows(summary, cols)))
     intervals = interval_rows(summary)
     if intervals:
         header, rows = intervals
