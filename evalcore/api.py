@@ -378,18 +378,19 @@ def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_0
     if latex is not None:
         report.check_creatable("--latex" if cli else "latex", latex)
     tables = [_run_table(label, r, storage_options) for label, r in zip(labels, runs)]
-    result = comparison.compare_runs(tables, method, metrics=metrics, intersect=intersect)
+    max_rank = int(tables[0].options.get("max_rank") or 50)
+    result = comparison.compare_runs(tables, method, metrics=metrics, intersect=intersect,
+                                     cmc_ks=[k for k in CMC_BAND_KS if k <= max_rank] if out is not None else ())
     seconds = time.perf_counter() - started
     if latex is not None:
         atomic_write(latex, render_compare.format_latex(result).encode())
     if out is not None:
-        bands = _cmc_bands(tables, method, intersect)
         record = {"runs": [{"name": t.name, "source": str(r) if not isinstance(r, EngineResult) else "Result",
                             "options": dict(t.options)} for t, r in zip(tables, runs)],
                   "baseline": labels[0], **method.record(), "intersect": bool(intersect),
                   "metrics": list(dict.fromkeys(r.metric for r in result.rows)), "warnings": result.warnings,
                   "seconds": round(seconds, 3), "versions": report.versions()}
-        html = render_compare.render_compare_html(result, record, bands)
+        html = render_compare.render_compare_html(result, record, result.cmc)
         report.write_report(out, {"comparison": result.table(), "per_query_diff": result.per_query_diff}, record,
                             extra={"compare.html": html}, overwrite=overwrite, storage_options=storage_options,
                             record="comparison.json")
@@ -419,18 +420,3 @@ def _run_table(name: str, run, storage_options) -> comparison.RunTable:
     options = record.get("options") or {}
     return comparison.RunTable(name, per_query, options if isinstance(options, dict) else {})
 
-
-def _cmc_bands(tables, method: intervals.Method, intersect: bool):
-    """The CMC of each run on its paired queries with bootstrap bands (compare.html), or None without ranks."""
-    if not all("first_rank" in t.per_query.column_names for t in tables):
-        return None
-    max_rank = int(tables[0].options.get("max_rank") or 50)
-    ks = [k for k in CMC_BAND_KS if k <= max_rank]
-    first = {}
-    for run in tables[1:]:
-        pairing = comparison.pair_queries(tables[0], run, intersect)
-        if tables[0].name not in first:
-            first[tables[0].name] = tables[0].per_query.column("first_rank").fill_null(0).to_numpy()[
-                pairing.baseline_rows]
-        first[run.name] = run.per_query.column("first_rank").fill_null(0).to_numpy()[pairing.run_rows]
-    return comparison.cmc_bands(first, ks, method)

@@ -4,8 +4,10 @@ the output folder, and bad input (exit 2, one line naming it, nothing written).
 References are written here: the paired difference from the two per-query tables joined by key by hand,
 scipy.stats.ttest_rel on those values, and Holm's step-down procedure.
 """
+import base64
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +193,29 @@ def test_an_existing_comparison_is_kept_unless_overwrite(reports, tmp_path):
             "--permutations", 200)
     assert p.returncode == 0, p.stderr
     assert pq.read_table(out / "comparison.parquet").column("run").to_pylist()[0] == "good2"
+
+
+def test_cmc_of_both_runs_on_the_paired_queries(reports, tmp_path):
+    result = evalcore.compare(reports["good"][0], reports["bad"][0], out=tmp_path / "cmp", **FAST)
+    bands = result.cmc.to_pylist()
+    for name in ("good", "bad"):
+        first = by_key(reports[name][1], "first_rank")
+        for k in (1, 5, 10):
+            (row,) = [b for b in bands if b["run"] == name and b["k"] == k]
+            # CMC(k) = the share of paired known queries whose first relevant rank is <= k
+            assert row["cmc"] == pytest.approx(np.mean([r is not None and r <= k for r in first.values()]))
+            assert row["ci_low"] <= row["cmc"] <= row["ci_high"]
+    html = (tmp_path / "cmp" / "compare.html").read_text()
+    charts = [base64.b64decode(u).decode() for u in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', html)]
+    (cmc,) = [c for c in charts if "CMC with bootstrap bands" in c]
+    assert cmc.count('class="band"') == 2 and cmc.count("<polyline") == 2
+
+
+def test_bench_compare_prints_both_timings(tmp_path):
+    p = cli("bench", "--compare", "--queries", 3000, "--resamples", 300, "--permutations", 300, "--repeat", 2,
+            "--scipy-resamples", 50)
+    assert p.returncode == 0, p.stderr
+    assert "3,000 paired queries x 17 metric columns" in p.stdout and "median" in p.stdout
+    assert "scipy.stats.bootstrap + permutation_test" in p.stdout and "faster than scipy" in p.stdout
+    p = cli("bench", "--resamples", 10)
+    assert p.returncode == 2 and "--resamples: only with --compare" in p.stderr

@@ -206,6 +206,15 @@ def cmd_metrics(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.compare:
+        if args.sweep:
+            raise InputError("--compare: not with --sweep")
+        from evalcore.jobs import bench_compare
+
+        return bench_compare.run(args)
+    for option in ("resamples", "permutations", "repeat", "scipy_columns", "scipy_resamples"):
+        if getattr(args, option) is not None:
+            raise InputError(f"--{option.replace('_', '-')}: only with --compare")
     return bench.run(args)
 
 
@@ -312,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: as evaluate plans from the memory limit; 1 = whole gallery)")
     p.add_argument("--csv", metavar="FILE", help="--sweep: also write the table as CSV")
     p.add_argument("--plot", metavar="FILE.svg", help="--sweep: chart ratio and seconds against Q*G*D as SVG")
+    p.add_argument("--compare", action="store_true",
+                   help="time evalcore compare on two generated reports beside scipy.stats on the same columns")
+    p.add_argument("--resamples", help="--compare: bootstrap resamples (default 10000)")
+    p.add_argument("--permutations", help="--compare: sign flips (default 10000)")
+    p.add_argument("--repeat", help="--compare: runs of evalcore compare (default 5; the median is printed)")
+    p.add_argument("--scipy-columns", help="--compare: columns scipy is timed on (default 1), scaled to all")
+    p.add_argument("--scipy-resamples", help="--compare: resamples scipy is timed at (default 1000), scaled")
     p.set_defaults(func=cmd_bench)
 
     import_cmd.register(sub)

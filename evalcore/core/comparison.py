@@ -69,6 +69,8 @@ class Comparison:
     per_query_diff: pa.Table
     method: intervals.Method
     warnings: list[str]
+    #: (run, k, cmc, ci_low, ci_high) of every run on its paired queries at ``cmc_ks`` (compare.html), or None
+    cmc: pa.Table | None = None
 
     def table(self) -> pa.Table:
         """comparison.parquet."""
@@ -171,9 +173,12 @@ def _strings(table: pa.Table, column: str, rows: np.ndarray) -> list:
 
 
 def compare_runs(runs: Sequence[RunTable], method: intervals.Method, metrics: Sequence[str] | None = None,
-                 intersect: bool = False) -> Comparison:
+                 intersect: bool = False, cmc_ks: Sequence[int] = ()) -> Comparison:
     """Every run after the first against the first, for every common metric and every query/group row
-    (group ``all`` first; the groups are the baseline's ``group`` column), Holm over all rows."""
+    (group ``all`` first; the groups are the baseline's ``group`` column), Holm over all rows.
+
+    ``cmc_ks``: also the CMC of both runs of each pair at these k with their intervals (when every run has
+    ``first_rank``), from the same resamples as the ``all`` row's differences: one bootstrap, not three."""
     if len(runs) < 2:
         raise InputError("runs: give at least two runs to compare (the first is the baseline)")
     names = [r.name for r in runs]
@@ -186,6 +191,8 @@ def compare_runs(runs: Sequence[RunTable], method: intervals.Method, metrics: Se
     rows: list[Row] = []
     warnings: list[str] = []
     diffs = []
+    with_cmc = bool(cmc_ks) and all("first_rank" in r.per_query.column_names for r in runs)
+    bands: dict[str, tuple] = {}
     for run in runs[1:]:
         pairing = pair_queries(baseline, run, intersect)
         warnings += option_warnings(baseline, run)
@@ -197,12 +204,43 @@ def compare_runs(runs: Sequence[RunTable], method: intervals.Method, metrics: Se
             labels = np.asarray(groups, dtype=object)
             selections += [(g, labels == g) for g in sorted({g for g in groups if g is not None})]
         for group, sel in selections:
-            for (_, summary), result in zip(columns, intervals.compare_paired(a[sel], b[sel], method, higher)):
+            interval = None
+            if group == "all" and with_cmc:
+                hits = [_hits(t.per_query, r, cmc_ks) for t, r in ((baseline, pairing.baseline_rows),
+                                                                   (run, pairing.run_rows))]
+                d = intervals.defined_differences(a, b)
+                low, high = intervals.mean_interval(np.column_stack([d, *hits]), method.level, method.resamples,
+                                                    method.seed)
+                width, k = d.shape[1], len(cmc_ks)
+                interval = (low[:width], high[:width])
+                for i, (name, h) in enumerate(((baseline.name, hits[0]), (run.name, hits[1]))):
+                    part = slice(width + i * k, width + (i + 1) * k)
+                    bands.setdefault(name, (h.mean(axis=0), low[part], high[part]))
+            results = intervals.compare_paired(a[sel], b[sel], method, higher, interval)
+            for (_, summary), result in zip(columns, results):
                 rows.append(Row(baseline.name, run.name, group, summary, result))
         diffs.append(_diff_table(baseline, run, pairing, columns, a, b, groups))
     adjusted = intervals.holm([r.result.p_randomization for r in rows])
     rows = [Row(r.baseline, r.run, r.group, r.metric, r.result, float(p)) for r, p in zip(rows, adjusted)]
-    return Comparison(names, rows, pa.concat_tables(diffs), method, warnings)
+    return Comparison(names, rows, pa.concat_tables(diffs), method, warnings,
+                      _bands_table(bands, cmc_ks) if with_cmc else None)
+
+
+def _hits(table: pa.Table, rows: np.ndarray, ks: Sequence[int]) -> np.ndarray:
+    """[0 < r_1 <= k] per paired query and k: the CMC's per-query values."""
+    first = table.column("first_rank").fill_null(0).to_numpy()[rows]
+    k = np.asarray(ks, np.int64)
+    return ((first[:, None] > 0) & (first[:, None] <= k[None, :])).astype(np.float64)
+
+
+def _bands_table(bands: Mapping[str, tuple], ks: Sequence[int]) -> pa.Table:
+    names = [n for n in bands for _ in ks]
+
+    def column(i: int) -> pa.Array:
+        return pa.array(np.concatenate([bands[n][i] for n in bands]) if bands else [], pa.float64())
+
+    return pa.table({"run": pa.array(names, pa.string()), "k": pa.array(list(ks) * len(bands), pa.int64()),
+                     "cmc": column(0), "ci_low": column(1), "ci_high": column(2)})
 
 
 def _diff_table(baseline: RunTable, run: RunTable, pairing: Pairing, columns, a, b, groups) -> pa.Table:
@@ -220,24 +258,3 @@ def _diff_table(baseline: RunTable, run: RunTable, pairing: Pairing, columns, a,
         out[f"{column}_diff"] = pa.array(b[:, j] - a[:, j], pa.float64(), from_pandas=True)
     return pa.table(out)
 
-
-def cmc_bands(first_ranks: Mapping[str, np.ndarray], ks: Sequence[int], method: intervals.Method) -> pa.Table:
-    """(run, k, cmc, ci_low, ci_high) for each run's paired known queries: cmc(k) = mean [0 < r_1 <= k]
-    (r_1 <= 0: no relevant item ranked) and its bootstrap interval, at each of ``ks``."""
-    runs: list[str] = []
-    ks_out: list[int] = []
-    cmc: list[float] = []
-    low: list[float] = []
-    high: list[float] = []
-    k = np.asarray(ks, np.int64)
-    for run, first in first_ranks.items():
-        hits = ((first[:, None] > 0) & (first[:, None] <= k[None, :])).astype(np.float64)
-        lo, hi = intervals.mean_interval(hits, method.level, method.resamples, method.seed)
-        runs += [run] * len(k)
-        ks_out += k.tolist()
-        cmc += (hits.mean(axis=0) if len(first) else np.full(len(k), np.nan)).tolist()
-        low += lo.tolist()
-        high += hi.tolist()
-    return pa.table({"run": pa.array(runs, pa.string()), "k": pa.array(ks_out, pa.int64()),
-                     "cmc": pa.array(cmc, pa.float64()), "ci_low": pa.array(low, pa.float64()),
-                     "ci_high": pa.array(high, pa.float64())})

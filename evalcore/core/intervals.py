@@ -131,16 +131,17 @@ def stream_seeds(seed: int, count: int, stream: int) -> np.ndarray:
     return rng.integers(0, 2 ** 63, size=count, dtype=np.int64).astype(np.uint64)
 
 
-def resample_counts(n: int, seeds: np.ndarray) -> np.ndarray:
-    """(len(seeds), n) float64: row b = how often each of n queries is drawn in resample b (rows sum to n)."""
-    out = np.empty((len(seeds), n), np.float64)
+def resample_counts(n: int, seeds: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """(len(seeds), n) float64: row b = how often each of n queries is drawn in resample b (rows sum to n).
+    ``out``: a buffer of at least that many rows to fill (reused across blocks: no new pages each time)."""
+    out = np.empty((len(seeds), n), np.float64) if out is None else out[:len(seeds)]
     _fill_counts(np.ascontiguousarray(seeds, np.uint64), n, out)
     return out
 
 
-def random_signs(n: int, seeds: np.ndarray) -> np.ndarray:
+def random_signs(n: int, seeds: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """(len(seeds), n) float64 of ±1: row b is one random sign flip of n paired differences."""
-    out = np.empty((len(seeds), n), np.float64)
+    out = np.empty((len(seeds), n), np.float64) if out is None else out[:len(seeds)]
     _fill_signs(np.ascontiguousarray(seeds, np.uint64), n, out)
     return out
 
@@ -169,8 +170,9 @@ def bootstrap_means(values, resamples: int, seed: int) -> np.ndarray:
     filled = np.where(defined, v, 0.0)
     complete = bool(defined.all())
     seeds = stream_seeds(seed, resamples, 0)
+    buffer = np.empty((min(BLOCK, resamples), n), np.float64)
     for start in range(0, resamples, BLOCK):
-        counts = resample_counts(n, seeds[start:start + BLOCK])
+        counts = resample_counts(n, seeds[start:start + BLOCK], buffer)
         sums = counts @ filled
         if complete:
             out[start:start + len(counts)] = sums / n
@@ -247,8 +249,9 @@ def _randomization_block(d: np.ndarray, permutations: int, seed: int) -> np.ndar
         return hits / float(len(flips))
     hits = np.zeros(width, np.int64)
     seeds = stream_seeds(seed, permutations, 1)
+    buffer = np.empty((min(BLOCK, permutations), n), np.float64)
     for start in range(0, permutations, BLOCK):
-        hits += _reaches((random_signs(n, seeds[start:start + BLOCK]) @ d) / n, observed).sum(axis=0)
+        hits += _reaches((random_signs(n, seeds[start:start + BLOCK], buffer) @ d) / n, observed).sum(axis=0)
     return (1 + hits) / (1.0 + permutations)
 
 
@@ -325,18 +328,26 @@ class PairedResult:
     losses: int
 
 
-def compare_paired(baseline, run, method: Method, higher_is_better=True) -> list[PairedResult]:
-    """Every column of ``baseline`` and ``run`` (n, M), paired by row: difference, interval, tests, tally.
-
-    A query enters a column when both its values are defined. ``higher_is_better``:
-    one bool, or one per column.
-    """
+def defined_differences(baseline, run) -> np.ndarray:
+    """d = run − baseline per query and column, NaN where either value is undefined."""
     a, b = _matrix(baseline), _matrix(run)
     if a.shape != b.shape:
         raise ValueError(f"paired values differ in shape: {a.shape} and {b.shape}")
-    d = paired_differences(a, b)
-    d_defined = np.where(np.isnan(a) | np.isnan(b), np.nan, d)
-    low, high = mean_interval(d_defined, method.level, method.resamples, method.seed)
+    return np.where(np.isnan(a) | np.isnan(b), np.nan, paired_differences(a, b))
+
+
+def compare_paired(baseline, run, method: Method, higher_is_better=True,
+                   interval: tuple[np.ndarray, np.ndarray] | None = None) -> list[PairedResult]:
+    """Every column of ``baseline`` and ``run`` (n, M), paired by row: difference, interval, tests, tally.
+
+    A query enters a column when both its values are defined. ``higher_is_better``:
+    one bool, or one per column. ``interval``: the (low, high) of the differences'
+    means when the caller bootstrapped them already (with other columns, in one pass).
+    """
+    a, b = _matrix(baseline), _matrix(run)
+    d_defined = defined_differences(a, b)
+    low, high = interval if interval is not None else \
+        mean_interval(d_defined, method.level, method.resamples, method.seed)
     p_rand = randomization_p(d_defined, method.permutations, method.seed)
     p_t = ttest_p(d_defined)
     directions = np.broadcast_to(np.asarray(higher_is_better, dtype=bool), (a.shape[1],))

@@ -9,6 +9,9 @@ from evalcore.core.comparison import Comparison, Row
 from evalcore.core.intervals import marks
 from evalcore.render import pages, svg
 
+#: the per-query scatter draws at most this many queries (evenly spaced in key order)
+SCATTER_POINTS = 5000
+
 
 def _label(metric: str) -> str:
     return registry.label(metric) or metric
@@ -152,6 +155,9 @@ def _scatter(diff: pa.Table, run: str, column: str) -> str | None:
         return None
     xs = diff.column(f"{column}_baseline").to_numpy(zero_copy_only=False)[sel]
     ys = diff.column(f"{column}_run").to_numpy(zero_copy_only=False)[sel]
+    if len(xs) > SCATTER_POINTS:  # evenly spaced queries: a page of 100,000 circles is megabytes, not clearer
+        keep = np.linspace(0, len(xs) - 1, SCATTER_POINTS).round().astype(np.int64)
+        xs, ys = xs[keep], ys[keep]
     lo = float(np.nanmin(np.concatenate([xs, ys]))) if len(xs) else 0.0
     hi = float(np.nanmax(np.concatenate([xs, ys]))) if len(xs) else 1.0
     lo, hi = svg.padded(lo, hi if hi > lo else lo + 1)
@@ -230,7 +236,10 @@ def render_compare_html(comparison: Comparison, record: dict, cmc_bands: pa.Tabl
             break
         body.append(f"<h2>{pages._esc(run)} per query</h2>")
         chart = _scatter(comparison.per_query_diff, run, column)
-        body.append(pages._figure(svg.data_uri(chart) if chart else None, f"{column}: baseline vs {run}",
+        shown = sum(1 for r in comparison.rows if r.run == run and r.group == "all" and r.result.n > SCATTER_POINTS)
+        body.append(pages._figure(svg.data_uri(chart) if chart else None,
+                                  f"{column}: baseline vs {run}, one point per query"
+                                  + (f" ({SCATTER_POINTS} evenly spaced queries shown)" if shown else ""),
                                   "no paired queries"))
         body.append(_extremes_html(comparison.per_query_diff, run, column))
     chart = _cmc_chart(cmc_bands)
