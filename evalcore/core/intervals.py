@@ -12,7 +12,7 @@ was drawn, Σ c_q = n), and its mean of every metric column at once is
 c @ V / n. B resamples are one matrix product (in blocks, to bound memory);
 a sign-flip permutation is a row of ±1, likewise. The counts and signs are
 drawn by a compiled loop from one 64-bit seed per resample, those seeds from
-``numpy.random.default_rng(seed)``, so threads change nothing.
+``numpy.random.default_rng(seed)``, so how the work is split changes nothing.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 from scipy import stats
 
 from evalcore.errors import InputError
@@ -81,7 +81,9 @@ def _next(state):
     return z ^ (z >> np.uint64(31))
 
 
-@njit(cache=True, nogil=True, parallel=True, boundscheck=False)
+# one thread: on a shared machine numba's OpenMP threads wait on each other (measured 4x slower with 2 threads
+# than with 1 on a busy 2-core machine); nogil lets the caller run other work beside it
+@njit(cache=True, nogil=True, boundscheck=False)
 def _fill_counts(seeds, n, out):
     """Row b of ``out`` = the counts of n draws with replacement from 0..n-1, from the stream of seeds[b].
 
@@ -89,7 +91,7 @@ def _fill_counts(seeds, n, out):
     the few values that would make it biased, so every index is equally likely.
     """
     threshold = np.uint64((2 ** 32 - n) % n)
-    for b in prange(seeds.shape[0]):
+    for b in range(seeds.shape[0]):
         state = np.empty(1, np.uint64)
         state[0] = seeds[b]
         row = out[b]
@@ -108,10 +110,10 @@ def _fill_counts(seeds, n, out):
                 drawn += 1
 
 
-@njit(cache=True, nogil=True, parallel=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False)
 def _fill_signs(seeds, n, out):
     """Row b of ``out`` = n independent fair signs ±1 from the stream of seeds[b] (64 per draw)."""
-    for b in prange(seeds.shape[0]):
+    for b in range(seeds.shape[0]):
         state = np.empty(1, np.uint64)
         state[0] = seeds[b]
         row = out[b]
