@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 from scipy import stats
+from threadpoolctl import threadpool_limits
 
 from evalcore.errors import InputError
 
@@ -85,11 +86,41 @@ def _next(state):
 # than with 1 on a busy 2-core machine); nogil lets the caller run other work beside it
 @njit(cache=True, nogil=True, boundscheck=False)
 def _fill_counts(seeds, n, out):
-    """Row b of ``out`` = the counts of n draws with replacement from 0..n-1, from the stream of seeds[b].
+    """Row b of ``out`` (uint16) = the counts of n draws with replacement from 0..n-1, from the stream of
+    seeds[b]; returns False if a count would pass 65,535 (then the caller counts in float64 instead).
 
     An index is the high word of (32 random bits x n) (Lemire), with rejection of
     the few values that would make it biased, so every index is equally likely.
+    uint16 keeps a row of 100,000 queries in the L2 cache: the increments land
+    at random places in it.
     """
+    threshold = np.uint64((2 ** 32 - n) % n)
+    for b in range(seeds.shape[0]):
+        state = np.empty(1, np.uint64)
+        state[0] = seeds[b]
+        row = out[b]
+        row[:] = 0
+        drawn = 0
+        while drawn < n:
+            x = _next(state)
+            for half in range(2):
+                if drawn >= n:
+                    break
+                r = (x >> np.uint64(32 * half)) & np.uint64(0xFFFFFFFF)
+                m = r * np.uint64(n)
+                if (m & np.uint64(0xFFFFFFFF)) < threshold:
+                    continue
+                i = np.int64(m >> np.uint64(32))
+                if row[i] == 65535:
+                    return False
+                row[i] += 1
+                drawn += 1
+    return True
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _fill_counts_wide(seeds, n, out):
+    """``_fill_counts`` into float64 rows (no limit): the same draws, so the same counts."""
     threshold = np.uint64((2 ** 32 - n) % n)
     for b in range(seeds.shape[0]):
         state = np.empty(1, np.uint64)
@@ -111,19 +142,21 @@ def _fill_counts(seeds, n, out):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _fill_signs(seeds, n, out):
-    """Row b of ``out`` = n independent fair signs ±1 from the stream of seeds[b] (64 per draw)."""
+def _fill_signs(seeds, q0, q1, out):
+    """out[b, q - q0] = the sign of query q in flip b, for q in [q0, q1) (q0 a multiple of 64): bit q % 64 of
+    the (q // 64 + 1)-th value of the stream of seeds[b] is set for −1. splitmix64 is counter-based, so any
+    span of queries is drawn without the ones before it."""
     for b in range(seeds.shape[0]):
         state = np.empty(1, np.uint64)
-        state[0] = seeds[b]
         row = out[b]
-        q = 0
-        while q < n:
+        q = q0
+        while q < q1:
+            state[0] = seeds[b] + np.uint64(q // 64) * np.uint64(0x9E3779B97F4A7C15)
             x = _next(state)
             for bit in range(64):
-                if q >= n:
+                if q >= q1:
                     break
-                row[q] = -1.0 if (x >> np.uint64(bit)) & np.uint64(1) else 1.0
+                row[q - q0] = -1.0 if (x >> np.uint64(bit)) & np.uint64(1) else 1.0
                 q += 1
 
 
@@ -133,18 +166,37 @@ def stream_seeds(seed: int, count: int, stream: int) -> np.ndarray:
     return rng.integers(0, 2 ** 63, size=count, dtype=np.int64).astype(np.uint64)
 
 
-def resample_counts(n: int, seeds: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """(len(seeds), n) float64: row b = how often each of n queries is drawn in resample b (rows sum to n).
-    ``out``: a buffer of at least that many rows to fill (reused across blocks: no new pages each time)."""
-    out = np.empty((len(seeds), n), np.float64) if out is None else out[:len(seeds)]
-    _fill_counts(np.ascontiguousarray(seeds, np.uint64), n, out)
+def resample_counts(n: int, seeds: np.ndarray) -> np.ndarray:
+    """(len(seeds), n) float64: row b = how often each of n queries is drawn in resample b (rows sum to n)."""
+    seeds = np.ascontiguousarray(seeds, np.uint64)
+    compact = np.empty((len(seeds), n), np.uint16)
+    if _fill_counts(seeds, n, compact):
+        return compact.astype(np.float64)
+    out = np.empty((len(seeds), n), np.float64)
+    _fill_counts_wide(seeds, n, out)
     return out
 
 
-def random_signs(n: int, seeds: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def random_signs(n: int, seeds: np.ndarray) -> np.ndarray:
     """(len(seeds), n) float64 of ±1: row b is one random sign flip of n paired differences."""
-    out = np.empty((len(seeds), n), np.float64) if out is None else out[:len(seeds)]
-    _fill_signs(np.ascontiguousarray(seeds, np.uint64), n, out)
+    out = np.empty((len(seeds), n), np.float64)
+    _fill_signs(np.ascontiguousarray(seeds, np.uint64), 0, n, out)
+    return out
+
+
+#: queries per slice of the block products: a BLOCK x SLICE float64 slice (2 MiB) stays in cache
+SLICE = 1024
+
+
+def _sliced_product(rows: np.ndarray, values: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """rows (B, n, any dtype) @ values (n, M) in float64, a slice of queries at a time through ``scratch``
+    (B x SLICE float64): the widened rows never leave the cache."""
+    out = np.zeros((rows.shape[0], values.shape[1]))
+    for q0 in range(0, rows.shape[1], SLICE):
+        q1 = min(q0 + SLICE, rows.shape[1])
+        part = scratch[:rows.shape[0], :q1 - q0]
+        part[...] = rows[:, q0:q1]
+        out += part @ values[q0:q1]
     return out
 
 
@@ -172,16 +224,35 @@ def bootstrap_means(values, resamples: int, seed: int) -> np.ndarray:
     filled = np.where(defined, v, 0.0)
     complete = bool(defined.all())
     seeds = stream_seeds(seed, resamples, 0)
-    buffer = np.empty((min(BLOCK, resamples), n), np.float64)
+    # one product gives the sums and, where values are missing, the number of defined values drawn
+    matrix = filled if complete else np.hstack([filled, defined.astype(np.float64)])
+    with one_blas_thread():
+        _bootstrap_blocks(seeds, n, width, complete, matrix, out)
+    return out
+
+
+def one_blas_thread():
+    """One BLAS thread for the block products: they are small, and on a busy machine BLAS threads waiting on
+    each other made them 10x slower (measured: 1.0-1.6 s against 0.11 s a block on 2 shared cores)."""
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _bootstrap_blocks(seeds: np.ndarray, n: int, width: int, complete: bool, matrix: np.ndarray,
+                      out: np.ndarray) -> None:
+    resamples = len(seeds)
+    compact = np.empty((min(BLOCK, resamples), n), np.uint16)
+    scratch = np.empty((min(BLOCK, resamples), min(SLICE, n)), np.float64)
     for start in range(0, resamples, BLOCK):
-        counts = resample_counts(n, seeds[start:start + BLOCK], buffer)
-        sums = counts @ filled
+        block = seeds[start:start + BLOCK]
+        rows = compact[:len(block)]
+        if not _fill_counts(block, n, rows):
+            rows = resample_counts(n, block)  # a count beyond uint16: count in float64 (the same draws)
+        sums = _sliced_product(rows, matrix, scratch)
         if complete:
-            out[start:start + len(counts)] = sums / n
+            out[start:start + len(block)] = sums / n
         else:
             with np.errstate(invalid="ignore", divide="ignore"):
-                out[start:start + len(counts)] = sums / (counts @ defined.astype(np.float64))
-    return out
+                out[start:start + len(block)] = sums[:, :width] / sums[:, width:]
 
 
 def percentile_interval(means: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -249,12 +320,28 @@ def _randomization_block(d: np.ndarray, permutations: int, seed: int) -> np.ndar
         for start in range(0, len(flips), 1 << 16):
             hits += _reaches((flips[start:start + (1 << 16)] @ d) / n, observed).sum(axis=0)
         return hits / float(len(flips))
-    hits = np.zeros(width, np.int64)
     seeds = stream_seeds(seed, permutations, 1)
-    buffer = np.empty((min(BLOCK, permutations), n), np.float64)
-    for start in range(0, permutations, BLOCK):
-        hits += _reaches((random_signs(n, seeds[start:start + BLOCK], buffer) @ d) / n, observed).sum(axis=0)
+    with one_blas_thread():
+        hits = _sign_flip_hits(seeds, d, observed)
     return (1 + hits) / (1.0 + permutations)
+
+
+def _sign_flip_hits(seeds: np.ndarray, d: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """#{flips b : |mean s_b·d| reaches |mean d|} per column, over the flips drawn from ``seeds``."""
+    n, width = d.shape
+    hits = np.zeros(width, np.int64)
+    signs = np.empty((min(BLOCK, len(seeds)), SLICE), np.float64)
+    for start in range(0, len(seeds), BLOCK):
+        block = seeds[start:start + BLOCK]
+        sums = np.zeros((len(block), width))
+        # the signs of a slice of queries are drawn into the cache and used there (counter-based draws)
+        for q0 in range(0, n, SLICE):
+            q1 = min(q0 + SLICE, n)
+            part = signs[:len(block), :q1 - q0]
+            _fill_signs(block, q0, q1, part)
+            sums += part @ d[q0:q1]
+        hits += _reaches(sums / n, observed).sum(axis=0)
+    return hits
 
 
 def ttest_p(differences) -> np.ndarray:

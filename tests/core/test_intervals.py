@@ -158,3 +158,22 @@ def test_bad_method_is_an_input_error_naming_the_option(field, value):
 
 def test_marks():
     assert [iv.marks(p) for p in (0.0005, 0.005, 0.02, 0.2, math.nan)] == ["***", "**", "*", "", ""]
+
+
+@pytest.mark.parametrize("n", [5, 1500, 2600])
+def test_block_means_equal_the_dense_product_of_the_counts(n):
+    """The sliced, compact (uint16) products give the means of counts @ values / n, counts as drawn."""
+    rng = np.random.default_rng(n)
+    v = rng.random((n, 3))
+    v[rng.random(n) < 0.1, 1] = np.nan
+    counts = iv.resample_counts(n, iv.stream_seeds(2, 300, 0))
+    wide = np.empty_like(counts)
+    iv._fill_counts_wide(iv.stream_seeds(2, 300, 0), n, wide)
+    assert np.array_equal(counts, wide)
+    defined = ~np.isnan(v)
+    expected = (counts @ np.where(defined, v, 0)) / (counts @ defined)
+    assert np.allclose(iv.bootstrap_means(v, 300, 2), expected, rtol=1e-12, atol=0)
+    signs = iv.random_signs(n, iv.stream_seeds(2, 50, 1))
+    part = np.empty((50, max(1, n - 64)))
+    iv._fill_signs(iv.stream_seeds(2, 50, 1), 64, n, part)  # a later span alone draws the same signs
+    assert np.array_equal(part[:, :n - 64], signs[:, 64:]) or n <= 64
