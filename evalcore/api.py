@@ -382,8 +382,6 @@ def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_0
     result = comparison.compare_runs(tables, method, metrics=metrics, intersect=intersect,
                                      cmc_ks=[k for k in CMC_BAND_KS if k <= max_rank] if out is not None else ())
     seconds = time.perf_counter() - started
-    if latex is not None:
-        atomic_write(latex, render_compare.format_latex(result).encode())
     if out is not None:
         record = {"runs": [{"name": t.name, "source": str(r) if not isinstance(r, EngineResult) else "Result",
                             "options": dict(t.options)} for t, r in zip(tables, runs)],
@@ -394,6 +392,8 @@ def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_0
         report.write_report(out, {"comparison": result.table(), "per_query_diff": result.per_query_diff}, record,
                             extra={"compare.html": html}, overwrite=overwrite, storage_options=storage_options,
                             record="comparison.json")
+    if latex is not None:  # after the folder: a failed write there leaves no table behind either
+        atomic_write(latex, render_compare.format_latex(result).encode())
     return result
 
 

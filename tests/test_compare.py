@@ -8,6 +8,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -219,3 +220,17 @@ def test_bench_compare_prints_both_timings(tmp_path):
     assert "scipy.stats.bootstrap + permutation_test" in p.stdout and "faster than scipy" in p.stdout
     p = cli("bench", "--resamples", 10)
     assert p.returncode == 2 and "--resamples: only with --compare" in p.stderr
+
+
+def test_compare_page_renders_in_chromium(reports, tmp_path):
+    """A screenshot of compare.html at 1300 px wide, where Debian's chromium is installed."""
+    browser = shutil.which("chromium")
+    if browser is None:
+        pytest.skip("chromium is not installed")
+    evalcore.compare(reports["good"][0], reports["bad"][0], out=tmp_path / "cmp", **FAST)
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1300,2000",
+                    (tmp_path / "cmp" / "compare.html").as_uri()], capture_output=True, timeout=90, check=False)
+    assert shot.is_file() and shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000

@@ -563,16 +563,23 @@ def test_trend_rejects_unknown_metric_and_bad_date():
 # --------------------------------------------------------------------------- real browser
 
 
-def test_page_renders_in_chromium(tmp_path, page):
+def trend_page() -> str:
+    return render_trend_html(make_history(), metrics=["map", "mrr"])
+
+
+@pytest.mark.parametrize("which", ["report", "trend"])
+def test_page_renders_in_chromium(tmp_path, page, which):
+    """A screenshot at 1300 px wide (the width the issue's screenshots used) of each page this module draws."""
     browser = shutil.which("chromium")
     if browser is None:
         pytest.skip("chromium is not installed")
+    page = page if which == "report" else trend_page()
     target = tmp_path / "report.html"
     target.write_text(page, encoding="utf-8")
     shot = tmp_path / "shot.png"
     command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2000",
+               f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1300,2000",
                target.as_uri()]
     subprocess.run(command, capture_output=True, timeout=90, check=False)
     assert shot.is_file(), "chromium wrote no screenshot"
