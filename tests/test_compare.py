@@ -180,6 +180,9 @@ def test_a_folder_that_is_not_a_report_exits_2_naming_it(reports, tmp_path):
     assert not out.exists()
     p = cli("compare", reports["good"][0], "--out", out)
     assert p.returncode == 2 and "at least two runs" in p.stderr
+    evalcore.compare(reports["good"][0], reports["bad"][0], out=tmp_path / "done", resamples=50, permutations=50)
+    p = cli("compare", reports["good"][0], tmp_path / "done", "--out", out)
+    assert p.returncode == 2 and "is a comparison folder" in p.stderr and not out.exists()
 
 
 def test_an_existing_comparison_is_kept_unless_overwrite(reports, tmp_path):

@@ -546,6 +546,8 @@ def read_report(path, storage_options: Mapping | None = None) -> dict:
     if manifest is None:
         raise InputError(f"report {path}: incomplete or missing (no {MANIFEST}; it was not finished)")
     files = manifest.get("files") if isinstance(manifest, dict) else None
+    if isinstance(files, list) and "comparison.json" in files and "run.json" not in files:
+        raise InputError(f"report {path}: is a comparison folder (evalcore compare), not an evaluation report")
     if not isinstance(files, list) or "run.json" not in files or not manifest.get("complete"):
         raise InputError(f"report {path}: {MANIFEST} is not a valid manifest")
     sizes = manifest.get("sizes") or {}
