@@ -8,6 +8,7 @@ statistics are ``core.intervals``; a metric's direction is its registration
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -204,19 +205,27 @@ def compare_runs(runs: Sequence[RunTable], method: intervals.Method, metrics: Se
             labels = np.asarray(groups, dtype=object)
             selections += [(g, labels == g) for g in sorted({g for g in groups if g is not None})]
         for group, sel in selections:
-            interval = None
             if group == "all" and with_cmc:
                 hits = [_hits(t.per_query, r, cmc_ks) for t, r in ((baseline, pairing.baseline_rows),
                                                                    (run, pairing.run_rows))]
                 d = intervals.defined_differences(a, b)
-                low, high = intervals.mean_interval(np.column_stack([d, *hits]), method.level, method.resamples,
-                                                    method.seed)
-                width, k = d.shape[1], len(cmc_ks)
-                interval = (low[:width], high[:width])
+                with ThreadPoolExecutor(1) as pool:  # the bootstrap beside compare_paired's sign-flip test
+                    future = pool.submit(intervals.mean_interval, np.column_stack([d, *hits]), method.level,
+                                         method.resamples, method.seed)
+                    width = d.shape[1]
+
+                    def interval(future=future, width=width):
+                        low, high = future.result()
+                        return low[:width], high[:width]
+
+                    results = intervals.compare_paired(a, b, method, higher, interval)
+                low, high = future.result()
+                k = len(cmc_ks)
                 for i, (name, h) in enumerate(((baseline.name, hits[0]), (run.name, hits[1]))):
                     part = slice(width + i * k, width + (i + 1) * k)
                     bands.setdefault(name, (h.mean(axis=0), low[part], high[part]))
-            results = intervals.compare_paired(a[sel], b[sel], method, higher, interval)
+            else:
+                results = intervals.compare_paired(a[sel], b[sel], method, higher)
             for (_, summary), result in zip(columns, results):
                 rows.append(Row(baseline.name, run.name, group, summary, result))
         diffs.append(_diff_table(baseline, run, pairing, columns, a, b, groups))
