@@ -23,10 +23,12 @@ from typing import Any
 
 import numpy as np
 import psutil
+import pyarrow as pa
 import zarr
 
 from evalcore.core import comparison, intervals, openset, registry
 from evalcore.engine import evaluate as engine
+from evalcore.engine import options as engine_options
 from evalcore.engine.evaluate import Result as EngineResult
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.errors import InputError
@@ -74,7 +76,8 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
              protocol: str | None = None, similarity: str | None = None, ks=(1, 3, 5, 10), max_rank: int = 50,
              ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
              judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
-             sweep: bool = False, target_fpir: float | None = None, metrics=None,
+             sweep: bool = False, target_fpir: float | None = None, metrics=None, rerank=None,
+             rel_level: int = 1, depth: int | None = None, query_expansion=None, database_augmentation=None,
              ci: float | None = None, resamples: int = 10_000, seed: int = 0,
              client=None, workers: int | None = None, memory_limit: str | None = "auto",
              storage_options: Mapping | None = None, chunk_rows: int | None = None,
@@ -94,8 +97,12 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     ``client=None, workers=None``: run here on threads when the gallery fits,
     else on a local cluster; ``workers=N``: a local cluster of N processes;
     ``client``: that Dask client. ``metrics``: names (``["map", "recall@5"]``, see
-    ``metric_names()``) to compute only those; None: the default set. ``ci``: a
-    level in (0, 1) adds the percentile bootstrap interval of every mean
+    ``metric_names()``) to compute only those; None: the default set. ``rerank``: ``(k1, k2, lambda_value)``
+    (or True for 20, 6, 0.3) ranks by k-reciprocal re-ranking's final distance (README, Re-ranking).
+    ``database_augmentation=(K, alpha)`` replaces every gallery vector by the normalised sum of itself and its K
+    nearest gallery vectors weighted by similarity^alpha, then ``query_expansion=(K, alpha)`` every query by the
+    same over its K nearest (augmented) gallery vectors, before ranking (README, Query expansion).
+    ``ci``: a level in (0, 1) adds the percentile bootstrap interval of every mean
     (``<metric>_ci_low``, ``<metric>_ci_high`` in the summary, ``ci_low``/``ci_high``
     per CMC point) over ``resamples`` resamples drawn from ``seed``. Raises
     ``InputError`` naming the parameter.
@@ -120,15 +127,18 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
         return _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
                          empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
-                         ci=ci, resamples=resamples, seed=seed, client=client,
+                         rerank=rerank, rel_level=rel_level, depth=depth, query_expansion=query_expansion,
+                         database_augmentation=database_augmentation, ci=ci, resamples=resamples, seed=seed,
+                         client=client,
                          workers=workers, memory_limit=memory_limit, storage_options=storage_options,
                          chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
                          stall_timeout=stall_timeout)
 
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
-              radius, empty_queries, sweep, target_fpir, metrics, ci, resamples, seed, client, workers, memory_limit, storage_options,
-              chunk_rows, gallery_shards, on_chunk, stall_timeout) -> Result:
+              radius, empty_queries, sweep, target_fpir, metrics, rerank, rel_level, depth, query_expansion,
+              database_augmentation, ci, resamples, seed, client, workers,
+              memory_limit, storage_options, chunk_rows, gallery_shards, on_chunk, stall_timeout) -> Result:
     started = time.perf_counter()
     if arrays and source is not None:
         raise InputError(f"source: give a dataset or arrays ({', '.join(arrays)}), not both")
@@ -148,8 +158,11 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         similarity=similarity or attributes.get("similarity") or "cosine",
         ks=tuple(ks), max_rank=max_rank, ties=ties, threshold=threshold, map_at=map_at,
         judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries,
-        metrics=None if metrics is None else registry.select(metrics), ci=ci, resamples=resamples,
-        seed=seed).checked()
+        metrics=None if metrics is None else registry.select(metrics),
+        rerank=rerank_parameters(rerank), rel_level=rel_level, depth=depth,
+        query_expansion=expansion_parameters("--query-expansion", query_expansion),
+        database_augmentation=expansion_parameters("--database-augmentation", database_augmentation),
+        ci=ci, resamples=resamples, seed=seed).checked()
     if target_fpir is not None and not 0 <= target_fpir <= 1:
         raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
     if workers is not None and client is not None:
@@ -166,6 +179,9 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
     run = dict(result.info)
     if options.metrics is None:  # the default set: run.json's options read as they did before metrics=
         run["options"] = {k: v for k, v in run["options"].items() if k != "metrics"}
+    for name in ("rerank", "query_expansion", "database_augmentation"):  # likewise without them
+        if getattr(options, name) is None:
+            run["options"] = {k: v for k, v in run["options"].items() if k != name}
     if options.ci is None:  # without intervals, run.json's options read as they did before --ci
         run["options"] = {k: v for k, v in run["options"].items() if k not in ("ci", "resamples", "seed")}
     else:
@@ -184,6 +200,68 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
     per_query = result.per_query.drop_columns([c.name for c in options.columns(first_rank=True) if c.name not in shown])
     values = {f.name: getattr(result, f.name) for f in fields(result)}
     return Result(**{**values, "per_query": per_query, "run": run, "sweep": swept if sweep else None})
+
+
+def neighbors(source=None, *, query=None, gallery=None, k: int = 10, similarity: str | None = None,
+              storage_options: Mapping | None = None, threads: int | None = None) -> pa.Table:
+    """Each query's ``k`` nearest gallery items, exactly, on canonical scores (ties: the lower index first).
+
+    ``source``: a dataset path or URL or an open ``zarr.Group``, or None with
+    ``query`` and ``gallery`` arrays. Returns a table with one row per
+    (query, rank): ``query``, ``rank`` (1 .. k), ``item`` (gallery index),
+    ``key`` (the item's key) and ``score`` (its canonical score, float32):
+    exact ground truth to measure an approximate search against. Raises
+    ``InputError`` naming the parameter.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    from evalcore.engine import rerank as rerank_phase
+    from evalcore.engine.tasks import keys_of
+
+    given = {name: value for name, value in (("query", query), ("gallery", gallery)) if value is not None}
+    with parameter_names(bool(given), False):
+        if given and source is not None:
+            raise InputError(f"source: give a dataset or arrays ({', '.join(given)}), not both")
+        group = in_memory_dataset(given) if given else ds.open_dataset(source, storage_options)
+        similarity = similarity or ds.dataset_attributes(group).get("similarity") or "cosine"
+        if similarity not in ("cosine", "dot"):
+            raise InputError(f"--similarity: {similarity!r} is not cosine or dot")
+        workers = threads or max(1, min(os.cpu_count() or 1, 8))
+        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+            found = rerank_phase.gallery_neighbors(group, k, similarity=similarity, map_fn=pool.map)
+    n, kk = found.ids.shape
+    items = found.ids.reshape(-1)
+    return pa.table({"query": pa.array(np.repeat(np.arange(n, dtype=np.int64), kk)),
+                     "rank": pa.array(np.tile(np.arange(1, kk + 1, dtype=np.int32), n)),
+                     "item": pa.array(items),
+                     "key": pa.array(keys_of(group, "gallery", items), pa.string()),
+                     "score": pa.array(found.scores.reshape(-1))})
+
+
+def rerank_parameters(rerank) -> tuple | None:
+    """``rerank=`` as the engine's (k1, k2, lambda): None or False for none, True for the defaults 20, 6, 0.3."""
+    if rerank is None or rerank is False:
+        return None
+    if rerank is True:
+        return (20, 6, 0.3)
+    if isinstance(rerank, str):
+        return engine_options.parse_rerank(rerank)
+    return tuple(rerank)
+
+
+def expansion_parameters(option: str, value) -> tuple | None:
+    """``query_expansion=`` / ``database_augmentation=`` as (K, alpha): None for none, a "K,ALPHA" string, or
+    a pair (checked by the engine's options)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return engine_options.parse_expansion(option, value)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise InputError(f"{option}: {value!r} is not a pair K, ALPHA") from None
 
 
 def sweep_tables(result, target_fpir: float | None):

@@ -12,8 +12,9 @@ import pytest
 from conftest import load_vector, vector_arrays
 from reference import evaluate_all
 
-from evalcore.core import ground_truth as gt
+from evalcore.core import protocols
 from evalcore.core.coordinates import coordinate_names
+from evalcore.core.protocols import spatial as gt
 from evalcore.core.ranking import TILE_ROWS
 from evalcore.engine.evaluate import Options, evaluate
 from evalcore.errors import InputError
@@ -270,12 +271,12 @@ def test_geo_radius_is_inclusive_and_decided_by_haversine(write):
     arrays = {"query/emb": np.ones((2, 2), np.float32), "gallery/emb": np.ones((5, 2), np.float32),
               "query/lat": qlat, "query/lon": qlon, "gallery/lat": glat, "gallery/lon": glon}
     path = write(arrays)
-    truth = truth_io.load(ds.open_dataset(path), Options(protocol="geo", radius=radius), 0, 2, 5, None)
+    truth = protocols.get("geo").load(truth_io.DatasetReader(ds.open_dataset(path)), Options(protocol="geo", radius=radius), 0, 2, 5)
     assert truth.rel_items[truth.rel_indptr[0]:truth.rel_indptr[1]].tolist() == [0, 1]
     assert truth.rel_items[truth.rel_indptr[1]:truth.rel_indptr[2]].tolist() == [3]
     assert truth.columns["gt_distance"].tolist() == [0.0, 0.0]
     # radius 0: only the items at the very same position
-    truth = truth_io.load(ds.open_dataset(path), Options(protocol="geo", radius=0.0), 0, 2, 5, None)
+    truth = protocols.get("geo").load(truth_io.DatasetReader(ds.open_dataset(path)), Options(protocol="geo", radius=0.0), 0, 2, 5)
     assert truth.rel_items.tolist() == [1, 3] and truth.n_relevant.tolist() == [1, 1]
 
 
@@ -421,7 +422,7 @@ def small_qrels(**changes):
     ({"qrels/query": (0, -1)}, "qrels/query: rows 0"),
     ({"qrels/item": (1, 5)}, "qrels/item: rows 1 hold gallery index 5, outside [0, 5)"),
     ({"qrels/item": (3, -2)}, "qrels/item: rows 3"),
-    ({"qrels/rel": (2, 2)}, "qrels/rel: rows 2 hold 2"),
+    ({"qrels/rel": (2, -3)}, "qrels/rel: rows 2 hold -3"),
     ({"qrels/item": (1, 1)}, "qrels/rel: conflicting duplicate judgements: rows 0 and 1 judge (query 0, item 1)"),
 ])
 def test_bad_qrels_raise_input_error(write, changes, needle):
@@ -430,9 +431,9 @@ def test_bad_qrels_raise_input_error(write, changes, needle):
         with pytest.raises(InputError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
             evaluate(path, Options(protocol="qrels", judged_only=judged_only))
     group = ds.open_dataset(path)
-    assert any(needle in p for p in truth_io.validate_qrels(group, 3, 5))
+    assert any(needle in p for p in protocols.get("qrels").validate(truth_io.DatasetReader(group), 3, 5))
     with pytest.raises(InputError, match=needle.split(":")[0]):
-        truth_io.load(group, Options(protocol="qrels"), 0, 3, 5, None)
+        protocols.get("qrels").load(truth_io.DatasetReader(group), Options(protocol="qrels"), 0, 3, 5)
 
 
 def test_identical_repeats_are_one_judgement(write):
@@ -442,7 +443,7 @@ def test_identical_repeats_are_one_judgement(write):
     result = evaluate(write(arrays), Options(protocol="qrels", ks=(1,)))
     assert result.per_query.column("n_relevant").to_pylist() == [1, 0, 1]
     assert result.per_query.column("n_junk").to_pylist() == [0, 1, 0]
-    assert truth_io.validate_qrels(ds.open_dataset(write(small_qrels(), name="ok.zarr")), 3, 5) == []
+    assert protocols.get("qrels").validate(truth_io.DatasetReader(ds.open_dataset(write(small_qrels(), name="ok.zarr"))), 3, 5) == []
 
 
 @pytest.mark.parametrize("name, row, needle", [
@@ -479,5 +480,5 @@ def test_bad_coordinates_raise_input_error(write, protocol, name, row, value, ne
         evaluate(path, Options(protocol=protocol))
     group = ds.open_dataset(path)
     with pytest.raises(InputError, match=needle.replace("[", r"\[").replace("]", r"\]")):
-        truth_io.load(group, Options(protocol=protocol), 0, 3, 5, None)
-    assert needle in truth_io.validate_coordinates(group, protocol)
+        protocols.get(protocol).load(truth_io.DatasetReader(group), Options(protocol=protocol), 0, 3, 5)
+    assert needle in protocols.get(protocol).validate(truth_io.DatasetReader(group), None, None)

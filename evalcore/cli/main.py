@@ -18,15 +18,17 @@ import sys
 import threading
 import time
 
+from evalcore import api
 from evalcore.cli import import_cmd
-from evalcore.core import registry
+from evalcore.core import protocols, registry
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterError, InputError
 from evalcore.io import dataset as ds
+from evalcore.io import neighbors as neighbors_out
 from evalcore.io import report
 from evalcore.io.history import atomic_write
 from evalcore.io.importers import check_import_out
-from evalcore.jobs import bench, nightly, score, synthetic
+from evalcore.jobs import bench, leaderboard, nightly, score, service, synthetic
 from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
@@ -41,7 +43,7 @@ from evalcore.jobs.common import (
     spec_from_args,
 )
 from evalcore.render import pages
-from evalcore.types import PROTOCOLS, SIMILARITIES
+from evalcore.types import SIMILARITIES
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 128 + signal.SIGTERM
 #: the file ``evalcore demo`` writes first into its folder: what --overwrite may replace there
@@ -205,6 +207,31 @@ def cmd_metrics(args) -> int:
     return EXIT_OK
 
 
+def cmd_neighbors(args) -> int:
+    storage = parse_storage_options(args.storage_option)
+    k = parse_number("--k", args.k, int)
+    threads = None if args.threads is None else parse_number("--threads", args.threads, int)
+    zarr_out = args.format == "zarr"
+    if zarr_out:
+        neighbors_out.check_zarr_out(args.out, args.overwrite, args.dataset, storage)
+    else:
+        report.check_out(args.out, args.overwrite, storage)
+    started = time.perf_counter()
+    with api.command_line_words():
+        table = api.neighbors(args.dataset, k=k, similarity=args.similarity, storage_options=storage,
+                              threads=threads)
+    run = {"command": "neighbors", "dataset": args.dataset, "k": k, "similarity": args.similarity or "dataset default",
+           "queries": table.num_rows // k, "seconds": round(time.perf_counter() - started, 3),
+           "versions": report.versions()}
+    if zarr_out:
+        neighbors_out.write_neighbors_zarr(args.out, table, k, run, overwrite=args.overwrite, storage_options=storage)
+    else:
+        report.write_report(args.out, {"neighbors": table}, run, overwrite=args.overwrite, storage_options=storage)
+    if not args.quiet:
+        print(f"{run['queries']} queries x {k} neighbours written to {args.out}")
+    return EXIT_OK
+
+
 def cmd_bench(args) -> int:
     if args.compare:
         if args.sweep:
@@ -212,7 +239,7 @@ def cmd_bench(args) -> int:
         from evalcore.jobs import bench_compare
 
         return bench_compare.run(args)
-    for option in ("resamples", "permutations", "repeat", "scipy_columns", "scipy_resamples"):
+    for option in ("resamples", "permutations", "scipy_columns", "scipy_resamples"):
         if getattr(args, option) is not None:
             raise InputError(f"--{option.replace('_', '-')}: only with --compare")
     return bench.run(args)
@@ -264,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a dataset and list every problem found")
     p.add_argument("dataset")
-    p.add_argument("--protocol", choices=PROTOCOLS)
+    p.add_argument("--protocol", choices=protocols.names())
     p.add_argument("--similarity", choices=SIMILARITIES)
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
     p.set_defaults(func=cmd_validate)
@@ -303,6 +330,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("metrics", help="list every metric --metrics takes: name, column, direction, definition")
     p.set_defaults(func=cmd_metrics)
 
+    p = sub.add_parser("neighbors", help="each query's exact k nearest gallery items and scores, to Parquet")
+    p.add_argument("dataset", help="Zarr dataset: a folder or any fsspec URL")
+    p.add_argument("--k", required=True, help="neighbours per query")
+    p.add_argument("--out", required=True, help="folder for neighbors.parquet and run.json (--format zarr: the "
+                                                "Zarr group of neighbors/item and neighbors/score)")
+    p.add_argument("--format", choices=["parquet", "zarr"], default="parquet",
+                   help="parquet (default): one row per (query, rank); zarr: (Q, K) arrays")
+    p.add_argument("--similarity", choices=SIMILARITIES, help="default: the dataset's attribute, else cosine")
+    p.add_argument("--threads", help="threads (default: the cores, at most 8)")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_neighbors)
+
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
     p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl"],
                    help="the one shape to measure (default market; not with --sweep)")
@@ -311,6 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "
                    "(default: a temporary folder)")
     p.add_argument("--skip-conventional", action="store_true")
+    p.add_argument("--repeat", help="timed pairs per compared figure, alternated pair by pair (default 5); the "
+                   "figures are medians with min-max and the median of the paired ratios; with --compare: runs of "
+                   "evalcore compare)")
+    p.add_argument("--rerank", action="store_true", help="also time re-ranked evaluation (k1=20, k2=6, lambda=0.3) "
+                   "and the dense reference function where it fits")
     p.add_argument("--sweep", action="store_true",
                    help="a cost table over gallery sizes and worker counts instead of one shape")
     p.add_argument("--sizes", help="--sweep: gallery sizes (default 100000,300000,1000000,2000000; 100k, 1M also read)")
@@ -325,7 +371,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time evalcore compare on two generated reports beside scipy.stats on the same columns")
     p.add_argument("--resamples", help="--compare: bootstrap resamples (default 10000)")
     p.add_argument("--permutations", help="--compare: sign flips (default 10000)")
-    p.add_argument("--repeat", help="--compare: runs of evalcore compare (default 5; the median is printed)")
     p.add_argument("--scipy-columns", help="--compare: columns scipy is timed on (default 1), scaled to all")
     p.add_argument("--scipy-resamples", help="--compare: resamples scipy is timed at (default 1000), scaled")
     p.set_defaults(func=cmd_bench)
@@ -333,6 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     import_cmd.register(sub)
     nightly.register(sub)
     score.register(sub)
+    service.register(sub)
+    leaderboard.register(sub)
     return parser
 
 

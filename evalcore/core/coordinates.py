@@ -1,6 +1,6 @@
 """Coordinates of the geo and xy protocols: their names, and the one check of their values.
 
-Kept apart from ``ground_truth`` (which needs the ranking layer and numba)
+Kept apart from the protocols (whose package brings the k-d tree and rank machinery)
 so that readers of other tools' files can check coordinates cheaply.
 """
 from __future__ import annotations

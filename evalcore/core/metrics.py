@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from evalcore.core.lists import RankLists, positions
 from evalcore.core.protocols import segment_ids
 
 
@@ -129,16 +130,61 @@ def _discount(ranks: np.ndarray) -> np.ndarray:
     return 1.0 / np.log2(ranks.astype(np.float64) + 1.0)
 
 
-def ndcg_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
-    """ndcg_at_k = sum_{i : r_i <= k} 1/log2(r_i + 1) / sum_{j=1..min(R, k)} 1/log2(j + 1) (binary relevance).
+def _dcg(indptr: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: int | None) -> np.ndarray:
+    """sum over a query's items with rank r (<= k) of gain / log2(r + 1)."""
+    terms = gains * _discount(ranks)
+    if k is not None:
+        terms = np.where(ranks <= k, terms, 0.0)
+    return _segment_sum(indptr, terms)
 
-    The ideal ranking puts min(R, k) relevant items at ranks 1.. min(R, k).
+
+def _ndcg(lists: RankLists, k: int | None) -> np.ndarray:
+    dcg = _dcg(lists.gain_indptr, lists.gain_ranks, lists.gains, k)
+    idcg = _dcg(lists.ideal_indptr, positions(lists.ideal_indptr), lists.ideal_gains, k)
+    return _known(lists.n_relevant, dcg / np.where(idcg > 0, idcg, 1.0))
+
+
+def ndcg(lists: RankLists) -> np.ndarray:
+    """ndcg = sum_i g_i/log2(r_i + 1) / sum_{j=1..R} g*_j/log2(j + 1), g*: every relevant gain, highest first.
+
+    The sums run over relevant items (grade >= 1) with gain = grade; trec_eval's ``ndcg``.
     """
-    r = np.asarray(n_relevant, dtype=np.int64)
-    dcg = _segment_sum(indptr, np.where(ranks <= k, _discount(ranks), 0.0))
-    ideal = np.concatenate([[0.0], np.cumsum(_discount(np.arange(1, k + 1)))])
-    idcg = ideal[np.minimum(r, k)]
-    return _known(r, dcg / np.where(idcg > 0, idcg, 1.0))
+    return _ndcg(lists, None)
+
+
+def ndcg_at(lists: RankLists, k: int) -> np.ndarray:
+    """ndcg_at_k = sum_{r_i <= k} g_i/log2(r_i + 1) / sum_{j=1..min(R, k)} g*_j/log2(j + 1) (trec_eval ndcg_cut_k).
+
+    With binary relevance the ideal ranking puts min(R, k) relevant items at ranks 1..min(R, k).
+    """
+    return _ndcg(lists, k)
+
+
+def bpref(lists: RankLists) -> np.ndarray:
+    """bpref = (1/R) * sum_{ranked i} (1 - min(n_i, R) / min(N, R)), 1 when n_i = 0; n_i judged non-relevant above i.
+
+    N = the judged non-relevant items of the query (taken as >= R where unknown); trec_eval's ``bpref``.
+    """
+    r = np.asarray(lists.n_relevant, dtype=np.int64)
+    if lists.judged_before is None:
+        return np.full(len(r), np.nan)
+    rows = segment_ids(lists.indptr)
+    pool = r if lists.n_judged_nonrel is None else np.minimum(lists.n_judged_nonrel, r)
+    above = lists.judged_before
+    terms = np.where(above > 0, 1.0 - np.minimum(above, r[rows]) / np.maximum(pool[rows], 1), 1.0)
+    return _known(r, _segment_sum(lists.indptr, terms) / np.maximum(r, 1))
+
+
+def average_precision_cut(indptr, ranks, n_relevant, k: int) -> np.ndarray:
+    """ap_cut_k = (1/R) * sum_{i : r_i <= k} i / r_i (trec_eval map_cut_k)."""
+    terms = np.where(ranks <= k, _positions(indptr) / ranks, 0.0)
+    return _known(n_relevant, _segment_sum(indptr, terms) / np.maximum(n_relevant, 1))
+
+
+def reciprocal_rank_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
+    """rr_at_k = 1 / r_1 if r_1 <= k else 0 (MRR@k)."""
+    first = first_rank(indptr, ranks, n_relevant)
+    return _known(n_relevant, np.where((first > 0) & (first <= k), 1.0 / np.maximum(first, 1), 0.0))
 
 
 # --------------------------------------------------------------------------- open set

@@ -8,7 +8,8 @@ For each query the rank of its k-th best relevant item is
 scans that count this over the gallery are the backends of ``core.scan``
 (``core.scan.embeddings``: the tile grid and canonical scores on the CPU;
 ``core.scan.scores``: a given score matrix). Precomputed top-K lists
-(``ranking/item``) are ranked here by their given order (``rank_by_lists``).
+(``ranking/item``) are ranked here by their given order (``rank_by_lists``), and
+judged-only queries among their own (item, score) pairs (``rank_pairs``).
 
 The scan's names are re-exported below for the modules and tests that
 import them from here.
@@ -126,11 +127,15 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     pair = rows * (1 << 32) + np.where(valid, flat, 0)
 
     def member(indptr, members):
+        return member_at(indptr, members)[0]
+
+    def member_at(indptr, members):
+        """(is the pair in the CSR list, its index there); CSR lists are sorted by (row, item)."""
         keys = segment_ids(indptr) * (1 << 32) + members
         keys = np.sort(keys)
         pos = np.searchsorted(keys, pair)
         pos = np.minimum(pos, max(len(keys) - 1, 0))
-        return (keys[pos] == pair) if len(keys) else np.zeros(pair.shape, bool)
+        return ((keys[pos] == pair) if len(keys) else np.zeros(pair.shape, bool)), pos
 
     junk = member(truth.junk_indptr, truth.junk_items) & valid
     if gallery_junk is not None:
@@ -138,7 +143,11 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     if truth.allowed_indptr is not None:
         junk |= valid & ~member(truth.allowed_indptr, truth.allowed_items)
     kept = valid & ~junk
-    rel = member(truth.rel_indptr, truth.rel_items) & kept
+    rel, rel_pair = member_at(truth.rel_indptr, truth.rel_items)
+    rel &= kept
+    nonrel = None
+    if truth.nonrel_indptr is not None:
+        nonrel = member(truth.nonrel_indptr, truth.nonrel_items) & kept
     # the order that counts: tie group (a new group wherever the kept score changes), then the
     # policy's side of the group, then the list position
     (idx,) = np.nonzero(kept)
@@ -149,7 +158,11 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
         new_group[1:] = (krow[1:] != krow[:-1]) | (s[1:] != s[:-1])
         group = np.cumsum(new_group)
         side = rel[idx] if ties == "pessimistic" else ~rel[idx]
-        order = np.lexsort((idx, side, group))
+        if truth.rel_gain is None:
+            order = np.lexsort((idx, side, group))
+        else:  # tied relevant items by gain: lowest first (pessimistic), highest first (optimistic)
+            gain = np.where(rel[idx], truth.gains[np.minimum(rel_pair[idx], len(truth.rel_items) - 1)], 0)
+            order = np.lexsort((idx, gain if ties == "pessimistic" else -gain, side, group))
     else:
         order = np.arange(idx.size)
     idx = idx[order]            # kept entries in ranking order, rows still ascending
@@ -173,5 +186,70 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
         rel_idx = idx[is_rel]
         has_rel = counts > 0
         relevant_score[has_rel] = flat_scores[rel_idx[indptr[:-1][has_rel]]]
+    judged_before = None
+    if nonrel is not None:  # judged not-relevant items above each relevant one, within its row
+        seen = np.cumsum(nonrel[idx])
+        before_row = np.concatenate([[0], seen])[start[:-1]]
+        judged_before = (seen - nonrel[idx] - before_row[krow])[is_rel].astype(np.int64)
     return Ranked(indptr, ranks.astype(np.int64), truth.n_relevant.astype(np.int64), top1, top1_score,
-                  relevant_score)
+                  relevant_score, pairs=rel_pair[idx[is_rel]].astype(np.int64), judged_before=judged_before)
+
+
+# =========================================================================== judged-only: pairs
+
+
+def rank_pairs(indptr: np.ndarray, items: np.ndarray, scores: np.ndarray, relevant: np.ndarray,
+               ties: str, n_relevant: np.ndarray, truth: Truth | None = None) -> Ranked:
+    """Ranks within each query's own list of (item, score) (CSR by ``indptr``).
+
+    Order: score descending; among equal scores non-relevant first
+    (pessimistic) or relevant first (optimistic), relevant ones by gain (lowest
+    first, or highest first); then lowest index. rank(g) = 1 + position in that
+    order; top1 = the first item. With ``truth`` (whose relevant items are
+    among the pairs) the ranks carry their relevant pairs, and, every listed
+    item being judged, the judged non-relevant ones above each: r_i - i.
+    """
+    n = len(indptr) - 1
+    rows = segment_ids(indptr)
+    tie = relevant if ties == "pessimistic" else ~relevant
+    pair = None
+    if truth is not None:
+        pair = np.full(len(items), -1, dtype=np.int64)
+        found = is_member(indptr, items, truth.rel_indptr - truth.rel_indptr[0], truth.rel_items)
+        keys = segment_ids(truth.rel_indptr) * (1 << 32) + truth.rel_items
+        pair[found] = np.searchsorted(keys, rows[found] * (1 << 32) + items[found])
+    if pair is not None and truth is not None and truth.rel_gain is not None:
+        gain = np.where(pair >= 0, truth.gains[np.maximum(pair, 0)], 0)
+        order = np.lexsort((items, gain if ties == "pessimistic" else -gain, tie, -scores.astype(np.float64), rows))
+    else:
+        order = np.lexsort((items, tie, -scores.astype(np.float64), rows))
+    position = np.arange(len(rows), dtype=np.int64) - indptr[rows] + 1
+    rel_sorted = relevant[order]
+    ranks = position[rel_sorted]
+    rel_indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[rel_sorted], minlength=n), out=rel_indptr[1:])
+    has = np.diff(indptr) > 0
+    top1 = np.full(n, -1, dtype=np.int64)
+    top1_score = np.full(n, np.nan)
+    first = order[indptr[:-1][has]]
+    top1[has], top1_score[has] = items[first], scores[first].astype(np.float64)
+    relevant_score = np.full(n, np.nan)
+    has_rel = np.diff(rel_indptr) > 0
+    rel_scores = scores[order][rel_sorted].astype(np.float64)   # best first within each query
+    relevant_score[has_rel] = rel_scores[rel_indptr[:-1][has_rel]]
+    pairs = judged_before = None
+    if pair is not None:
+        pairs = pair[order][rel_sorted]
+        judged_before = ranks - (np.arange(len(ranks), dtype=np.int64) - rel_indptr[segment_ids(rel_indptr)] + 1)
+    return Ranked(rel_indptr, ranks, np.asarray(n_relevant, dtype=np.int64), top1, top1_score, relevant_score,
+                  pairs=pairs, judged_before=judged_before)
+
+
+def is_member(indptr: np.ndarray, items: np.ndarray, of_indptr: np.ndarray, of_items: np.ndarray) -> np.ndarray:
+    """For each pair (row, item) of the first CSR list: is it in the second one?"""
+    keys = np.sort(segment_ids(of_indptr) * (1 << 32) + of_items)
+    pairs = segment_ids(indptr) * (1 << 32) + items
+    if not keys.size:
+        return np.zeros(len(pairs), dtype=bool)
+    pos = np.minimum(np.searchsorted(keys, pairs), keys.size - 1)
+    return keys[pos] == pairs

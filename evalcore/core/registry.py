@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 
 from evalcore.core import metrics as m
+from evalcore.core.lists import RankLists, binary_lists
 from evalcore.errors import InputError
 
 Direction = Literal["higher", "lower"]
@@ -47,7 +48,8 @@ class Metric:
     column: str
     #: the summary column (the mean over the counted queries), or None: per-query only
     summary: str | None
-    #: f(indptr, ranks, n_relevant[, k]) -> one value per query; NaN (float64) or -1 (int64) where undefined
+    #: f(indptr, ranks, n_relevant[, k]) -> one value per query; NaN (float64) or -1 (int64) where undefined;
+    #: f(lists[, k]) for a metric that reads ``lists`` (gains, judged non-relevant items: ``core.lists``)
     function: Callable[..., np.ndarray]
     #: display labels of the per-query and the summary column (report page, terminal, trend page)
     label: str
@@ -66,6 +68,10 @@ class Metric:
     section: Section = "ranking"
     #: in the terminal's summary table (``evalcore evaluate``, ``show``, ``demo``)
     terminal: bool = True
+    #: the function reads a ``RankLists`` (gains, bpref's counts), not the binary ranks alone
+    lists: bool = False
+    #: needs to know which judged non-relevant items are ranked above each relevant one (bpref)
+    judged: bool = False
 
     @property
     def definition(self) -> str:
@@ -96,13 +102,20 @@ METRICS: tuple[Metric, ...] = (
     Metric("minp", "inp", "minp", m.inverse_negative_penalty, "INP", "mINP"),
     Metric("mrr", "rr", "mrr", m.reciprocal_rank, "RR", "MRR"),
     Metric("rprec", "rprec", "rprec", m.r_precision, "R-precision", "R-precision", default=False),
+    Metric("ndcg", "ndcg", "ndcg", m.ndcg, "nDCG", "nDCG", default=False, lists=True),
+    Metric("bpref", "bpref", "bpref", m.bpref, "bpref", "bpref", default=False, lists=True, judged=True),
     Metric("map@k", "ap_at_{k}", "map_at_{k}", m.average_precision_at, "AP@{k}", "mAP@{k}", parameter="map_at"),
     Metric("hit@k", "hit_at_{k}", "hit_at_{k}", m.hit_at, "hit@{k}", "hit@{k}", parameter="ks", cmc=True),
     Metric("recall@k", "recall_at_{k}", "recall_at_{k}", m.recall_at, "recall@{k}", "recall@{k}", parameter="ks",
            section="cutoff", terminal=False),
     Metric("precision@k", "precision_at_{k}", "precision_at_{k}", m.precision_at, "precision@{k}", "precision@{k}",
            parameter="ks", section="cutoff", terminal=False),
-    Metric("ndcg@k", "ndcg_at_{k}", "ndcg_at_{k}", m.ndcg_at, "nDCG@{k}", "nDCG@{k}", parameter="ks", default=False),
+    Metric("ndcg@k", "ndcg_at_{k}", "ndcg_at_{k}", m.ndcg_at, "nDCG@{k}", "nDCG@{k}", parameter="ks", default=False,
+           lists=True),
+    Metric("map_cut@k", "ap_cut_{k}", "map_cut_{k}", m.average_precision_cut, "AP cut {k}", "MAP cut {k}",
+           parameter="ks", default=False),
+    Metric("mrr@k", "rr_at_{k}", "mrr_at_{k}", m.reciprocal_rank_at, "RR@{k}", "MRR@{k}", parameter="ks",
+           default=False),
 )
 
 #: summary figures that are not per-query metrics (open set), with the direction a gate on them takes
@@ -138,10 +151,13 @@ class Column:
         """The name ``metrics=`` takes for it: ``recall@5``."""
         return self.metric.name if self.k is None else f"{self.metric.base}@{self.k}"
 
-    def compute(self, indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
-        if self.metric.parameter is None:
-            return self.metric.function(indptr, ranks, n_relevant)
-        return self.metric.function(indptr, ranks, n_relevant, self.k)
+    def compute(self, indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
+                lists: RankLists | None = None) -> np.ndarray:
+        """The values per query; a metric that reads ``lists`` gets them (binary ones from the ranks if None)."""
+        args: tuple = (indptr, ranks, n_relevant)
+        if self.metric.lists:
+            args = (lists if lists is not None else binary_lists(indptr, ranks, n_relevant),)
+        return self.metric.function(*args) if self.metric.parameter is None else self.metric.function(*args, self.k)
 
 
 # --------------------------------------------------------------------------- names
@@ -156,9 +172,11 @@ _COLUMNS = [(_regex(x.summary), x, True) for x in METRICS if x.summary is not No
            [(_regex(x.column), x, False) for x in METRICS]
 #: spellings ``metrics=`` takes: the name, the per-query column and the summary column, without a cut-off
 _EXACT = {s: x for x in METRICS if x.parameter is None for s in (x.name, x.column, x.summary) if s}
-_BASES = {s.split(K)[0].removesuffix("_at_").removesuffix("@"): x
+_BASES = {s.split(K)[0].removesuffix("_at_").removesuffix("@").removesuffix("_"): x
           for x in METRICS if x.parameter is not None for s in (x.name.replace("@k", "@{k}"), x.column, x.summary) if s}
-_WITH_K = re.compile(r"^(.+?)(?:@|_at_)([0-9]+)$")
+#: the registered names with ``@k`` of the --ks metrics (``recall@k``, ``ndcg@k``): the metric at every --ks
+_AT_EVERY_K = {x.name: x for x in METRICS if x.parameter == "ks"}
+_WITH_K = re.compile(r"^(.+?)(?:@|_at_|_)([0-9]+)$")
 
 
 def _match(name: str) -> tuple[Column, bool] | None:
@@ -205,13 +223,16 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
     """(metric, k) of a name ``metrics=`` takes; k None: no cut-off, or every value of its option.
 
     ``map``, ``ap`` (its per-query column), ``recall@5``, ``recall_at_5``,
-    ``map@100`` (= ``map_at_100``, ``ap_at_100``), ``recall`` (at every --ks);
-    case does not matter. Anything else is an InputError naming ``option``.
+    ``map@100`` (= ``map_at_100``, ``ap_at_100``), ``recall`` or ``recall@k`` (at every --ks; ``ndcg@k``
+    and ``mrr@k`` so spelt, as ``ndcg`` and ``mrr`` are the uncut measures); case does not matter. Anything
+    else is an InputError naming ``option``.
     """
     raw = str(text).strip()
     name = raw.lower()
     if name in _EXACT:
         return _EXACT[name], None
+    if name in _AT_EVERY_K:
+        return _AT_EVERY_K[name], None
     found = _WITH_K.match(name)
     if found and (found.group(1) in _BASES or found.group(1) in _EXACT):
         base, k = found.group(1), int(found.group(2))
@@ -227,8 +248,11 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
 
 
 def canonical(metric: Metric, k: int | None) -> str:
-    """How ``select`` spells (metric, k): ``recall@5``; ``recall`` for every --ks."""
-    return metric.base if k is None and metric.parameter is not None else Column(metric, k).spec
+    """How ``select`` spells (metric, k): ``recall@5``; ``recall`` for every --ks, ``ndcg@k`` where the bare
+    base (``ndcg``) names another metric."""
+    if k is None and metric.parameter is not None:
+        return metric.name if metric.base in _EXACT else metric.base
+    return Column(metric, k).spec
 
 
 def select(names: str | Iterable[str], option: str = "--metrics") -> tuple[str, ...]:
@@ -310,13 +334,14 @@ def summary_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: in
 
 
 def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
-            zero_empty: np.ndarray | None = None) -> dict[str, np.ndarray]:
+            zero_empty: np.ndarray | None = None, lists: RankLists | None = None) -> dict[str, np.ndarray]:
     """Every column's per-query values, in the given order (NaN / -1 mark nulls).
 
     ``zero_empty`` (bool per query): where it holds and R = 0 every metric is 0
-    instead of null; ranks (int64) stay null: there is no rank.
+    instead of null; ranks (int64) stay null: there is no rank. ``lists``: the
+    chunk's ``RankLists`` (its binary lists are ``indptr, ranks, n_relevant``).
     """
-    out = {c.name: c.compute(indptr, ranks, n_relevant) for c in columns}
+    out = {c.name: c.compute(indptr, ranks, n_relevant, lists) for c in columns}
     if zero_empty is not None:
         zero = np.asarray(zero_empty, dtype=bool) & (np.asarray(n_relevant) == 0)
         for c in columns:
@@ -356,7 +381,7 @@ class MetricInfo:
             columns = f"{self.column} (per query)"
         else:
             columns = self.column if self.summary == self.column else f"{self.column} -> {self.summary}"
-        return f"{self.name:<12} {columns:<24} {self.direction + ' is better':<17} {self.definition}"
+        return f"{self.name:<12} {columns:<26} {self.direction + ' is better':<17} {self.definition}"
 
 
 def describe() -> list[MetricInfo]:

@@ -17,7 +17,10 @@ from typing import Any
 import pyarrow as pa
 import zarr
 
+from evalcore.core import registry
 from evalcore.engine import cache as run_caches
+from evalcore.engine import expansion as expansion_phase
+from evalcore.engine import rerank as rerank_phase
 from evalcore.engine.faults import Fault, StallWatch, check_stall_timeout, retried_chunks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import (
@@ -26,6 +29,7 @@ from evalcore.engine.plan import (
     TaskContext,
     cache_budget,
     cap_max_rank,
+    cutoffs_past_lists,
     describe,
     plan_chunks,
     plan_shards,
@@ -121,7 +125,9 @@ class Result:
 
     def __repr__(self) -> str:
         m = self.metrics
-        shown = ", ".join(f"{k}={m[k]:.4f}" for k in ("map", "hit_at_1", "minp") if m.get(k) is not None)
+        # map, hit@1 and mINP, or the first three of the run's own metrics (metrics=["ndcg@10", "bpref"])
+        names = [k for k in ("map", "hit_at_1", "minp") if k in m] or registry.display_order(m, terminal=True)[:3]
+        shown = ", ".join(f"{k}={m[k]:.4f}" for k in names if m.get(k) is not None)
         return f"<evalcore.Result {self.per_query.num_rows} queries: {shown or 'no known queries'}>"
 
 
@@ -156,20 +162,32 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     problems = validate_dataset(group, options.protocol, similarity=options.similarity, judged_only=options.judged_only,
                            scan_values=False)
     problems.raise_if_any()
+    fingerprint = ds.fingerprint(group)  # of the dataset as given, also when its vectors are expanded below
+    expand_started = time.perf_counter()
+    if options.query_expansion or options.database_augmentation:
+        group = source = expand_for(group, shape, options, client, threads)
+        shape = describe(group, options)
+    expand_s = time.perf_counter() - expand_started
     ctx = TaskContext(shape, run_id=uuid.uuid4().hex, cache_bytes=cache_budget(client))
     zarr_rows = ds.array(group, query_rows_array(shape)).chunks[0]
     n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
     # no worker yet (still starting, or all gone): plan for one; the cluster's watch gives up if none comes
     chunks = plan_chunks(shape.n_queries, chunk_rows or zarr_rows, max(1, n_workers))
-    shards = plan_shards(group, shape, ctx.cache_bytes, gallery_shards, n_workers)
+    # re-ranking ranks whole-gallery chunks against its model (no gallery shards: README, Re-ranking)
+    shards = None if options.rerank else plan_shards(group, shape, ctx.cache_bytes, gallery_shards, n_workers)
     owners = shard_owners(len(shards), sorted(client.scheduler_info()["workers"])) \
         if shards and client is not None else None
+    model = None
+    model_started = time.perf_counter()
+    if options.rerank:
+        model = build_model_for(group, shape, options, client, threads)
+    model_s = time.perf_counter() - model_started
     validated = time.perf_counter()
     results: list = [None] * len(chunks)  # each chunk's ChunkResult, in chunk order
     faults: list[Fault] = []
     if client is None:
         try:
-            run_here(source, options, chunks, storage_options, ctx, shards, max(1, threads), results, on_chunk)
+            run_here(source, options, chunks, storage_options, ctx, shards, max(1, threads), results, on_chunk, model)
         finally:
             run_caches.forget_run(ctx.run_id)
     else:
@@ -178,7 +196,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
 
         if isinstance(source, zarr.Group):  # arrays in memory: one copy per worker, not one per task
             source = client.scatter(source, broadcast=True, hash=False)
-        futures = submit_chunks(client, source, options, chunks, storage_options, ctx, shards, owners)
+        futures = submit_chunks(client, source, options, chunks, storage_options, ctx, shards, owners, model)
         index = {f.key: i for i, f in enumerate(futures)}
         watch = StallWatch(client, futures, ctx.run_id, stall_timeout)
         try:
@@ -210,19 +228,49 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     record = RunRecord(
         shape=shape, run_id=ctx.run_id, cache_bytes=ctx.cache_bytes, gallery_shards=shards, options=options,
         dataset="<in memory>" if isinstance(path, zarr.Group) else str(path),
-        fingerprint=ds.fingerprint(group),
+        fingerprint=fingerprint,
         chunks=[(r.q0, r.q1) for r in results],
         counts={"queries": shape.n_queries, "gallery": shape.n_gallery,
                 "known": int(summary.column("n_evaluated")[0].as_py()),
                 "unknown": int(summary.column("n_unknown")[0].as_py())},
         scores=score_note(shape, options),
         near_ties_resolved=int(sum(r.near_ties for r in results)),
-        warnings=run_warnings(per_query, options) + ([capped] if capped else []) + [f.message() for f in faults],
-        timings={"validate_s": validated - started, "rank_s": ranked - validated,
+        warnings=run_warnings(per_query, options) + ([capped] if capped else [])
+        + [w for w in [cutoffs_past_lists(shape, options)] if w] + [f.message() for f in faults],
+        timings={"validate_s": validated - started - model_s - expand_s,
+                 **({"rerank_model_s": model_s} if model else {}),
+                 **({"expansion_s": expand_s} if options.query_expansion or options.database_augmentation else {}),
+                 "rank_s": ranked - validated,
                  "reduce_s": finished - ranked, "total_s": finished - started,
                  "chunk_s": [round(r.seconds, 4) for r in results]},
         workers=n_workers, stall_timeout=stall_timeout if client is not None else None, faults=faults)
     return Result(per_query, summary, cmc, run=record.as_dict(), record=record)
+
+
+def build_model_for(group, shape: DatasetShape, options: Options, client, threads: int):
+    """The run's re-ranking model: neighbour search on the client, or on ``threads`` threads here."""
+    assert options.rerank is not None
+    if client is not None:
+        return rerank_phase.build(group, shape, options.rerank, client=client)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max(1, threads)) as pool:
+        return rerank_phase.build(group, shape, options.rerank, map_fn=pool.map)
+
+
+def expand_for(group, shape: DatasetShape, options: Options, client, threads: int):
+    """The dataset with αQE/DBA applied (``engine.expansion``): neighbour search on the client, or on
+    ``threads`` threads here."""
+    if client is not None:
+        return expansion_phase.expanded(group, shape, options, client=client)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max(1, threads)) as pool:
+        return expansion_phase.expanded(group, shape, options, map_fn=pool.map)
 
 
 def forget_on_workers(client, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> None:

@@ -8,27 +8,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalcore.core import protocols as p
 from evalcore.core.ranking import dot_overflow_rows, normalize_rows, row_norms
 from evalcore.engine import cache as run_caches
 from evalcore.engine.plan import BLOCK_BYTES, Span, block_rows
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
+from evalcore.io.truth import read_gallery_side
 
 
 def gallery_side(group, run_id: str, names: tuple[str, ...]) -> dict:
     """Gallery labels, cameras, junk flags and the label sort: read once per worker and run."""
 
-    def load() -> dict:
-        out: dict = {name: ds.read(group, f"gallery/{name}").astype(bool if name == "junk" else np.int64)
-                     for name in names if ds.has(group, f"gallery/{name}")}
-        if "label" in out:
-            out["label_index"] = p.label_index(out["label"])
-        return out
-
     if not run_id:
-        return load()
-    return run_caches.run_cache(run_id, 0).side(names, load)
+        return read_gallery_side(group, names)
+    return run_caches.run_cache(run_id, 0).side(names, lambda: read_gallery_side(group, names))
 
 
 class GalleryBlocks:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from evalcore.core import intervals, registry
+from evalcore.core import intervals, protocols, registry
 from evalcore.errors import InputError
-from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, EmptyQueries, Protocol, Similarity, Ties
+from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES, EmptyQueries, Protocol, Similarity, Ties
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,15 @@ class Options:
     empty_queries: EmptyQueries = "skip"
     #: the metrics to compute, by name (``map``, ``recall@5``; core.registry); None: the default set
     metrics: tuple[str, ...] | None = None
+    #: k-reciprocal re-ranking (k1, k2, lambda); None: the plain ranking (README, Re-ranking)
+    rerank: tuple[int, int, float] | None = None
+    #: qrels grades: an item is relevant for the binary measures when its grade >= rel_level (trec_eval -l)
+    rel_level: int = 1
+    #: rankings cut at this rank before every measure (trec_eval -M); None: no cut
+    depth: int | None = None
+    #: αQE and DBA (K, alpha); None: the vectors as given (README, Query expansion)
+    query_expansion: tuple[int, float] | None = None
+    database_augmentation: tuple[int, float] | None = None
     #: bootstrap intervals of every mean (``--ci LEVEL``; core.intervals): level, resamples, seed; None: none
     ci: float | None = None
     resamples: int = 10_000
@@ -33,8 +42,7 @@ class Options:
 
     def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
-        if self.protocol not in PROTOCOLS:
-            raise InputError(f"--protocol: {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        protocols.get(self.protocol)  # an InputError naming the registered ones
         if self.similarity not in SIMILARITIES:
             raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
         if self.ties not in TIES:
@@ -51,19 +59,35 @@ class Options:
             raise InputError(f"--map-at: {self.map_at} must be a positive integer")
         if self.radius is not None and not (math.isfinite(self.radius) and self.radius >= 0):
             raise InputError(f"--radius: {self.radius} must be a finite number >= 0")
-        if self.radius is not None and self.protocol not in ("geo", "xy"):
-            raise InputError(f"--radius: only applies to the geo and xy protocols, not {self.protocol!r}")
-        if self.judged_only and self.protocol != "qrels":
-            raise InputError(f"--judged-only: only applies to the qrels protocol, not {self.protocol!r}")
+        if isinstance(self.rel_level, bool) or int(self.rel_level) != self.rel_level or self.rel_level < 1:
+            raise InputError(f"--rel-level: {self.rel_level} must be a positive integer")
+        if self.depth is not None and (isinstance(self.depth, bool) or int(self.depth) != self.depth
+                                       or self.depth < 1):
+            raise InputError(f"--depth: {self.depth} must be a positive integer")
+        problem = protocols.option_problems(self, self.empty_queries)  # options another protocol takes
+        if problem:
+            raise InputError(problem)
         if self.empty_queries not in EMPTY_QUERIES:
             raise InputError(f"--empty-queries: {self.empty_queries!r} is not skip or zero")
-        if self.empty_queries == "zero" and self.protocol != "qrels":
-            raise InputError(f"--empty-queries: zero only applies to the qrels protocol, not {self.protocol!r} "
-                             "(there a query with no relevant item is an open-set query; see --threshold)")
         metrics = None if self.metrics is None else registry.select(self.metrics)
         if self.ci is not None:
             self.interval_method()
-        return replace(self, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank), metrics=metrics)
+        rerank = None if self.rerank is None else check_rerank(self.rerank)
+        if rerank is not None and self.similarity != "cosine":
+            raise InputError(f"--rerank: needs --similarity cosine (it works on distances of L2-normalised "
+                             f"rows), not {self.similarity!r}")
+        if rerank is not None and self.judged_only:
+            raise InputError("--rerank: does not apply with --judged-only (each query is ranked among its own "
+                             "judged items there)")
+        qe = None if self.query_expansion is None else check_expansion("--query-expansion", self.query_expansion)
+        dba = None if self.database_augmentation is None else \
+            check_expansion("--database-augmentation", self.database_augmentation)
+        for option, value in (("--database-augmentation", dba), ("--query-expansion", qe)):
+            if value is not None and self.similarity != "cosine":
+                raise InputError(f"{option}: needs --similarity cosine (it sums L2-normalised rows), "
+                                 f"not {self.similarity!r}")
+        return replace(self, rerank=rerank, query_expansion=qe, database_augmentation=dba, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank),
+                       metrics=metrics, rel_level=int(self.rel_level), depth=None if self.depth is None else int(self.depth))
 
     def interval_method(self) -> intervals.Method:
         """The intervals' method (checked: an InputError naming --ci, --resamples or --seed)."""
@@ -74,3 +98,52 @@ class Options:
         """The run's per-query metric columns in report order (``first_rank=True``: with first_rank,
         which the engine needs for the CMC and the open set whether or not it is reported)."""
         return registry.run_columns(self.metrics, self.ks, self.map_at, first_rank)
+
+
+def check_rerank(value) -> tuple[int, int, float]:
+    """``--rerank k1,k2,lambda`` as numbers: k1 >= 1 and k2 >= 1 integers, 0 <= lambda <= 1; else an InputError."""
+    try:
+        k1, k2, lam = value
+        k1f, k2f, lamf = float(k1), float(k2), float(lam)
+    except (TypeError, ValueError):
+        raise InputError(f"--rerank: {value!r} is not three numbers k1,k2,lambda (e.g. 20,6,0.3)") from None
+    if not (math.isfinite(k1f) and k1f == int(k1f) and k1f >= 1):
+        raise InputError(f"--rerank: k1 = {k1} must be an integer >= 1")
+    if not (math.isfinite(k2f) and k2f == int(k2f) and k2f >= 1):
+        raise InputError(f"--rerank: k2 = {k2} must be an integer >= 1")
+    if not (math.isfinite(lamf) and 0 <= lamf <= 1):
+        raise InputError(f"--rerank: lambda = {lam} must be a number in [0, 1]")
+    return int(k1f), int(k2f), lamf
+
+
+def parse_rerank(text: str) -> tuple[int, int, float]:
+    """``--rerank`` as given on the command line: ``k1,k2,lambda`` (an empty value: the defaults 20,6,0.3)."""
+    if not str(text).strip():
+        return (20, 6, 0.3)
+    parts = [x.strip() for x in str(text).split(",")]
+    if len(parts) != 3:
+        raise InputError(f"--rerank: {text!r} is not k1,k2,lambda (three numbers, e.g. 20,6,0.3)")
+    return check_rerank(parts)
+
+
+def check_expansion(option: str, value) -> tuple[int, float]:
+    """``--query-expansion`` / ``--database-augmentation`` K,ALPHA as numbers: K >= 1 an integer, ALPHA >= 0
+    finite; else an InputError naming ``option``."""
+    try:
+        k, alpha = value
+        kf, alphaf = float(k), float(alpha)
+    except (TypeError, ValueError):
+        raise InputError(f"{option}: {value!r} is not two numbers K,ALPHA (e.g. 2,3)") from None
+    if isinstance(k, bool) or not (math.isfinite(kf) and kf == int(kf) and kf >= 1):
+        raise InputError(f"{option}: K = {k} must be an integer >= 1")
+    if isinstance(alpha, bool) or not (math.isfinite(alphaf) and alphaf >= 0):
+        raise InputError(f"{option}: ALPHA = {alpha} must be a finite number >= 0")
+    return int(kf), alphaf
+
+
+def parse_expansion(option: str, text: str) -> tuple[int, float]:
+    """``K,ALPHA`` as given on the command line for ``option``."""
+    parts = [x.strip() for x in str(text).split(",")]
+    if len(parts) != 2:
+        raise InputError(f"{option}: {text!r} is not K,ALPHA (two numbers, e.g. 2,3)")
+    return check_expansion(option, parts)

@@ -14,7 +14,7 @@ from evalcore.io import dataset as ds
 
 
 def submit_chunks(client, path, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
-                  shards: list[Span] | None, owners: list[list[str]] | None = None) -> list:
+                  shards: list[Span] | None, owners: list[list[str]] | None = None, rerank=None) -> list:
     """Futures of every chunk's ``ChunkResult``: one task each, or a small graph over gallery shards.
 
     Sharded work is submitted shard by shard (earlier submissions run first):
@@ -29,7 +29,9 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
     """
     run = ctx.run_id
     if shards is None:
-        return [client.submit(chunk_task, path, options, q0, q1, storage_options, ctx,
+        # a re-ranking model goes to every worker once, not once per task
+        model = client.scatter(rerank, broadcast=True, hash=False) if rerank is not None else None
+        return [client.submit(chunk_task, path, options, q0, q1, storage_options, ctx, model,
                               key=task_key("chunk", q0, q1, run), retries=3, pure=False) for q0, q1 in chunks]
 
     order = iter(range(10 ** 9, 0, -1))
@@ -60,11 +62,12 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
                    *[scans[k, i] for k in range(len(shards))]) for i, (q0, q1) in enumerate(chunks)]
 
 
-def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext) -> ChunkResult:
+def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext,
+               rerank=None) -> ChunkResult:
     """The whole-gallery chunk task as a cluster runs it: ``evaluate_chunk``, after the tests' stall hook
     (``faults.test_stall``, a no-op unless ``EVALCORE_TEST_STALL`` is set)."""
     test_stall(q0)
-    return evaluate_chunk(path, options, q0, q1, storage_options, ctx)
+    return evaluate_chunk(path, options, q0, q1, storage_options, ctx, rerank=rerank)
 
 
 #: query rows (as float32) one bands task holds at most
@@ -86,7 +89,7 @@ def band_batches(chunks: list[Span], dims: int, max_bytes: int = BAND_BATCH_BYTE
 
 
 def run_here(source, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
-             shards: list[Span] | None, threads: int, results: list, on_chunk=None) -> None:
+             shards: list[Span] | None, threads: int, results: list, on_chunk=None, rerank=None) -> None:
     """Run every chunk in this process, on ``threads`` threads, into ``results`` (in chunk order).
 
     BLAS is held to one thread for the whole run: the grid's exactness needs
@@ -103,7 +106,7 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
     with threadpool_limits(limits=1, user_api="blas"):
         if threads <= 1:
             for i, (q0, q1) in enumerate(chunks):
-                finished(i, run_chunk_here(source, options, q0, q1, storage_options, ctx, shards), i + 1)
+                finished(i, run_chunk_here(source, options, q0, q1, storage_options, ctx, shards, rerank), i + 1)
             return
         with ThreadPoolExecutor(threads, thread_name_prefix="evalcore") as pool:
             if shards is None and ctx.shape.ranked_by == "embeddings" and not options.judged_only:
@@ -111,9 +114,10 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
                 # the threads finish together, however few chunks there are
                 prefetch_gallery(pool, source, options, storage_options, ctx)
                 for i, (q0, q1) in enumerate(chunks):
-                    finished(i, evaluate_chunk(source, options, q0, q1, storage_options, ctx, threads, pool.map), i + 1)
+                    finished(i, evaluate_chunk(source, options, q0, q1, storage_options, ctx, threads, pool.map,
+                                               rerank), i + 1)
                 return
-            futures = {pool.submit(run_chunk_here, source, options, q0, q1, storage_options, ctx, shards): i
+            futures = {pool.submit(run_chunk_here, source, options, q0, q1, storage_options, ctx, shards, rerank): i
                        for i, (q0, q1) in enumerate(chunks)}
             try:
                 for done, future in enumerate(as_completed(futures), start=1):
@@ -131,10 +135,10 @@ def prefetch_gallery(pool, source, options: Options, storage_options, ctx: TaskC
 
 
 def run_chunk_here(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext,
-                   shards: list[Span] | None) -> ChunkResult:
+                   shards: list[Span] | None, rerank=None) -> ChunkResult:
     """The same work without a cluster, one piece after another."""
     if shards is None:
-        return evaluate_chunk(path, options, q0, q1, storage_options, ctx)
+        return evaluate_chunk(path, options, q0, q1, storage_options, ctx, rerank=rerank)
     truth = chunk_truth(path, options, q0, q1, storage_options, ctx)
     bands = [shard_bands(path, options, q0, q1, s0, s1, storage_options, ctx, [(q0, q1)], truth) for s0, s1 in shards]
     parts = [scan_shard(path, options, q0, q1, s0, s1, storage_options, ctx, truth, 0, *bands) for s0, s1 in shards]

@@ -19,8 +19,11 @@ import pyarrow as pa
 from evalcore.core import metrics as m
 from evalcore.core import protocols as p
 from evalcore.core import registry, scan
+from evalcore.core.lists import rank_lists
 from evalcore.core.ranking import Ranked, normalize_rows, rank_by_lists, row_norms
+from evalcore.core.rerank import RerankModel
 from evalcore.core.scan.embeddings import EMBEDDINGS
+from evalcore.core.scan.rerank import RERANK, RerankQueries, with_cosines
 from evalcore.core.scan.scores import ScoreQueries
 from evalcore.engine.gallery import GalleryBlocks, ScoreBlocks, gallery_side
 from evalcore.engine.options import Options
@@ -79,19 +82,13 @@ def as_value(task: Callable[[], T]) -> T | TaskInputError:
 
 
 def load_truth(group, options: Options, q0: int, q1: int, n_gallery: int, run_id: str = "") -> p.Truth:
-    """The protocol's relevant and junk sets for queries q0..q1 (reads, then pure code)."""
-    rows = slice(q0, q1)
-    if options.protocol in ("class", "reid"):
-        g = gallery_side(group, run_id, ("label", "cam", "junk"))
-        ql = ds.read(group, "query/label", rows).astype(np.int64)
-        if options.protocol == "class":
-            return p.class_truth(ql, g["label"], g.get("junk"), index=g["label_index"])
-        return p.reid_truth(ql, ds.read(group, "query/cam", rows).astype(np.int64), g["label"], g["cam"],
-                            g.get("junk"), index=g["label_index"])
-    gallery_junk = gallery_side(group, run_id, ("junk",)).get("junk")
+    """The protocol's relevant and junk sets for queries q0..q1 (its module reads, then pure code)."""
+    return p.get(options.protocol).load(dataset_reader(group, run_id), options, q0, q1, n_gallery)
 
-    return truth_io.load(group, options, q0, q1, n_gallery, gallery_junk)
 
+def dataset_reader(group, run_id: str = "") -> truth_io.DatasetReader:
+    """The dataset as protocols read it, the gallery side kept for the run."""
+    return truth_io.DatasetReader(group, lambda names: gallery_side(group, run_id, names))
 
 
 def keys_of(group, side: str, idx: np.ndarray) -> list:
@@ -111,10 +108,12 @@ def _nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
 
 
 def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, threads: int = 1,
-               map_fn=map) -> Ranked:
+               map_fn=map, rerank: RerankModel | None = None) -> Ranked:
     """Relevant ranks for one chunk, from a scan backend or from precomputed lists (``threads``: column ranges
-    of the scan run through ``map_fn``)."""
+    of the scan run through ``map_fn``); re-ranked by ``rerank`` when given."""
     gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
+    if rerank is not None:
+        return rank_reranked(group, options, ctx, truth, q0, q1, rerank, threads, map_fn, gallery_junk)
     if ctx.shape.ranked_by == "ranking/item":
         items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
         scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
@@ -125,6 +124,17 @@ def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: in
     backend, queries, source = chunk_scan(group, options, q0, q1, ctx, cache=True)
     return scan.rank(backend, queries, truth, source, ties=options.ties, gallery_junk=gallery_junk, threads=threads,
                      map_fn=map_fn)
+
+
+def rank_reranked(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, model: RerankModel,
+                  threads: int, map_fn, gallery_junk) -> Ranked:
+    """Ranks of one chunk by re-ranking's final distance (``core.scan.rerank``), cosine scores reported."""
+    query, gallery = chunk_inputs(group, options, q0, q1, ctx, cache=True)
+    queries = RerankQueries(normalize_rows(query, "cosine"), q0, model.scale[q0:q1], model.shared(q0, q1),
+                            model.params)
+    ranked = scan.rank(RERANK, queries, truth, gallery, ties=options.ties, gallery_junk=gallery_junk,
+                       threads=threads, map_fn=map_fn)
+    return with_cosines(queries, truth, gallery, ranked)
 
 
 def chunk_scan(group, options: Options, q0: int, q1: int, ctx: TaskContext, span=None, cache: bool = False):
@@ -234,7 +244,8 @@ def combine_shards(path: str, options: Options, q0: int, q1: int, storage_option
         return ChunkResult(q0, q1, None, input_error=error)
     backend = backend_of(ctx)
     ranked = backend.finish(backend.merge(list(parts)), truth, options.ties)
-    table = as_value(lambda: per_query_table(ds.open_dataset(path, storage_options), options, truth, ranked, q0, q1))
+    table = as_value(lambda: per_query_table(ds.open_dataset(path, storage_options), options, truth, ranked, q0, q1,
+                                                ctx.shape.n_gallery))
     if isinstance(table, TaskInputError):
         return ChunkResult(q0, q1, None, input_error=table)
     return ChunkResult(q0, q1, table, near_ties=ranked.near_ties, seconds=time.perf_counter() - started,
@@ -243,22 +254,24 @@ def combine_shards(path: str, options: Options, q0: int, q1: int, storage_option
 
 
 def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_options: dict | None = None,
-                   ctx: TaskContext | None = None, threads: int = 1, map_fn=map) -> ChunkResult:
+                   ctx: TaskContext | None = None, threads: int = 1, map_fn=map,
+                   rerank: RerankModel | None = None) -> ChunkResult:
     """The task: per-query rows for queries q0..q1 and a few counters (``threads`` column ranges of the scan,
-    run through ``map_fn``: a thread pool's map)."""
+    run through ``map_fn``: a thread pool's map; ``rerank``: the run's re-ranking model)."""
     started = time.perf_counter()
     try:
         group = ds.open_dataset(path, storage_options)
         ctx = ctx or TaskContext(describe(group, options))
         truth = load_truth(group, options, q0, q1, ctx.shape.n_gallery, ctx.run_id)
-        ranked = rank_chunk(group, options, ctx, truth, q0, q1, threads, map_fn)
-        table = per_query_table(group, options, truth, ranked, q0, q1)
+        ranked = rank_chunk(group, options, ctx, truth, q0, q1, threads, map_fn, rerank)
+        table = per_query_table(group, options, truth, ranked, q0, q1, ctx.shape.n_gallery)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
         return ChunkResult(q0, q1, None, seconds=time.perf_counter() - started, input_error=TaskInputError(str(exc)))
     return ChunkResult(q0, q1, table, near_ties=ranked.near_ties, seconds=time.perf_counter() - started)
 
 
-def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0: int, q1: int) -> pa.Table:
+def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0: int, q1: int,
+                    n_gallery: int | None = None) -> pa.Table:
     """The per_query.parquet rows of one chunk, in query order."""
     n = q1 - q0
     r = ranked
@@ -268,16 +281,22 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
         cols["label"] = pa.array(ds.read(group, "query/label", slice(q0, q1)).astype(np.int64))
     if ds.has(group, "query/group"):
         cols["group"] = pa.array([str(x) for x in ds.read(group, "query/group", slice(q0, q1))], pa.string())
-    cols["n_relevant"] = pa.array(r.n_relevant.astype(np.int64))
+    lists = rank_lists(r, truth, options.rel_level, options.depth, n_gallery)  # R and the ranks at --rel-level, --depth
+    cols["n_relevant"] = pa.array(lists.n_relevant)
     cols["n_junk"] = pa.array(truth.n_junk.astype(np.int64))
     zero_empty = truth.columns["n_judged"] > 0 if options.empty_queries == "zero" else None
     metric_columns = options.columns(first_rank=True)  # the registry's; first_rank for the open set and CMC
-    values = registry.compute(metric_columns, r.indptr, r.ranks, r.n_relevant, zero_empty)
+    if lists.judged_before is None and any(c.metric.judged for c in metric_columns):
+        raise InputError("--metrics: bpref needs to know the judged non-relevant items ranked above each relevant "
+                         "one: evaluate precomputed rankings (ranking/item) or --judged-only qrels")
+    values = registry.compute(metric_columns, lists.indptr, lists.ranks, lists.n_relevant, zero_empty, lists)
     for c in metric_columns:
         cols[c.name] = _nullable(values[c.name].astype(c.metric.dtype), c.metric.null(values[c.name]))
     cols["top1"] = _nullable(r.top1, r.top1 < 0)  # top1_key is added once, on the driver
     cols["top1_score"] = _nullable(r.top1_score, np.isnan(r.top1_score))
     cols["relevant_score"] = _nullable(r.relevant_score, np.isnan(r.relevant_score))
+    if r.rerank_distance is not None:
+        cols["top1_rerank_distance"] = _nullable(r.rerank_distance, np.isnan(r.rerank_distance))
     if options.threshold is not None:
         correct = values["first_rank"] == 1
         accepted, outcome = m.open_set_outcome(r.top1_score, correct, options.threshold)
@@ -288,9 +307,7 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
             cols[name] = pa.array(np.asarray(v, dtype=np.int64))
             continue
         cols[name] = _nullable(np.asarray(v, dtype=np.float64), np.isnan(np.asarray(v, dtype=np.float64)))
-    if "gt_distance" in truth.columns:
-
-        d = truth_io.top1_distance(group, options, q0, q1, r.top1)
-        cols["top1_distance"] = _nullable(d, np.isnan(d))
+    for name, v in p.get(options.protocol).top1_columns(dataset_reader(group), q0, q1, r.top1).items():
+        cols[name] = _nullable(v, np.isnan(v))
     assert all(len(a) == n for a in cols.values())
     return pa.table(cols)

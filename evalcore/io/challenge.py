@@ -504,3 +504,21 @@ def is_local(path) -> bool:
 
 def local_path(path) -> str:
     return os.fspath(str(path).removeprefix("file://"))
+
+
+# =========================================================================== splits of the truth
+
+
+def truth_splits(group, n_query: int) -> np.ndarray:
+    """``query/split`` of a truth bundle (strings such as ``public``, ``private``), one per query; every query
+    ``public`` when the array is absent. InputError naming the array when its length or a value is wrong."""
+    if not ds.has(group, "query/split"):
+        return np.full(n_query, "public", dtype=object)
+    values = ds.read(group, "query/split")
+    if values.ndim != 1 or values.shape[0] != n_query:
+        raise InputError(f"truth: query/split has shape {values.shape}, the truth has {n_query} queries")
+    out = np.asarray([str(v) for v in values], dtype=object)
+    bad = [i for i, v in enumerate(out) if not v.strip() or unprintable(v) or len(v) > 100]
+    if bad:
+        raise InputError(f"truth: query/split: {len(bad)} row(s) are empty or not printable (first: row {bad[0]})")
+    return out

@@ -24,12 +24,12 @@ WRITE_DTYPES: dict[str, str | type[str]] = {
     "emb": "float32", "label": "int64", "cam": "int64", "junk": "bool",
     "lat": "float64", "lon": "float64", "x": "float64", "y": "float64",
     "query": "int64", "item": "int64", "rel": "int8", "score": "float32",
-    "key": str, "group": str,
+    "key": str, "group": str, "split": str,
 }
 ACCEPTED_KINDS = {
     "emb": "f", "label": "iu", "cam": "iu", "junk": "b", "lat": "f", "lon": "f",
     "x": "f", "y": "f", "query": "iu", "item": "iu", "rel": "iu", "score": "f",
-    "key": "UOT", "group": "UOT", "value": "f",
+    "key": "UOT", "group": "UOT", "split": "UOT", "value": "f",
 }
 #: the given score (or distance) matrix, (Q, G), and its dtypes (compared exactly as stored)
 SCORES = "scores/value"
@@ -287,6 +287,12 @@ def _as_written(name: str, values) -> np.ndarray:
         bad = np.nonzero(~np.isfinite(data) | (data != np.round(data)))[0]
         if bad.size:
             raise InputError(f"{name}: rows {rows_text(bad)} are not integers ({data.reshape(-1)[bad[0]]!r})")
+    if dtype is not None and np.dtype(dtype).kind == "i" and data.dtype.kind in "iuf" and data.size:
+        info = np.iinfo(np.dtype(dtype))  # int8 qrels/rel: a grade above 127 would wrap around
+        out = np.nonzero((data.reshape(-1) < info.min) | (data.reshape(-1) > info.max))[0]
+        if out.size:
+            raise InputError(f"{name}: rows {rows_text(out)} hold {data.reshape(-1)[out[0]]!r}, outside "
+                             f"[{info.min}, {info.max}]")
     return data.astype(dtype) if dtype is not None else data
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
+from evalcore.core import protocols
 from evalcore.core.ranking import dot_overflow_rows, list_problems, row_norms
 from evalcore.errors import InputError, rows_text
 from evalcore.io import truth
@@ -26,7 +27,6 @@ from evalcore.io.dataset import (
     read,
     read_array,
 )
-from evalcore.types import PROTOCOLS
 
 
 @dataclass
@@ -60,21 +60,9 @@ def _check_kind(group, name, problems) -> bool:
     return True
 
 
-def required_arrays(protocol: str) -> list[str]:
-    """Arrays a protocol needs besides the embeddings (contract sections 2 and 3)."""
-    need = {
-        "reid": ["query/label", "gallery/label", "query/cam", "gallery/cam"],
-        "class": ["query/label", "gallery/label"],
-        "qrels": ["qrels/query", "qrels/item", "qrels/rel"],
-        "geo": ["query/lat", "query/lon", "gallery/lat", "gallery/lon"],
-        "xy": ["query/x", "query/y", "gallery/x", "gallery/y"],
-    }[protocol]
-    return need
-
-
 #: every array a run may read, for the chunk-presence check
 KNOWN_ARRAYS = tuple(f"{side}/{leaf}" for side in SIDES
-                     for leaf in ("emb", "label", "cam", "key", "group", "junk", "lat", "lon", "x", "y")) \
+                     for leaf in ("emb", "label", "cam", "key", "group", "split", "junk", "lat", "lon", "x", "y")) \
     + ("qrels/query", "qrels/item", "qrels/rel", "ranking/item", "ranking/score", SCORES)
 
 
@@ -170,13 +158,14 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
     problems = Problems()
     rankings = has(group, "ranking/item")
     scores = has(group, SCORES)
-    if protocol not in PROTOCOLS:
-        problems.add(f"--protocol: unknown protocol {protocol!r} (choose reid, class, qrels, geo or xy)")
+    if protocol not in protocols.PROTOCOLS:
+        known = protocols.names()
+        problems.add(f"--protocol: unknown protocol {protocol!r} (choose {', '.join(known[:-1])} or {known[-1]})")
         return problems
     for name in ("query/emb", "gallery/emb"):
         if not rankings and not scores and not has(group, name):
             problems.add(f"{name}: missing (needed to rank; or give ranking/item or scores/value)")
-    for name in required_arrays(protocol):
+    for name in protocols.get(protocol).arrays:
         if not has(group, name):
             problems.add(f"{name}: missing (needed by protocol {protocol!r})")
     if problems:
@@ -184,7 +173,7 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
 
     n: dict[str, tuple[str, int]] = {}
     for side in SIDES:
-        for leaf in ("emb", "label", "cam", "key", "group", "junk", "lat", "lon", "x", "y"):
+        for leaf in ("emb", "label", "cam", "key", "group", "split", "junk", "lat", "lon", "x", "y"):
             name = f"{side}/{leaf}"
             if not has(group, name):
                 continue
@@ -261,13 +250,10 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
             if dup.size:
                 problems.add(f"{name}: duplicate keys {', '.join(map(repr, dup[:5].tolist()))}"
                              + (f" ({dup.size} in all)" if dup.size > 5 else ""))
-    if protocol in ("geo", "xy"):  # the same check the evaluator's coordinate reader makes
-        for message in truth.validate_coordinates(group, protocol):
-            problems.add(message)
-    if protocol == "qrels" and "gallery" in n:
-        n_query = array(group, "ranking/item").shape[0] if has(group, "ranking/item") else n["query"][1]
-        for message in truth.validate_qrels(group, n_query, n["gallery"][1]):
-            problems.add(message)
+    n_gallery = n["gallery"][1] if "gallery" in n else None
+    n_query = array(group, "ranking/item").shape[0] if has(group, "ranking/item") else n.get("query", ("", None))[1]
+    for message in protocols.get(protocol).validate(truth.DatasetReader(group), n_query, n_gallery):
+        problems.add(message)
     if has(group, "ranking/item") and "gallery" in n:
         items = read(group, "ranking/item")
         bad = np.nonzero(((items < -1) | (items >= n["gallery"][1])).any(axis=1))[0]

@@ -36,6 +36,7 @@ from evalcore.errors import InputError
 from evalcore.io.dataset import member_array, member_group
 from evalcore.jobs import synthetic
 from evalcore.jobs.common import check_memory_limit, parse_number
+from evalcore.jobs.timing import alternate, seconds_of
 from evalcore.render import svg
 
 SHAPES = {
@@ -48,6 +49,8 @@ SHAPES = {
 }
 #: the conventional evaluator holds Q x G float32 scores and int64 argsort indices
 CONVENTIONAL_LIMIT_BYTES = 8 << 30
+#: timed pairs per compared figure (``--repeat``)
+DEFAULT_REPEAT = 5
 
 
 @dataclass
@@ -89,19 +92,16 @@ def _read(root: zarr.Group, name: str) -> np.ndarray:
     return np.asarray(member_array(root, name)[:])
 
 
-def matrix_product_floor(path: str, threads: int) -> float:
-    """Seconds for the bare float32 Q x G product on ``threads`` BLAS threads, data in memory.
+def matrix_product_floor(path: str, threads: int, q: np.ndarray | None = None, g: np.ndarray | None = None) -> float:
+    """Seconds for the bare float32 Q x G product on ``threads`` BLAS threads, data in memory (read from
+    ``path`` unless given).
 
     The faster of two block shapes (cache-sized 512 x 4096 output tiles, and
     large 2048 x 16384 blocks), so the floor is as low as plain numpy gets.
     """
-    root = zarr.open_group(path, mode="r")
-    q = np.asarray(_read(root, "query/emb"), dtype=np.float32)
-    gallery = member_array(root, "gallery/emb")
-    g = np.empty(gallery.shape, dtype=np.float32)
-    step = 1 << 16
-    for a in range(0, gallery.shape[0], step):
-        g[a:a + step] = gallery[a:a + step]
+    if q is None or g is None:
+        q, g = floor_operands(path)
+    q, g = np.asarray(q, dtype=np.float32), np.asarray(g, dtype=np.float32)
     best = float("inf")
     with threadpool_limits(limits=threads, user_api="blas"):
         for rows, cols in ((512, 4096), (2048, 16384)):
@@ -111,6 +111,18 @@ def matrix_product_floor(path: str, threads: int) -> float:
                     q[a:a + rows] @ g[b:b + cols].T
             best = min(best, time.perf_counter() - started)
     return best
+
+
+def floor_operands(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """Query and gallery rows as float32 in memory (the gallery read a block at a time)."""
+    root = zarr.open_group(path, mode="r")
+    q = np.asarray(_read(root, "query/emb"), dtype=np.float32)
+    gallery = member_array(root, "gallery/emb")
+    g = np.empty(gallery.shape, dtype=np.float32)
+    step = 1 << 16
+    for a in range(0, gallery.shape[0], step):
+        g[a:a + step] = gallery[a:a + step]
+    return q, g
 
 
 def conventional_map(path: str, threads: int) -> tuple[float, float, float]:
@@ -189,26 +201,27 @@ def in_memory_arrays(path: str) -> dict:
     return out
 
 
-def whole_process_figures(path: str, t_floor: float, workers: int) -> None:
-    """The command and the conventional script as fresh processes, the API on arrays, a cold first run."""
+def whole_process_figures(path: str, workers: int, repeat: int) -> None:
+    """The command and the conventional script as fresh processes (alternated, ``repeat`` pairs), a cold first
+    run, and the API on arrays against the floor measured in the same process (alternated)."""
     exe = shutil.which("evalcore") or os.path.join(os.path.dirname(sys.executable), "evalcore")
     with tempfile.TemporaryDirectory(prefix="evalcore-bench-out-") as out:
         cmd = [exe, "evaluate", path, "--out", os.path.join(out, "r"), "--protocol", "reid", "--quiet",
                "--overwrite"]
         t_cold = whole_process(cmd, env={**os.environ, "NUMBA_CACHE_DIR": os.path.join(out, "numba-cold")})
-        t_cmd = min(whole_process(cmd) for _ in range(2))
-        t_script = whole_process([sys.executable, "-c", CONVENTIONAL_SCRIPT, path])
+        processes = alternate(lambda: whole_process([sys.executable, "-c", CONVENTIONAL_SCRIPT, path]),
+                              lambda: whole_process(cmd), repeat)
     arrays = in_memory_arrays(path)
-    evalcore.evaluate(**arrays, protocol="reid", ks=(1, 5, 10))  # warm: kernel loaded, pages of the arrays touched
-    t = time.perf_counter()
-    result = evalcore.evaluate(**arrays, protocol="reid", ks=(1, 5, 10))
-    t_api = time.perf_counter() - t
-    print("  whole processes, start to exit:", flush=True)
-    print(f"    conventional script (python -c)    {t_script:9.2f} s", flush=True)
-    print(f"    evalcore evaluate (command)        {t_cmd:9.2f} s   script / command = {t_script / t_cmd:.2f}   "
-          f"({result.run['execution']})", flush=True)
-    print(f"    evalcore evaluate, cold first run  {t_cold:9.2f} s   (empty kernel cache)", flush=True)
-    print(f"  evalcore.evaluate on numpy arrays  {t_api:9.2f} s   api / floor = {t_api / t_floor:.2f}", flush=True)
+    result = evalcore.evaluate(**arrays, protocol="reid", ks=(1, 5, 10))  # warm: kernel loaded, pages touched
+    in_memory = alternate(seconds_of(lambda: evalcore.evaluate(**arrays, protocol="reid", ks=(1, 5, 10))),
+                          lambda: matrix_product_floor(path, workers, arrays["query"], arrays["gallery"]), repeat)
+    print("  whole processes, start to exit (alternated pairs; median, min-max):", flush=True)
+    print(f"    conventional script (python -c)    {processes.first.text()}", flush=True)
+    print(f"    evalcore evaluate (command)        {processes.second.text()}   script / command = "
+          f"{processes.ratio_text()}   ({result.run['execution']})", flush=True)
+    print(f"    evalcore evaluate, cold first run  {t_cold:6.2f} s   (empty kernel cache)", flush=True)
+    print(f"  evalcore.evaluate on numpy arrays  {in_memory.first.text()}   api / floor = {in_memory.ratio_text()}"
+          f"   (floor {in_memory.second.text()}, same process)", flush=True)
 
 
 def generate(path: str, shape: str) -> None:
@@ -233,6 +246,9 @@ def run(args) -> int:
     workers = parse_number("--workers", args.workers or "2", int)
     if workers < 1:
         raise InputError(f"--workers: {workers} must be at least 1")
+    repeat = parse_number("--repeat", str(getattr(args, "repeat", None) or DEFAULT_REPEAT), int)
+    if repeat < 1:
+        raise InputError(f"--repeat: {repeat} must be at least 1")
     # deferred: the engine brings distributed and numba, which evalcore --help should not import
     from distributed import Client, LocalCluster
 
@@ -261,19 +277,20 @@ def run(args) -> int:
             Client(cluster) as client:
         pids = [os.getpid()] + list(client.run(os.getpid).values())
         with Peak(pids) as peak:
-            t = time.perf_counter()
-            result = evaluate(path, Options(protocol="reid", ks=(1, 5, 10)), client=client)
-            t_eval = time.perf_counter() - t
+            result = evaluate(path, Options(protocol="reid", ks=(1, 5, 10)), client=client)  # warm: kernels loaded
+        q, g = floor_operands(path)
+        timed = alternate(seconds_of(lambda: evaluate(path, Options(protocol="reid", ks=(1, 5, 10)), client=client)),
+                          lambda: matrix_product_floor(path, workers, q, g), repeat)
+    t_eval = timed.first.median
     summary = result.summary.to_pylist()[0]
     shards = result.info.get("gallery_shards")
     print(f"  tasks: {len(result.info['chunks'])} query chunks"
           + (f" x {len(shards)} gallery shards (the gallery exceeds a third of a worker's memory limit)"
              if shards else ", whole gallery per task"), flush=True)
-    print(f"  evaluate (evalcore)                 {t_eval:9.2f} s   mAP {summary['map']:.4f}  "
+    print(f"  evaluate (evalcore, cluster)        {timed.first.text()}   mAP {summary['map']:.4f}  "
           f"rank-1 {summary['hit_at_1']:.4f}  peak RSS of the largest process {peak.peak / 2**20:,.0f} MiB",
           flush=True)
-    t_floor = matrix_product_floor(path, workers)
-    print(f"  matrix-product floor (float32 gemm) {t_floor:9.2f} s   evaluate / floor = {t_eval / t_floor:.2f}",
+    print(f"  matrix-product floor (float32 gemm) {timed.second.text()}   evaluate / floor = {timed.ratio_text()}",
           flush=True)
     need = nq * ng * (4 + 8)
     if args.skip_conventional:
@@ -284,13 +301,113 @@ def run(args) -> int:
     else:
         with Peak([os.getpid()]) as cpeak:
             t_conv, conv_map, conv_r1 = conventional_map(path, workers)
-        print(f"  conventional (full matrix + argsort) {t_conv:9.2f} s   conventional / evaluate = "
+        print(f"  conventional (full matrix + argsort) {t_conv:6.2f} s   conventional / evaluate = "
               f"{t_conv / t_eval:.2f}   mAP {conv_map:.4f} (|diff| {abs(conv_map - summary['map']):.1e})  "
               f"peak RSS {cpeak.peak / 2**20:,.0f} MiB", flush=True)
-        whole_process_figures(path, t_floor, workers)
+        whole_process_figures(path, workers, repeat)
+    if getattr(args, "rerank", False):
+        bench_rerank(path, workers, limit, t_eval, summary["map"])
     if tmp is not None:
         tmp.cleanup()
     return 0
+
+
+# --------------------------------------------------------------------------- evalcore bench --rerank
+
+#: the dense reference holds about this many (Q + G)^2 float64 matrices at once (inputs, distances, V, V_qe, ranks)
+REFERENCE_MATRICES = 7
+
+
+def reference_module():
+    """The tests' dense re-ranking reference (tests/rerank_reference.py of a source checkout), or None."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tests" / "rerank_reference.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location("evalcore_bench_rerank_reference", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_rerank(path: str, workers: int, limit: str, t_plain: float, plain_map: float) -> None:
+    """Re-ranked evaluation against the plain one, and the dense reference function where it fits."""
+    from distributed import Client, LocalCluster
+
+    from evalcore.engine.cluster import PRELOAD
+    from evalcore.engine.evaluate import Options, evaluate
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                      memory_limit=limit, silence_logs=logging.ERROR, preload=PRELOAD,
+                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
+            Client(cluster) as client:
+        pids = [os.getpid()] + list(client.run(os.getpid).values())
+        with Peak(pids) as peak:
+            t = time.perf_counter()
+            result = evaluate(path, Options(protocol="reid", ks=(1, 5, 10), rerank=(20, 6, 0.3)), client=client)
+            t_rerank = time.perf_counter() - t
+    summary = result.summary.to_pylist()[0]
+    model_s = result.info["timings"].get("rerank_model_s", 0.0)
+    print(f"  re-ranked (k1=20, k2=6, lambda=0.3)  {t_rerank:9.2f} s   re-ranked / plain = {t_rerank / t_plain:.2f}  "
+          f"(neighbours and model {model_s:.2f} s)  mAP {summary['map']:.4f} (plain {plain_map:.4f})  "
+          f"rank-1 {summary['hit_at_1']:.4f}  peak RSS of the largest process {peak.peak / 2**20:,.0f} MiB, "
+          f"all processes {peak.total / 2**20:,.0f} MiB", flush=True)
+    module = reference_module()
+    root = zarr.open_group(path, mode="r")
+    nq, ng = member_array(root, "query/emb").shape[0], member_array(root, "gallery/emb").shape[0]
+    need = REFERENCE_MATRICES * (nq + ng) ** 2 * 8
+    if module is None:
+        print("  dense reference re_ranking           skipped (tests/rerank_reference.py is not here: run from a "
+              "source checkout)")
+        return
+    if need > psutil.virtual_memory().available * 0.6:  # a shared machine: leave room for the others
+        print(f"  dense reference re_ranking           does not fit: its (Q+G)^2 float64 matrices need about "
+              f"{need / 2**30:,.0f} GiB, {psutil.virtual_memory().available / 2**30:,.0f} GiB available")
+        return
+    from evalcore.core.canonical import canonical_block
+    from evalcore.core.scan.embeddings import normalize_rows
+
+    with Peak([os.getpid()]) as rpeak, threadpool_limits(limits=workers):
+        t = time.perf_counter()
+        q = normalize_rows(_read(root, "query/emb"), "cosine")
+        g = normalize_rows(_read(root, "gallery/emb"), "cosine")
+        dist = [module.distances_from_cosine(canonical_block(a, b)) for a, b in ((q, g), (q, q), (g, g))]
+        final = module.re_ranking(*dist, k1=20, k2=6, lambda_value=0.3)
+        t_ref = time.perf_counter() - t
+    ap = reference_aps(final, root)
+    ours = result.per_query.column("ap").to_numpy(zero_copy_only=False).astype(np.float64)
+    known = ~np.isnan(ap)
+    diff = float(np.max(np.abs(ap[known] - ours[known]))) if known.any() else 0.0
+    print(f"  dense reference re_ranking (float64) {t_ref:9.2f} s   reference / re-ranked = {t_ref / t_rerank:.2f}  "
+          f"peak RSS {rpeak.peak / 2**20:,.0f} MiB  mAP {float(np.mean(ap[known])):.4f}  "
+          f"per-query AP max |diff| {diff:.1e}", flush=True)
+
+
+def reference_aps(final: np.ndarray, root: zarr.Group) -> np.ndarray:
+    """Per-query AP of the reference's final distances under the reid rule (NaN for unknown queries):
+    a full sort per query, junk removed, pessimistic ties, as the field's evaluation scripts do."""
+    ql, qc = _read(root, "query/label"), _read(root, "query/cam")
+    gl, gc = _read(root, "gallery/label"), _read(root, "gallery/cam")
+    try:
+        gjunk: np.ndarray | None = _read(root, "gallery/junk").astype(bool)
+    except KeyError:
+        gjunk = None
+    out = np.full(len(ql), np.nan)
+    for i in range(len(ql)):
+        same = (gl == ql[i]) & (ql[i] >= 0)
+        rel, junk = same & (gc != qc[i]), same & (gc == qc[i])
+        if gjunk is not None:
+            junk, rel = junk | gjunk, rel & ~gjunk
+        keep = np.flatnonzero(~junk)
+        order = np.lexsort((keep, rel[keep], final[i, keep]))
+        ranks = np.flatnonzero(rel[keep][order]) + 1
+        if len(ranks):
+            out[i] = float(np.mean(np.arange(1, len(ranks) + 1) / ranks))
+    return out
 
 
 # --------------------------------------------------------------------------- evalcore bench --sweep

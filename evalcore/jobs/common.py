@@ -21,12 +21,12 @@ from typing import Any
 from dask.utils import parse_bytes
 from tqdm import tqdm
 
-from evalcore.core import registry
+from evalcore.core import protocols, registry
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.engine.options import Options
+from evalcore.engine.options import Options, parse_expansion, parse_rerank
 from evalcore.errors import InputError
 from evalcore.io import report
-from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, Protocol, Similarity
+from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES, Protocol, Similarity
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_GATE = 0, 1, 2, 3
 
@@ -117,7 +117,7 @@ def check_storage_options(table, where: str) -> dict:
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by evaluate and the jobs built on it."""
-    p.add_argument("--protocol", choices=PROTOCOLS,
+    p.add_argument("--protocol", choices=protocols.names(),
                    help="who is relevant (default: the dataset's evalcore attribute, else class)")
     p.add_argument("--similarity", choices=SIMILARITIES, help="default cosine")
     p.add_argument("--ks", default="1,3,5,10", help="cut-offs for hit/recall/precision (default 1,3,5,10)")
@@ -131,7 +131,18 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--empty-queries", choices=EMPTY_QUERIES, default="skip",
                    help="qrels: a judged query with no relevant item is left out of the means (skip, default) "
                         "or counted with every metric 0 (zero, as trec_eval does)")
+    p.add_argument("--rel-level", default="1", help="qrels grades: relevant for the binary measures when the grade "
+                                                    "is at least this (trec_eval -l; default 1); nDCG keeps every grade")
+    p.add_argument("--depth", help="cut every ranking at this rank before every measure (trec_eval -M)")
     p.add_argument("--radius", help="geo/xy: every gallery item within this distance is relevant")
+    p.add_argument("--rerank", nargs="?", const="", metavar="K1,K2,LAMBDA",
+                   help="k-reciprocal re-ranking (Zhong et al. 2017) with these parameters; alone: 20,6,0.3")
+    p.add_argument("--query-expansion", metavar="K,ALPHA",
+                   help="alpha query expansion: each query replaced by the normalised sum of itself and its K "
+                        "nearest gallery vectors weighted by similarity^ALPHA")
+    p.add_argument("--database-augmentation", metavar="K,ALPHA",
+                   help="DBA: each gallery vector replaced likewise with its K nearest other gallery vectors "
+                        "(before --query-expansion)")
     p.add_argument("--sweep", action="store_true", help="write threshold_sweep.parquet (open-set trade-off)")
     p.add_argument("--target-fpir", help="report the lowest threshold whose FPIR is at most this")
     add_cluster_options(p)
@@ -242,8 +253,8 @@ class EvaluationSpec:
 
     def checked(self) -> EvaluationSpec:
         """The same spec, or an InputError naming the bad value: the checks that need no dataset."""
-        if self.protocol is not None and self.protocol not in PROTOCOLS:
-            raise InputError(f"--protocol: {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if self.protocol is not None:
+            protocols.get(self.protocol)  # an InputError naming the registered ones
         if self.similarity is not None and self.similarity not in SIMILARITIES:
             raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
         check_target_fpir(self.target_fpir)
@@ -255,7 +266,9 @@ class EvaluationSpec:
         return dict(protocol=self.protocol, similarity=self.similarity, ks=o.ks, max_rank=o.max_rank, ties=o.ties,
                     threshold=o.threshold, map_at=o.map_at, judged_only=o.judged_only, radius=o.radius,
                     empty_queries=o.empty_queries, sweep=self.sweep, target_fpir=self.target_fpir,
-                    metrics=o.metrics, ci=o.ci, resamples=o.resamples, seed=o.seed)
+                    metrics=o.metrics, rerank=o.rerank, rel_level=o.rel_level, depth=o.depth,
+                    query_expansion=o.query_expansion, database_augmentation=o.database_augmentation,
+                    ci=o.ci, resamples=o.resamples, seed=o.seed)
 
 
 @dataclass(frozen=True)
@@ -299,6 +312,11 @@ def _optional(option: str, text: str | None, kind: Any = float) -> Any:
     return None if text is None else parse_number(option, str(text), kind)
 
 
+def _expansion(args: argparse.Namespace, name: str) -> tuple[int, float] | None:
+    text = getattr(args, name, None)
+    return None if text is None else parse_expansion("--" + name.replace("_", "-"), text)
+
+
 def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
     """The ``EvaluationSpec`` of the command line's evaluation options (``add_run_options``), checked."""
     target = _optional("--target-fpir", getattr(args, "target_fpir", None))
@@ -307,6 +325,10 @@ def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
         threshold=_optional("--threshold", args.threshold), map_at=_optional("--map-at", args.map_at, int),
         judged_only=bool(args.judged_only), radius=_optional("--radius", args.radius),
         empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics),
+        rerank=None if getattr(args, "rerank", None) is None else parse_rerank(args.rerank),
+        rel_level=parse_number("--rel-level", str(getattr(args, "rel_level", None) or 1), int),
+        depth=_optional("--depth", getattr(args, "depth", None), int),
+        query_expansion=_expansion(args, "query_expansion"), database_augmentation=_expansion(args, "database_augmentation"),
         ci=_optional("--ci", getattr(args, "ci", None)),
         resamples=parse_number("--resamples", str(getattr(args, "resamples", None) or 10_000), int),
         seed=parse_number("--seed", str(getattr(args, "seed", None) or 0), int))

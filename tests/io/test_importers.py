@@ -372,16 +372,16 @@ def _trec_files(tmp_path, qrels: str):
 
 def test_trec_round_trip(tmp_path):
     ids = _trec_files(tmp_path, "101 0 docB 2\n101 0 docD 0\n\n# comment\n102\t0\tdocA\t-1\n"
-                                "103 Q0 docC 1\n101 0 docB 5\n")
+                                "103 Q0 docC 1\n101 0 docB 2\n")
     out = tmp_path / "ds.zarr"
     summary = import_to("trec", [tmp_path / "qrels.txt"], out, **ids)
     got = _read(out)
     assert _keys(got["query/key"]) == ["101", "102", "103"]
     assert _keys(got["gallery/key"]) == ["docA", "docB", "docC", "docD"]
-    # (101, docB) is repeated with the same graded relevance (2 and 5 both -> 1) and collapsed;
+    # (101, docB) is repeated with the same grade (2, kept as a grade) and collapsed;
     # a negative grade is judged, not relevant (trec_eval), never junk
     assert list(zip(got["qrels/query"].tolist(), got["qrels/item"].tolist(), got["qrels/rel"].tolist())) == [
-        (0, 1, 1), (0, 3, 0), (1, 0, 0), (2, 2, 1)]
+        (0, 1, 2), (0, 3, 0), (1, 0, 0), (2, 2, 1)]
     assert got["qrels/rel"].dtype == np.int8 and got["qrels/item"].dtype == np.int64
     assert _attrs(out)["protocol"] == "qrels"
     assert summary["qrels"] == 4

@@ -53,10 +53,16 @@ def test_negative_judgement_is_judged_not_relevant_not_junk(tmp_path):
     assert (row["first_rank"], row["ap"], row["n_junk"]) == (2, 0.5, 0)
 
 
-def test_grades_of_one_and_above_are_relevant(tmp_path):
+def test_grades_of_one_and_above_are_relevant_and_keep_their_grade(tmp_path):
     qrels = lines(tmp_path / "qrels", "q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 0\nq1 0 d4 -2\n")
     arrays, _ = importers.read_trec(qrels, queries=lines(tmp_path / "q", "q1\n"), gallery=lines(tmp_path / "g", "d1\nd2\nd3\nd4\n"))
-    assert arrays["qrels/rel"].tolist() == [1, 1, 0, 0]
+    assert arrays["qrels/rel"].tolist() == [2, 1, 0, 0]
+
+
+def test_a_grade_above_127_is_refused_naming_file_line_and_field(tmp_path):
+    qrels = lines(tmp_path / "qrels", "q1 0 d1 1\nq1 0 d2 300\n")
+    with pytest.raises(InputError, match=r"line 2, field rel: grade 300"):
+        importers.read_trec(qrels, queries=lines(tmp_path / "q", "q1\n"), gallery=lines(tmp_path / "g", "d1\nd2\n"))
 
 
 def test_judged_queries_absent_from_the_dataset_are_left_out_with_a_warning(tmp_path):

@@ -54,6 +54,13 @@ class Ranked:
     top1_score: np.ndarray    # float64, NaN if unknown
     relevant_score: np.ndarray  # best score of a relevant item, NaN if none
     near_ties: int = 0        # negatives whose estimate left a comparison open, settled canonically
+    rerank_distance: np.ndarray | None = None  # re-ranked runs: rank 1's final distance (NaN if none)
+    #: for each rank, the relevant pair it belongs to (index into the chunk's ``Truth.rel_items``), so gains
+    #: follow their items; None: the pairs in CSR order (every relevant item ranked, equal gains)
+    pairs: np.ndarray | None = None
+    #: for each rank, the judged not-relevant items (grade 0) ranked above it; None where the ranking
+    #: cannot tell (a scan of the whole gallery)
+    judged_before: np.ndarray | None = None
 
 
 # --------------------------------------------------------------------------- what a backend scans
@@ -91,6 +98,20 @@ def whole_rows(gallery: object) -> np.ndarray | None:
     return gallery.whole if isinstance(gallery, WholeGallery) else None
 
 
+@runtime_checkable
+class DenseTileMemory(Protocol):
+    """A gallery kept across chunks (``engine.gallery``) that remembers which of its tiles a scan found dense
+    (most pairs undecided: a constant or collapsed submission), so later chunks start dense there."""
+
+    @property
+    def dense_tiles(self) -> set[int]: ...
+
+
+def dense_tiles_of(gallery: object) -> set[int] | None:
+    """The gallery's remembered dense tiles (their first columns), or None where it keeps none."""
+    return gallery.dense_tiles if isinstance(gallery, DenseTileMemory) else None
+
+
 class ScoreSource(Columns, Protocol):
     """One chunk's rows of a given score matrix: ``blocks`` yields ``(g0, values)`` of shape (chunk rows, width),
     finite, in the dtype given; ``values(rows, items)`` the values at (chunk row, gallery item) pairs."""
@@ -104,6 +125,21 @@ class ScoreSource(Columns, Protocol):
 QueriesT = TypeVar("QueriesT", contravariant=True)
 SourceT = TypeVar("SourceT", contravariant=True)
 StatesT = TypeVar("StatesT")
+
+
+class SearchBackend(Protocol[QueriesT, SourceT, StatesT]):
+    """A top-k search (``core.scan.neighbors``): the same walk over columns as a ``ScanBackend``, but its states
+    keep each row's nearest columns instead of counts, so it has no thresholds and finishes into lists."""
+
+    name: str
+
+    def new_states(self, queries: QueriesT) -> StatesT: ...
+
+    def scan(self, queries: QueriesT, states: StatesT, source: SourceT, span: Span | None) -> None: ...
+
+    def merge(self, parts: list[StatesT]) -> StatesT: ...
+
+    def finish(self, queries: QueriesT, states: StatesT) -> Any: ...
 
 
 class ScanBackend(Protocol[QueriesT, SourceT, StatesT]):

@@ -44,8 +44,15 @@ class CountState:
         order = np.argsort(junk_col, kind="stable")
         self.junk_row, self.junk_col = junk_row[order], junk_col[order]
         self.exact = np.asarray(thresholds[p0:p1], dtype=dtype)
-        # thresholds ascending within each row
-        by_value = np.lexsort((self.exact, self.pair_row))
+        self.p0 = p0
+        # thresholds ascending within each row; equal scores by gain, so the best-placed one (the last) has the
+        # lowest gain under pessimistic ties and the highest under optimistic ones
+        if truth.rel_gain is None:
+            by_value = np.lexsort((self.exact, self.pair_row))
+        else:
+            gain = truth.gains[p0:p1]
+            by_value = np.lexsort((-gain if self.pessimistic else gain, self.exact, self.pair_row))
+        self.by_value = by_value
         self.thr_sorted = np.ascontiguousarray(self.exact[by_value])
         self.hist = np.zeros(p1 - p0, dtype=np.int64)
         self.best = np.full(n, -np.inf, dtype=dtype)          # rank-1 score among negatives
@@ -75,8 +82,9 @@ class CountState:
         self.best[better] = other.best[better]
         self.best_idx[better] = other.best_idx[better]
 
-    def finish(self, ties: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-        """Exact ranks (CSR by row, ascending), rank-1 item and score, best relevant score."""
+    def finish(self, ties: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+        """Exact ranks (CSR by row, ascending), rank-1 item and score, best relevant score, near ties, and the
+        relevant pair (index into the chunk's CSR list) of each rank."""
         n = self.n
         # negatives beating the j-th smallest threshold = suffix sum of hist within the row
         total = len(self.hist)
@@ -88,7 +96,9 @@ class CountState:
         j = np.arange(total, dtype=np.int64)
         k = self.row_start[1:][seg] - j
         rank_by_j = k + suffix
-        ranks = rank_by_j[self.row_start[1:][seg] - 1 - (j - self.row_start[seg])] if total else rank_by_j
+        at = self.row_start[1:][seg] - 1 - (j - self.row_start[seg])
+        ranks = rank_by_j[at] if total else rank_by_j
+        pairs = self.p0 + self.by_value[at] if total else np.empty(0, np.int64)
         # best relevant: highest score, lowest index on ties (pairs are index-ascending)
         rel_best = np.full(n, -np.inf, dtype=self.exact.dtype)
         rel_idx = np.full(n, -1, dtype=np.int64)
@@ -105,7 +115,7 @@ class CountState:
         top1_score = np.where(take_rel, rel_best, self.best).astype(np.float64)
         top1_score[top1 < 0] = np.nan
         rel_score = np.where(rel_idx >= 0, rel_best.astype(np.float64), np.nan)
-        return ranks, top1, top1_score, rel_score, self.n_near
+        return ranks, top1, top1_score, rel_score, self.n_near, pairs
 
 
 def tile_mask(col0: int, width: int, gallery_junk: np.ndarray | None) -> np.ndarray | None:
@@ -138,4 +148,6 @@ def finish_states(states: list, truth: Truth, ties: str) -> Ranked:
                   top1=np.concatenate([p[1] for p in parts]).astype(np.int64),
                   top1_score=np.concatenate([p[2] for p in parts]),
                   relevant_score=np.concatenate([p[3] for p in parts]),
-                  near_ties=int(sum(p[4] for p in parts)))
+                  near_ties=int(sum(p[4] for p in parts)),
+                  pairs=np.concatenate([p[5] for p in parts]).astype(np.int64)
+                  if parts else np.empty(0, np.int64))

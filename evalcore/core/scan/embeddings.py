@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 from evalcore.core.canonical import canonical_block, canonical_pairs, compact, first_identical
 from evalcore.core.kernels import NEAR, fold_settled, fold_tile
 from evalcore.core.protocols import Truth, segment_ids
-from evalcore.core.scan.base import TILE_COLS, TILE_ROWS, Gallery, Ranked, Span, rank, whole_rows
+from evalcore.core.scan.base import TILE_COLS, TILE_ROWS, Gallery, Ranked, Span, dense_tiles_of, rank, whole_rows
 from evalcore.core.scan.counts import CountState, finish_states, merge_states, tile_mask
 
 #: float32 unit roundoff
@@ -383,9 +383,7 @@ class EmbeddingScan:
     def scan(self, queries: EmbeddingQueries, states: list[_TileState], source: Gallery, span: Span | None,
              gallery_junk: np.ndarray | None) -> None:
         blocks = source.blocks() if span is None else source.blocks(*span)
-        # a gallery kept across chunks (engine.gallery) remembers its dense tiles; others start afresh
-        dense_tiles = getattr(source, "dense_tiles", None)
-        scan_gallery(queries.tiles, states, blocks, gallery_junk, queries.similarity, dense_tiles)
+        scan_gallery(queries.tiles, states, blocks, gallery_junk, queries.similarity, dense_tiles_of(source))
 
     def merge(self, parts: list[list[_TileState]]) -> list[_TileState]:
         return merge_states(parts)

@@ -5,6 +5,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from evalcore.core import protocols
 from evalcore.core.coordinates import bad_coordinates
 from evalcore.errors import InputError, rows_text
 
@@ -76,15 +77,8 @@ def check_coordinates(values, where: str, limit: float, rows=None, record: str =
 
 
 def protocol_of(arrays: Mapping[str, np.ndarray]) -> str | None:
-    if "query/label" in arrays and "query/cam" in arrays:
-        return "reid"
-    if "query/label" in arrays:
-        return "class"
-    if "qrels/rel" in arrays:
-        return "qrels"
-    if "query/lat" in arrays:
-        return "geo"
-    return None
+    """The protocol the arrays carry the truth of (``reid`` before ``class``), or None."""
+    return protocols.implied(arrays)
 
 
 def junk_of(labels: np.ndarray, junk_label: int | None) -> dict[str, np.ndarray]:

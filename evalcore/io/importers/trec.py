@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from evalcore.core.protocols.qrels import MAX_GRADE
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io.importers.checks import WARNINGS, check_unique
@@ -44,13 +45,12 @@ def _read_ids(path) -> list[str]:
 
 
 def trec_relevance(grade: int) -> int:
-    """A TREC judgement as qrels/rel: grade >= 1 -> 1 relevant; anything else -> 0 judged, not relevant.
+    """A TREC judgement as qrels/rel: grade >= 1 -> that grade (relevant, gain = grade); anything else -> 0.
 
-    trec_eval's default relevance level is 1, and it reads a negative grade as
-    "judged, not relevant" (unjudged-in-pool), not as something to remove from
-    the ranking; so no TREC grade becomes junk (-1).
+    trec_eval reads a negative grade as "judged, not relevant" (unjudged-in-pool),
+    not as something to remove from the ranking; so no TREC grade becomes junk (-1).
     """
-    return 1 if grade >= 1 else 0
+    return max(int(grade), 0)
 
 
 def _skipped_queries(name: str, skipped: dict[str, int], why: str) -> str:
@@ -183,6 +183,8 @@ def _read_trec_qrels(path) -> dict[str, dict[str, tuple[int, int]]]:
                 if not PLAIN_INTEGER.fullmatch(grade):  # int() would read 0_1 as 1, trec_eval's atol as 0
                     raise InputError(f"{name}: line {number}, field rel: {grade!r} is not an integer")
                 rel = trec_relevance(int(grade))
+                if rel > MAX_GRADE:
+                    raise InputError(f"{name}: line {number}, field rel: grade {grade} is above {MAX_GRADE}")
                 seen = judged.setdefault(qid, {})
                 if docno in seen and seen[docno][0] != rel:
                     raise InputError(f"{name}: line {number}, field rel: ({qid}, {docno}) judged {grade} here "

@@ -7,8 +7,9 @@ larger than the number of ranks given: precomputed lists may miss relevant items
 import numpy as np
 
 from evalcore.core import protocols as p
-from evalcore.core.ground_truth import rank_pairs
-from evalcore.core.ranking import rank_by_lists
+from evalcore.core import registry
+from evalcore.core.lists import binary_lists
+from evalcore.core.ranking import rank_by_lists, rank_pairs
 
 
 def csr(rank_lists):
@@ -22,6 +23,8 @@ def csr(rank_lists):
 def per_query(metric, rank_lists, n_relevant, *args):
     """metric(indptr, ranks, n_relevant, *args) as a list of Python numbers (NaN for unknown queries)."""
     indptr, ranks = csr(rank_lists)
+    if metric in {x.function for x in registry.METRICS if x.lists}:  # it reads lists: binary ones, gain 1
+        return metric(binary_lists(indptr, ranks, np.asarray(n_relevant, dtype=np.int64)), *args).tolist()
     return metric(indptr, ranks, np.asarray(n_relevant, dtype=np.int64), *args).tolist()
 
 

@@ -119,6 +119,41 @@ def ndcg_at(relevant, n_relevant, k):
     return _dcg(np.asarray(relevant, dtype=int), k) / _dcg(ideal, k)
 
 
+def ndcg(relevant, n_relevant, k=None):
+    """DCG of the whole ranking over the DCG of all R relevant items first, gains 0/1."""
+    return ndcg_at(relevant, n_relevant, max(len(relevant), n_relevant, 1))
+
+
+def bpref(relevant, n_relevant, k=None):
+    """Buckley and Voorhees' bpref as trec_eval sums it, every listed non-relevant item judged and the judged
+    non-relevant pool at least R: each retrieved relevant item scores 1 - min(#non-relevant above, R) / R."""
+    if not n_relevant:
+        return None
+    total, above = 0.0, 0
+    for rel in np.asarray(relevant, dtype=bool):
+        if rel:
+            total += 1.0 - min(above, n_relevant) / n_relevant
+        else:
+            above += 1
+    return total / n_relevant
+
+
+def average_precision_cut(relevant, n_relevant, k):
+    """trec_eval's map_cut_k: precision at each relevant rank within the top k, summed, over R."""
+    if not n_relevant:
+        return None
+    top = np.asarray(relevant, dtype=int)[:k]
+    precision = np.cumsum(top) / np.arange(1, len(top) + 1)
+    return float((precision * top).sum() / n_relevant)
+
+
+def reciprocal_rank_at(relevant, n_relevant, k):
+    if not n_relevant:
+        return None
+    hits = _hits(relevant)
+    return 1.0 / (hits[0] + 1) if hits.size and hits[0] < k else 0.0
+
+
 #: registered metric name -> brute-force reference (relevant, n_relevant, k)
 REFERENCES = {
     "first_rank": first_rank,
@@ -133,4 +168,8 @@ REFERENCES = {
     "recall@k": recall_at,
     "precision@k": precision_at,
     "ndcg@k": ndcg_at,
+    "ndcg": ndcg,
+    "bpref": bpref,
+    "map_cut@k": average_precision_cut,
+    "mrr@k": reciprocal_rank_at,
 }

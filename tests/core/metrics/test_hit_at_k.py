@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from ranklists import csr, per_query, precomputed, tied_ranks
 
-from evalcore.core.ground_truth import rank_pairs
 from evalcore.core.metrics import cmc_curve, first_rank, hit_at
+from evalcore.core.ranking import rank_pairs
 
 
 @pytest.mark.parametrize("k, want", [(1, 0.0), (2, 0.0), (3, 1.0), (5, 1.0), (100, 1.0)])

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from ranklists import binary_ranking, per_query, precomputed, tied_ranks
 
-from evalcore.core.ground_truth import rank_pairs
 from evalcore.core.metrics import inverse_negative_penalty
+from evalcore.core.ranking import rank_pairs
 
 
 def reference_inp(rank_list, n_relevant):

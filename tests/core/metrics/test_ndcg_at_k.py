@@ -6,6 +6,7 @@ import pytest
 from ranklists import per_query, precomputed, tied_ranks
 from references import ndcg_at as reference_ndcg_at
 
+from evalcore.core.lists import binary_lists
 from evalcore.core.metrics import ndcg_at
 
 LOG3 = math.log2(3)
@@ -34,7 +35,7 @@ def test_ndcg_at_k_of_a_query_without_relevant_items_is_undefined():
 def test_ndcg_at_k_counts_relevant_items_missing_from_a_precomputed_list_in_the_ideal_ranking():
     # list 5, 3, 7 with relevant {3, 9}: item 3 at rank 2; the ideal puts both relevant items at ranks 1, 2
     ranked = precomputed([5, 3, 7], relevant=[3, 9])
-    got = ndcg_at(ranked.indptr, ranked.ranks, ranked.n_relevant, 10).tolist()
+    got = ndcg_at(binary_lists(ranked.indptr, ranked.ranks, ranked.n_relevant), 10).tolist()
     assert got == pytest.approx([(1 / LOG3) / (1 + 1 / LOG3)], rel=1e-15)
 
 
@@ -42,7 +43,7 @@ def test_ndcg_at_k_counts_relevant_items_missing_from_a_precomputed_list_in_the_
 def test_ndcg_at_k_under_tied_scores_follows_the_tie_policy(ties, ranks):
     ranked = tied_ranks(ties)
     want = sum(1 / math.log2(r + 1) for r in ranks) / (1 + 1 / LOG3 + 0.5)
-    assert ndcg_at(ranked.indptr, ranked.ranks, ranked.n_relevant, 5).tolist() == pytest.approx([want], rel=1e-15)
+    assert ndcg_at(binary_lists(ranked.indptr, ranked.ranks, ranked.n_relevant), 5).tolist() == pytest.approx([want], rel=1e-15)
 
 
 def test_ndcg_at_k_matches_the_dcg_of_a_full_ranking_over_the_ideal_one():

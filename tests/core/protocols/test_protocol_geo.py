@@ -5,7 +5,7 @@ import math
 import numpy as np
 from truthlists import relevant_lists
 
-from evalcore.core.ground_truth import geo_space, spatial_truth
+from evalcore.core.protocols.spatial import geo_space, spatial_truth
 
 R_EARTH = 6_371_008.8
 METRE_OF_LATITUDE = 180 / (math.pi * R_EARTH)   # degrees along a meridian per metre

@@ -3,8 +3,8 @@ judged non-junk items alone."""
 import numpy as np
 from truthlists import allowed_lists, relevant_lists
 
-from evalcore.core.ground_truth import qrels_truth, rank_pairs
-from evalcore.core.ranking import rank_by_lists
+from evalcore.core.protocols.qrels import qrels_truth
+from evalcore.core.ranking import rank_by_lists, rank_pairs
 
 N_GALLERY = 6
 GALLERY_JUNK = np.array([False, False, False, False, False, True])

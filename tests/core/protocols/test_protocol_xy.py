@@ -4,7 +4,7 @@ import math
 import numpy as np
 from truthlists import relevant_lists
 
-from evalcore.core.ground_truth import spatial_truth, xy_space
+from evalcore.core.protocols.spatial import spatial_truth, xy_space
 
 
 def xy_truth(query, gallery, radius=None, gallery_junk=None):

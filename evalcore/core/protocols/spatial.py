@@ -1,33 +1,26 @@
-"""Ground truth for the ``qrels``, ``geo`` and ``xy`` protocols (README, Protocols).
+"""``geo`` and ``xy``: the nearest gallery item is relevant, or every item within ``--radius`` (README, Protocols).
 
-``qrels``: relevant = rel 1, junk = rel -1, anything unjudged is not relevant.
-With ``judged_only`` anything unjudged is junk too: a query is ranked among
-its judged non-junk items alone (the "allowed" CSR list of the ``Truth``),
-ranked there from per-pair canonical scores (``rank_pairs``).
+The nearest gallery item is the one relevant item (ties: lowest index), or
+with ``radius`` M every gallery item within M (inclusive). Candidates come
+from a k-d tree (``scipy.spatial.cKDTree``; for ``geo`` on 3-D unit vectors,
+whose chord distance orders points like the great-circle distance), searched
+with a slightly enlarged bound; the exact distance formula then decides
+inclusion and ties. No query x gallery distance matrix is built.
 
-``geo`` / ``xy``: the nearest gallery item is the one relevant item (ties:
-lowest index), or with ``radius`` M every gallery item within M (inclusive).
-Candidates come from a k-d tree (``scipy.spatial.cKDTree``; for ``geo`` on 3-D
-unit vectors, whose chord distance orders points like the great-circle
-distance), searched with a slightly enlarged bound; the exact distance formula
-then decides inclusion and ties. No query x gallery distance matrix is built.
-
-Items of ``gallery/junk`` are junk for every protocol: they never take part
-in the nearest-item search nor in the radius search.
-
-Everything here is arrays in, arrays out; ``evalcore.io.truth`` reads the
-arrays from a dataset and calls it.
+Items of ``gallery/junk`` never take part in the nearest-item search nor in
+the radius search.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from evalcore.core.protocols import Truth, csr_from_pairs, segment_ids, truth_from_pairs
-from evalcore.core.ranking import Ranked
-from evalcore.errors import InputError, rows_text
+from evalcore.core.coordinates import coordinate_names, coordinate_problems
+from evalcore.core.protocols.base import ChunkReader, Protocol, TruthOptions, raise_first
+from evalcore.core.protocols.registry import register
+from evalcore.core.protocols.truth import Truth, truth_from_pairs
 
 #: Mean Earth radius (IUGG), metres.
 EARTH_RADIUS_M = 6_371_008.8
@@ -38,89 +31,6 @@ REL_SLACK = 1e-9
 #: Absolute widening of chord bounds (unit sphere; ~6 mm on the Earth).
 CHORD_SLACK = 1e-9
 _EMPTY = np.empty(0, dtype=np.int64)
-
-
-def _raise_first(problems: list[str]) -> None:
-    if problems:
-        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        raise InputError(problems[0] + more)
-
-
-# =========================================================================== qrels
-
-
-def _out_of_range(name: str, what: str, values: np.ndarray, rows: np.ndarray, n: int) -> list[str]:
-    """One message for the rows of ``name`` whose index is not in [0, n)."""
-    bad = np.flatnonzero((values < 0) | (values >= n))
-    if not bad.size:
-        return []
-    return [f"{name}: rows {rows_text(rows[bad])} hold {what} index {int(values[bad[0]])}"
-            f"{' ...' if bad.size > 1 else ''}, outside [0, {n})"]
-
-
-def qrels_problems(query: np.ndarray, item: np.ndarray, rel: np.ndarray, rows: np.ndarray,
-                   n_query: int, n_gallery: int) -> list[str]:
-    """Judgements that break the contract: query not in [0, Q), item not in [0, G), rel not in {-1, 0, 1}.
-
-    ``rows`` are the judgements' row numbers in the qrels arrays (for the messages).
-    """
-    found = _out_of_range("qrels/query", "query", query, rows, n_query)
-    found += _out_of_range("qrels/item", "gallery", item, rows, n_gallery)
-    bad = np.flatnonzero((rel < -1) | (rel > 1))
-    if bad.size:
-        found.append(f"qrels/rel: rows {rows_text(rows[bad])} hold {int(rel[bad[0]])}"
-                     f"{' ...' if bad.size > 1 else ''} (must be 1 relevant, 0 not relevant or -1 junk)")
-    return found
-
-
-def collapse_qrels(query: np.ndarray, item: np.ndarray, rel: np.ndarray, rows: np.ndarray):
-    """Judgements sorted by (query, item) with repeats collapsed, and the conflicting repeats.
-
-    A (query, item) pair judged twice with the same rel is one judgement; judged
-    with different rels it is a problem (one message per conflicting pair, first 5).
-    Returns ``(query, item, rel, problems)``.
-    """
-    order = np.lexsort((rows, item, query))
-    q, i, r, w = query[order], item[order], rel[order], rows[order]
-    same = (q[1:] == q[:-1]) & (i[1:] == i[:-1])
-    conflict = np.flatnonzero(same & (r[1:] != r[:-1]))
-    problems = []
-    if conflict.size:
-        first = conflict[:5]
-        pairs = "; ".join(f"rows {int(w[k])} and {int(w[k + 1])} judge (query {int(q[k])}, item {int(i[k])}) "
-                          f"{int(r[k])} and {int(r[k + 1])}" for k in first)
-        problems.append(f"qrels/rel: conflicting duplicate judgements: {pairs}"
-                        + (f" ({conflict.size} conflicts in all)" if conflict.size > 5 else ""))
-    keep = np.ones(len(q), dtype=bool)
-    keep[1:] = ~same
-    return q[keep], i[keep], r[keep], problems
-
-
-def qrels_truth(rows: np.ndarray, item: np.ndarray, rel: np.ndarray, n_queries: int, n_gallery: int,
-                gallery_junk: np.ndarray | None, judged_only: bool = False) -> Truth:
-    """Truth from collapsed judgements (``rows`` relative to the chunk's first query).
-
-    relevant = {g : rel(q, g) = 1}, junk = {g : rel(q, g) = -1} (plus ``gallery/junk``);
-    unjudged items are not relevant; column n_judged(q) = #{judgements of q}. With ``judged_only``:
-    allowed(q) = {g judged for q : rel >= 0, g not in gallery/junk},
-    relevant(q) = {g in allowed(q) : rel = 1}, n_junk(q) = G - |allowed(q)|.
-    """
-    rows, item, rel = (np.asarray(a, dtype=np.int64) for a in (rows, item, rel))
-    relevant, junk = rel == 1, rel == -1
-    # n_judged: judgements of any grade; a query with one is "known-judged" (--empty-queries zero)
-    truth = truth_from_pairs(n_queries, rows[relevant], item[relevant], rows[junk], item[junk], gallery_junk,
-                             columns={"n_judged": np.bincount(rows, minlength=n_queries).astype(np.int64)})
-    if not judged_only:
-        return truth
-    allowed = rel >= 0
-    if gallery_junk is not None:
-        allowed &= ~gallery_junk[item]
-    indptr, items = csr_from_pairs(rows[allowed], item[allowed], n_queries)
-    return replace(truth, n_junk=(n_gallery - np.diff(indptr)).astype(np.int64),
-                   allowed_indptr=indptr, allowed_items=items)
-
-
-# =========================================================================== distances
 
 
 def haversine(lat1, lon1, lat2, lon2) -> np.ndarray:
@@ -278,49 +188,62 @@ def spatial_truth(space: Space, radius: float | None, gallery_junk: np.ndarray |
                             columns={"gt_distance": best_d})
 
 
-def make_space(protocol: str, query: tuple, gallery: tuple) -> Space:
-    return (geo_space if protocol == "geo" else xy_space)(*query, *gallery)
+def read_coordinates(reader: ChunkReader, side: str, protocol: str, rows=None) -> tuple[np.ndarray, np.ndarray]:
+    """Both coordinates of some rows of one side; InputError on bad values."""
+    out, problems = [], []
+    row0 = (rows.start or 0) if isinstance(rows, slice) else 0
+    for leaf in coordinate_names(protocol):
+        name = f"{side}/{leaf}"
+        values = reader.read(name, rows).astype(np.float64)
+        problems += coordinate_problems(name, values, row0)
+        out.append(values)
+    raise_first(problems)
+    return out[0], out[1]
 
 
-# =========================================================================== judged-only ranking
+class SpatialProtocol(Protocol):
+    """A protocol of points: the exact ``distance`` decides, ``space`` builds the search tree's points."""
+
+    takes_radius = True
+    distance: Callable[..., np.ndarray]
+    space: Callable[..., Space]
+
+    def __init__(self, name: str, distance: Callable[..., np.ndarray], space: Callable[..., Space]):
+        self.name = name
+        self.arrays = tuple(f"{side}/{leaf}" for side in ("query", "gallery") for leaf in coordinate_names(name))
+        self.distance, self.space = distance, space
+
+    def load(self, reader: ChunkReader, options: TruthOptions, q0: int, q1: int, n_gallery: int) -> Truth:
+        gallery_junk = reader.gallery(("junk",)).get("junk")
+        query = read_coordinates(reader, "query", self.name, slice(q0, q1))
+        gallery = read_coordinates(reader, "gallery", self.name)
+        return spatial_truth(self.space(*query, *gallery), options.radius, gallery_junk)
+
+    def validate(self, reader: ChunkReader, n_query: int | None, n_gallery: int | None) -> list[str]:
+        """Every coordinate problem (NaN, infinite, out of range), the same check ``load`` makes."""
+        problems = []
+        for side in ("query", "gallery"):
+            for leaf in coordinate_names(self.name):
+                name = f"{side}/{leaf}"
+                if reader.has(name):
+                    problems += coordinate_problems(name, reader.read(name))
+        return problems
+
+    def top1_columns(self, reader: ChunkReader, q0: int, q1: int, top1: np.ndarray) -> dict[str, np.ndarray]:
+        """top1_distance: from each query of q0..q1 to its rank-1 item (metres for geo); NaN where top1 < 0."""
+        a, b = coordinate_names(self.name)
+        top1 = np.asarray(top1, dtype=np.int64)
+        out = np.full(len(top1), np.nan)
+        valid = np.flatnonzero(top1 >= 0)
+        if valid.size:
+            uniq, inverse = np.unique(top1[valid], return_inverse=True)
+            qa = reader.read(f"query/{a}", slice(q0, q1)).astype(np.float64)[valid]
+            qb = reader.read(f"query/{b}", slice(q0, q1)).astype(np.float64)[valid]
+            ga = reader.read(f"gallery/{a}", uniq).astype(np.float64)[inverse]
+            gb = reader.read(f"gallery/{b}", uniq).astype(np.float64)[inverse]
+            out[valid] = self.distance(qa, qb, ga, gb)
+        return {"top1_distance": out}
 
 
-def rank_pairs(indptr: np.ndarray, items: np.ndarray, scores: np.ndarray, relevant: np.ndarray,
-               ties: str, n_relevant: np.ndarray) -> Ranked:
-    """Ranks within each query's own list of (item, score) (CSR by ``indptr``).
-
-    Order: score descending; among equal scores non-relevant first
-    (pessimistic) or relevant first (optimistic); then lowest index.
-    rank(g) = 1 + position in that order; top1 = the first item.
-    """
-    n = len(indptr) - 1
-    rows = segment_ids(indptr)
-    tie = relevant if ties == "pessimistic" else ~relevant
-    order = np.lexsort((items, tie, -scores.astype(np.float64), rows))
-    position = np.arange(len(rows), dtype=np.int64) - indptr[rows] + 1
-    rel_sorted = relevant[order]
-    ranks = position[rel_sorted]
-    rel_indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows[rel_sorted], minlength=n), out=rel_indptr[1:])
-    has = np.diff(indptr) > 0
-    top1 = np.full(n, -1, dtype=np.int64)
-    top1_score = np.full(n, np.nan)
-    first = order[indptr[:-1][has]]
-    top1[has], top1_score[has] = items[first], scores[first].astype(np.float64)
-    relevant_score = np.full(n, np.nan)
-    has_rel = np.diff(rel_indptr) > 0
-    rel_scores = scores[order][rel_sorted].astype(np.float64)   # best first within each query
-    relevant_score[has_rel] = rel_scores[rel_indptr[:-1][has_rel]]
-    return Ranked(rel_indptr, ranks, np.asarray(n_relevant, dtype=np.int64), top1, top1_score, relevant_score)
-
-
-def _is_member(indptr: np.ndarray, items: np.ndarray, of_indptr: np.ndarray, of_items: np.ndarray) -> np.ndarray:
-    """For each pair (row, item) of the first CSR list: is it in the second one?"""
-    keys = np.sort(segment_ids(of_indptr) * (1 << 32) + of_items)
-    pairs = segment_ids(indptr) * (1 << 32) + items
-    if not keys.size:
-        return np.zeros(len(pairs), dtype=bool)
-    pos = np.minimum(np.searchsorted(keys, pairs), keys.size - 1)
-    return keys[pos] == pairs
-
-
+GEO = register(SpatialProtocol("geo", haversine, geo_space))
+XY = register(SpatialProtocol("xy", euclidean, xy_space))

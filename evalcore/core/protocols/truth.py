@@ -29,6 +29,12 @@ class Truth:
     columns: dict = field(default_factory=dict)
     allowed_indptr: np.ndarray | None = None
     allowed_items: np.ndarray | None = None
+    #: the gain (grade) of each relevant item, aligned with ``rel_items``; None: 1 for every one
+    rel_gain: np.ndarray | None = None
+    #: per query, the judged items graded 0 (judged, not relevant): bpref counts them (qrels only)
+    n_judged_nonrel: np.ndarray | None = None
+    nonrel_indptr: np.ndarray | None = None
+    nonrel_items: np.ndarray | None = None
 
     @property
     def n_queries(self) -> int:
@@ -38,13 +44,26 @@ class Truth:
     def n_relevant(self) -> np.ndarray:
         return np.diff(self.rel_indptr)
 
+    @property
+    def gains(self) -> np.ndarray:
+        """The gain of every relevant item (CSR order of ``rel_items``): its grade, 1 outside graded qrels."""
+        if self.rel_gain is None:
+            return np.ones(len(self.rel_items), dtype=np.int64)
+        return np.asarray(self.rel_gain, dtype=np.int64)
 
-def csr_from_pairs(rows: np.ndarray, items: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """(indptr, items) of pairs grouped by row, items ascending within a row."""
+
+def csr_order(rows: np.ndarray, items: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, order): pairs grouped by row, items ascending within a row, as a permutation of the pairs."""
     order = np.lexsort((items, rows))
     counts = np.bincount(rows, minlength=n_rows)
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
+    return indptr, order
+
+
+def csr_from_pairs(rows: np.ndarray, items: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, items) of pairs grouped by row, items ascending within a row."""
+    indptr, order = csr_order(rows, items, n_rows)
     return indptr, np.asarray(items, dtype=np.int64)[order]
 
 
@@ -53,60 +72,27 @@ def segment_ids(indptr: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
 
 
-def label_index(gallery_label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(order, sorted labels): one stable sort of the gallery labels, reusable across chunks."""
-    order = np.argsort(gallery_label, kind="stable")
-    return order, gallery_label[order]
-
-
-def label_candidates(query_label: np.ndarray, gallery_label: np.ndarray, index=None):
-    """Pairs (query row, gallery index) that share a non-negative label.
-
-    A range per query in the sorted gallery labels: no loop over the gallery,
-    no Q x G comparison.
-    """
-    order, sorted_labels = index if index is not None else label_index(gallery_label)
-    lo = np.searchsorted(sorted_labels, query_label, side="left")
-    hi = np.searchsorted(sorted_labels, query_label, side="right")
-    hi = np.where(query_label < 0, lo, hi)  # a negative label is no identity
-    counts = hi - lo
-    rows = np.repeat(np.arange(len(query_label), dtype=np.int64), counts)
-    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    items = order[np.arange(rows.size, dtype=np.int64) + starts]
-    return rows, items.astype(np.int64)
-
-
 def truth_from_pairs(n_queries: int, rel_rows, rel_items, junk_rows, junk_items,
                      gallery_junk: np.ndarray | None, columns: dict | None = None,
-                     allowed: tuple[np.ndarray, np.ndarray] | None = None) -> Truth:
-    """Assemble a Truth; ``gallery/junk`` items leave the relevant and junk lists."""
+                     allowed: tuple[np.ndarray, np.ndarray] | None = None,
+                     rel_gain: np.ndarray | None = None) -> Truth:
+    """Assemble a Truth; ``gallery/junk`` items leave the relevant and junk lists (``rel_gain``: the gain of
+    each relevant pair, given in the pairs' order, kept aligned)."""
     n_global = 0
     if gallery_junk is not None and gallery_junk.any():
         n_global = int(gallery_junk.sum())
         keep = ~gallery_junk[rel_items]
         rel_rows, rel_items = rel_rows[keep], rel_items[keep]
+        rel_gain = None if rel_gain is None else rel_gain[keep]
         keep = ~gallery_junk[junk_items]
         junk_rows, junk_items = junk_rows[keep], junk_items[keep]
-    rel_indptr, rel_sorted = csr_from_pairs(rel_rows, rel_items, n_queries)
+    rel_indptr, rel_order = csr_order(rel_rows, rel_items, n_queries)
+    rel_sorted = np.asarray(rel_items, dtype=np.int64)[rel_order]
+    gains = None if rel_gain is None else np.asarray(rel_gain, dtype=np.int64)[rel_order]
     junk_indptr, junk_sorted = csr_from_pairs(junk_rows, junk_items, n_queries)
     n_junk = np.diff(junk_indptr) + n_global
     allowed_indptr = allowed_items = None
     if allowed is not None:
         allowed_indptr, allowed_items = allowed
     return Truth(rel_indptr, rel_sorted, junk_indptr, junk_sorted, n_junk.astype(np.int64),
-                 columns or {}, allowed_indptr, allowed_items)
-
-
-def class_truth(query_label, gallery_label, gallery_junk=None, index=None) -> Truth:
-    """``class``: relevant = same (non-negative) label."""
-    rows, items = label_candidates(query_label, gallery_label, index)
-    empty = np.empty(0, dtype=np.int64)
-    return truth_from_pairs(len(query_label), rows, items, empty, empty, gallery_junk)
-
-
-def reid_truth(query_label, query_cam, gallery_label, gallery_cam, gallery_junk=None, index=None) -> Truth:
-    """``reid`` (Market-1501 rule): relevant = same label, other camera; junk = same label, same camera."""
-    rows, items = label_candidates(query_label, gallery_label, index)
-    same_cam = gallery_cam[items] == query_cam[rows]
-    return truth_from_pairs(len(query_label), rows[~same_cam], items[~same_cam],
-                            rows[same_cam], items[same_cam], gallery_junk)
+                 columns or {}, allowed_indptr, allowed_items, gains)

@@ -1,0 +1,107 @@
+"""What the metrics read for a chunk of queries: the ranks of relevant items, binary and graded (README, Metrics).
+
+A ranking backend gives each query's relevant ranks with the relevant pair
+each belongs to (``Ranked.pairs``); ``rank_lists`` turns them, with the
+chunk's ``Truth``, into a ``RankLists``: the cut at ``--depth``, the gains of
+the ranked items (graded qrels), the binary lists at ``--rel-level`` (an item
+is relevant when its grade >= L), the ideal gains nDCG divides by, and what
+bpref counts (judged not-relevant items ranked above each relevant one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from evalcore.core.protocols import Truth, segment_ids
+from evalcore.core.scan.base import Ranked
+
+
+@dataclass(frozen=True)
+class RankLists:
+    """CSR lists by query. Binary (grade >= L): ``ranks[indptr[i]:indptr[i+1]]`` ascending, R = ``n_relevant``.
+    Graded (grade >= 1): ``gain_ranks`` ascending with their ``gains``; ``ideal_gains`` every relevant item's
+    gain, highest first. ``judged_before`` (per binary rank) and ``n_judged_nonrel`` (per query): the judged
+    not-relevant items above it and in all (None where unknown)."""
+
+    indptr: np.ndarray
+    ranks: np.ndarray
+    n_relevant: np.ndarray
+    gain_indptr: np.ndarray
+    gain_ranks: np.ndarray
+    gains: np.ndarray
+    ideal_indptr: np.ndarray
+    ideal_gains: np.ndarray
+    judged_before: np.ndarray | None = None
+    n_judged_nonrel: np.ndarray | None = None
+
+
+def indptr_of(rows: np.ndarray, n: int) -> np.ndarray:
+    """The CSR row pointer of elements whose rows (ascending) are given."""
+    out = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=out[1:])
+    return out
+
+
+def positions(indptr: np.ndarray) -> np.ndarray:
+    """i for every element: its 1-based position within its row."""
+    seg = segment_ids(indptr)
+    return np.arange(len(seg), dtype=np.int64) - indptr[seg] + 1
+
+
+def binary_lists(indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray) -> RankLists:
+    """Lists of binary relevance from relevant ranks alone: gain 1 each, every listed item judged
+    (judged_before = r_i - i), the judged not-relevant pool unknown (taken as at least R)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    ranks = np.asarray(ranks, dtype=np.int64)
+    r = np.asarray(n_relevant, dtype=np.int64)
+    ideal_indptr = np.zeros(len(r) + 1, dtype=np.int64)
+    np.cumsum(r, out=ideal_indptr[1:])
+    return RankLists(indptr, ranks, r, indptr, ranks, np.ones(len(ranks), np.int64), ideal_indptr,
+                     np.ones(int(ideal_indptr[-1]), np.int64), ranks - positions(indptr), None)
+
+
+def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | None = None,
+               n_gallery: int | None = None) -> RankLists:
+    """The metrics' lists of one chunk.
+
+    depth N: items ranked below N are not retrieved (trec_eval -M). Graded
+    lists: every ranked relevant item (grade >= 1) with gain = its grade.
+    Binary lists: those with grade >= L; R = #{relevant items with grade >= L}.
+    judged_before(i) = #{grade-0 judged items above i} + #{ranked items with
+    1 <= grade < L above i}; n_judged_nonrel = #{grade 0} + #{1 <= grade < L}.
+    Outside qrels every gallery item is judged: judged_before(i) = r_i - i and
+    n_judged_nonrel = G - R - n_junk (``n_gallery`` G).
+    """
+    n = truth.n_queries
+    gains_all = truth.gains
+    pairs = ranked.pairs if ranked.pairs is not None else np.arange(len(ranked.ranks), dtype=np.int64)
+    rows = segment_ids(ranked.indptr)
+    ranks = np.asarray(ranked.ranks, dtype=np.int64)
+    gains = gains_all[pairs] if len(pairs) else np.empty(0, np.int64)
+    before = ranked.judged_before
+    n_nonrel = truth.n_judged_nonrel
+    if before is None and truth.nonrel_indptr is None:  # labels judge every item: all above are judged
+        before = ranks - positions(ranked.indptr)
+        if n_gallery is not None:
+            n_nonrel = np.maximum(n_gallery - truth.n_relevant - truth.n_junk, 0).astype(np.int64)
+    if depth is not None:
+        keep = ranks <= depth
+        rows, ranks, gains = rows[keep], ranks[keep], gains[keep]
+        before = None if before is None else before[keep]
+    gain_indptr = indptr_of(rows, n)
+    seg_all = segment_ids(truth.rel_indptr - truth.rel_indptr[0])
+    ideal_order = np.lexsort((-gains_all, seg_all))
+    ideal_gains = gains_all[ideal_order]
+    ideal_indptr = truth.rel_indptr - truth.rel_indptr[0]
+    binary = gains >= rel_level
+    n_relevant = np.bincount(seg_all[gains_all >= rel_level], minlength=n).astype(np.int64)
+    if n_nonrel is not None and rel_level > 1:
+        n_nonrel = n_nonrel + np.bincount(seg_all[gains_all < rel_level], minlength=n).astype(np.int64)
+    if before is not None and rel_level > 1:
+        # ranked items below the level are judged not relevant: count those above each item in its row
+        low = (~binary).astype(np.int64)
+        seen = np.cumsum(low) - low
+        before = before + seen - np.concatenate([[0], np.cumsum(low)])[gain_indptr[:-1]][rows]
+    return RankLists(indptr_of(rows[binary], n), ranks[binary], n_relevant, gain_indptr, ranks, gains,
+                     ideal_indptr, ideal_gains, None if before is None else before[binary], n_nonrel)

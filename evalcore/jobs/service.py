@@ -1,0 +1,596 @@
+"""``evalcore score-service``: score challenge submissions as they arrive, with the truth kept loaded.
+
+Layout it reads: ``SUBMISSIONS/<team>/<submission>/`` (``query.npy`` +
+``gallery.npy``, or a Zarr group with ``query/emb`` and ``gallery/emb``). A
+submission is ready when it holds a ``READY`` marker file, or when nothing in
+it has changed for ``--settle`` seconds. Names starting with ``.`` are uploads
+in progress and are not looked at.
+
+What it writes, all under ``--out`` (SCORED):
+
+- ``organizer/ledger.parquet``: every decided submission (``io.ledger``): status
+  (scored, rejected, failed, timed_out), reason, fingerprint, mAP per split.
+- ``organizer/<phase>/<id>/``: the per-query report of a scored submission
+  (with each query's split), kept for error bars and ties.
+- ``results/<phase>/<id>/result.json`` and ``leaderboard-<phase>.parquet`` /
+  ``.html``: what participants see, the public split only.
+
+``<id>`` is ``io.ledger.submission_id``: no participant-chosen text becomes a
+path. One submission is decided at a time, in order of arrival:
+
+1. ``inspect``: hostile shapes (a link, a name with path components, a file
+   where a folder belongs, a device or pipe) -> rejected;
+2. the daily limit (``--max-per-day``) -> rejected;
+3. the scorer process checks the submission (``io.challenge``) and returns
+   its fingerprint; one already scored in the phase -> rejected;
+4. the scorer evaluates it from its own arrays (an in-memory dataset of the
+   submission's vectors and the loaded truth: no combined dataset on disk);
+5. the files are written, then the ledger row (the commit point), then the
+   public leaderboard.
+
+The scorer is one long-lived child process holding the truth (and the Dask
+client of ``--scheduler`` / ``--workers``); past ``--timeout`` it is stopped
+(SIGTERM, then SIGKILL) and started afresh, and the submission is
+``timed_out``. A submission the scorer fails on is ``failed``. After a crash the
+service starts over from the ledger: a submission with a row is never
+scored again, one without is scored from the start (its files are rewritten).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import fcntl
+import multiprocessing as mp
+import os
+import re
+import signal
+import stat
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import zarr
+
+from evalcore.errors import InputError
+from evalcore.io import challenge as ch
+from evalcore.io import dataset as ds
+from evalcore.io import ledger as lg
+from evalcore.io import report
+from evalcore.io.history import atomic_write
+from evalcore.jobs.common import EXIT_OK, add_cluster_options, parse_number, settings_from_args
+from evalcore.jobs.leaderboard import publish
+
+READY = "READY"
+PHASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: seconds the scorer gets to stop after SIGTERM before SIGKILL
+STOP_GRACE = 10.0
+
+
+# =========================================================================== configuration
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What ``evalcore score-service`` was asked to do, checked."""
+
+    submissions: Path
+    truth: str
+    out: Path
+    phase: str = "main"
+    scheduler: str | None = None
+    workers: int | None = None
+    memory_limit: str | None = "auto"
+    timeout: float = 600.0
+    max_per_day: int | None = None
+    once: bool = False
+    poll: float = 10.0
+    settle: float = 10.0
+
+    @property
+    def ledger(self) -> Path:
+        return self.out / "organizer" / "ledger.parquet"
+
+
+def check_phase(phase: str) -> str:
+    if not isinstance(phase, str) or not PHASE.match(phase):
+        raise InputError(f"--phase: {phase!r} must be 1 to 64 letters, digits, '.', '_' or '-' (not starting "
+                         "with '.' or '-')")
+    return phase
+
+
+def config_from_args(args) -> ServiceConfig:
+    settings = settings_from_args(args)
+    submissions = Path(args.submissions).absolute()
+    if not submissions.is_dir():
+        raise InputError(f"SUBMISSIONS {args.submissions}: not a folder")
+    out = Path(args.out).absolute()
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {args.out}: is a file, not a folder")
+    report.check_apart("--out", out, {"submissions": str(submissions), "truth": args.truth})
+    timeout = parse_number("--timeout", args.timeout)
+    if not timeout > 0:
+        raise InputError(f"--timeout: {args.timeout} must be a positive number of seconds")
+    limit = None if args.max_per_day is None else parse_number("--max-per-day", args.max_per_day, int)
+    if limit is not None and limit < 1:
+        raise InputError(f"--max-per-day: {limit} must be at least 1")
+    poll, settle = parse_number("--poll", args.poll), parse_number("--settle", args.settle)
+    if poll <= 0 or settle < 0:
+        raise InputError("--poll: must be positive and --settle not negative")
+    return ServiceConfig(submissions, str(args.truth), out, check_phase(args.phase), settings.scheduler,
+                         settings.workers, settings.memory_limit, float(timeout), limit, bool(args.once),
+                         float(poll), float(settle))
+
+
+# =========================================================================== finding and inspecting submissions
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A folder entry under SUBMISSIONS/<team>/ that may be a submission."""
+
+    team: str
+    name: str
+    path: Path
+
+
+def check_name(what: str, name: str) -> str | None:
+    """Why a team or submission name is refused (path components, unprintable), or None."""
+    if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        return f"{what} name {name!r} holds path components"
+    try:
+        ch.check_label(what, name)
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+def candidates(root: Path) -> list[Candidate]:
+    """Every SUBMISSIONS/<team>/<submission> entry (hidden names skipped), teams and submissions sorted.
+    A team entry that is not a plain folder is one candidate named ``-`` (rejected by ``inspect``)."""
+    out = []
+    for team in sorted(os.listdir(root)):
+        if team.startswith("."):
+            continue
+        tpath = root / team
+        if tpath.is_symlink() or not tpath.is_dir():
+            out.append(Candidate(team, "-", tpath))
+            continue
+        for name in sorted(os.listdir(tpath)):
+            if not name.startswith(".") and name != READY:
+                out.append(Candidate(team, name, tpath / name))
+    return out
+
+
+def signature(path: Path) -> tuple:
+    """(relative name, kind, size, mtime_ns) of every entry under ``path`` (links not followed): it changes
+    when anything in the submission is written."""
+    rows = []
+    for folder, dirs, files in os.walk(path, followlinks=False):
+        for name in sorted(dirs + files):
+            p = Path(folder) / name
+            try:
+                st = p.lstat()
+            except FileNotFoundError:
+                continue
+            rows.append((str(p.relative_to(path)), stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns))
+    return tuple(sorted(rows))
+
+
+def is_ready(c: Candidate, settle: float, now: float) -> bool:
+    """A READY marker inside, or nothing under it changed for ``settle`` seconds. An entry that is not a plain
+    folder (a link, a file) is never a submission, so it is ready at once: to be rejected."""
+    try:
+        if c.path.is_symlink() or not c.path.is_dir() or (c.path / READY).is_file():
+            return True
+        newest = max([c.path.lstat().st_mtime_ns] + [row[3] for row in signature(c.path)])
+    except OSError:
+        return False
+    return now - newest / 1e9 >= settle
+
+
+def inspect(c: Candidate) -> str | None:
+    """Why a submission is refused before any of it is read, or None.
+
+    Refused: a team or submission name with path components or unprintable
+    characters; a team or submission entry that is a link or not a folder;
+    inside it, any symbolic link, any file with more than one hard link (it
+    may be a file outside the submission), anything but files and folders.
+    """
+    for what, name in (("team", c.team), ("submission", c.name)):
+        if name != "-" and (why := check_name(what, name)):
+            return why
+    if c.name == "-":
+        kind = "a symbolic link" if c.path.is_symlink() else "a file"
+        return f"team entry {c.team!r} is {kind}, not a folder of submissions"
+    if c.path.is_symlink():
+        return f"submission {c.name!r} is a symbolic link (to {os.readlink(c.path)!r}); submit a folder"
+    if not c.path.is_dir():
+        return f"submission {c.name!r} is a file, not a folder (query.npy + gallery.npy, or a Zarr group)"
+    for folder, dirs, files in os.walk(c.path, followlinks=False):
+        for name in sorted(dirs + files):
+            p = Path(folder) / name
+            rel = str(p.relative_to(c.path))
+            st = p.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                return f"{rel}: a symbolic link (to {os.readlink(p)!r}); links are not accepted"
+            if stat.S_ISREG(st.st_mode):
+                if st.st_nlink > 1:
+                    return f"{rel}: a hard link ({st.st_nlink} names for one file); submit plain copies"
+            elif not stat.S_ISDIR(st.st_mode):
+                return f"{rel}: not a regular file or folder"
+    return None
+
+
+# =========================================================================== the truth and scoring (in the scorer)
+
+
+@dataclass(frozen=True)
+class LoadedTruth:
+    """The truth bundle in memory: every array but embeddings, its shape and each query's split."""
+
+    arrays: dict
+    n_query: int
+    n_gallery: int
+    dims: int
+    splits: np.ndarray
+
+
+def load_truth(path: str) -> LoadedTruth:
+    try:
+        group = ds.open_dataset(path)
+    except InputError as exc:
+        raise InputError(f"--truth: {exc}") from None
+    n_query, n_gallery, dims = ch.truth_shape(group)
+    splits = ch.truth_splits(group, n_query)
+    arrays = {}
+    for side in ("query", "gallery", "qrels"):
+        if side in group:
+            for name, _ in sorted(ds.member_group(group, side).arrays()):
+                if name not in ("emb", "split"):
+                    arrays[f"{side}/{name}"] = ds.read(group, f"{side}/{name}")
+    return LoadedTruth(arrays, n_query, n_gallery, dims, splits)
+
+
+def scoring_dataset(truth: LoadedTruth, sub: ch.Submission) -> zarr.Group:
+    """The submission's vectors (float32) and the truth's arrays as one in-memory dataset (nothing on disk)."""
+    arrays = dict(truth.arrays)
+    for side in ch.SIDES:
+        arrays[f"{side}/emb"] = np.asarray(sub.arrays[side], dtype=np.float32)
+    rows = max(1, truth.n_query, truth.n_gallery)
+    return ds.write_dataset(zarr.storage.MemoryStore(), arrays, {"protocol": "qrels", "similarity": "cosine",
+                                                                 "dims": truth.dims}, chunk_rows=rows)
+
+
+def split_maps(per_query: pa.Table, splits: np.ndarray, options) -> tuple[tuple[str, float | None], ...]:
+    """mAP per split: the summary's ``map`` over the queries of each split alone (the engine's own reduction
+    of the per-query table, rows in query order)."""
+    from evalcore.engine.reduce import summarize
+
+    out = []
+    for name in sorted(set(splits.tolist())):
+        summary, _ = summarize(per_query.filter(pa.array(splits == name)), options)
+        value = summary.to_pylist()[0].get("map")
+        out.append((name, None if value is None else float(value)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What the scorer returns for a scored submission."""
+
+    fingerprint: str
+    map: float | None
+    split_maps: tuple[tuple[str, float | None], ...]
+    n_queries: int
+    n_evaluated: int
+    per_query: pa.Table
+    run: dict
+
+
+def score_options():
+    from evalcore.jobs.score import SCORE_SPEC
+
+    o = SCORE_SPEC.options
+    from dataclasses import replace
+    return replace(o, protocol="qrels", similarity="cosine").checked()
+
+
+def evaluate_submission(truth: LoadedTruth, sub: ch.Submission, client=None) -> tuple[pa.Table, dict, Any]:
+    """Evaluate a checked submission; returns (per_query with a ``split`` column, run record, summary's all row)."""
+    from evalcore import api
+    from evalcore.engine import evaluate as engine
+
+    group = scoring_dataset(truth, sub)
+    options = score_options()
+    threads = 1 if client is not None else max(1, api.choose_threads(group))
+    result = engine.evaluate(group, options, client=client, threads=threads)
+    per_query = result.per_query.append_column("split", pa.array(truth.splits.tolist(), pa.string()))
+    return per_query, result.run, result.metrics
+
+
+def score_checked(truth: LoadedTruth, sub: ch.Submission, fingerprint: str, client=None) -> Scored:
+    """Score a submission ``check_submission`` passed: mAP over all queries and per split."""
+    started = time.perf_counter()
+    per_query, run, metrics = evaluate_submission(truth, sub, client)
+    maps = split_maps(per_query, truth.splits, score_options())
+    run = {**run, "timings": {**run.get("timings", {}), "service_s": time.perf_counter() - started}}
+    value = metrics.get("map")
+    return Scored(fingerprint, None if value is None else float(value), maps, int(metrics["n_queries"]),
+                  int(metrics["n_evaluated"]), per_query, run)
+
+
+def score_path(truth: LoadedTruth, path) -> Scored:
+    """Open, check and score the submission at ``path`` here, in this process (the platform adapters)."""
+    sub = ch.open_submission(path)
+    return score_checked(truth, sub, ch.check_submission(sub, truth.n_query, truth.n_gallery, truth.dims))
+
+
+def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | None, memory_limit) -> None:
+    """The scorer process: load the truth (and join or start the cluster) once, then answer requests.
+
+    ("check", path) -> ("ok", fingerprint) | ("rejected", reason) | ("failed", reason);
+    ("score",) -> ("ok", Scored) | ("failed", reason). It ends when the service's end of the pipe closes.
+    """
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the cluster below is closed on the way out
+    with contextlib.ExitStack() as stack:
+        try:
+            truth = load_truth(truth_path)
+            client = None
+            if scheduler or workers:
+                from evalcore.engine.cluster import dask_client
+
+                client = stack.enter_context(dask_client(scheduler, workers, memory_limit))
+        except Exception as exc:  # noqa: BLE001 - told to the service, which stops with it
+            conn.send(("failed", lg.one_line(f"{exc.__class__.__name__}: {exc}" if not isinstance(exc, InputError)
+                                             else str(exc))))
+            return
+        conn.send(("ok", (truth.n_query, truth.n_gallery, truth.dims)))
+        sub = fingerprint = None
+        while True:
+            try:
+                request = conn.recv()
+            except (EOFError, OSError):
+                return
+            try:
+                if request[0] == "check":
+                    sub = ch.open_submission(request[1])
+                    fingerprint = ch.check_submission(sub, truth.n_query, truth.n_gallery, truth.dims)
+                    conn.send(("ok", fingerprint))
+                else:
+                    assert sub is not None and fingerprint is not None
+                    conn.send(("ok", score_checked(truth, sub, fingerprint, client)))
+                    sub = None
+            except InputError as exc:
+                conn.send(("rejected", lg.one_line(str(exc))))
+            except Exception as exc:  # noqa: BLE001 - a failed submission is a row, not the end of the scorer
+                conn.send(("failed", lg.one_line(f"{exc.__class__.__name__}: {exc}")))
+
+
+class ScorerTimeout(Exception):
+    """The scorer did not answer within the submission's time."""
+
+
+class ScorerDied(Exception):
+    """The scorer process ended without answering."""
+
+
+class Scorer:
+    """The service's handle on the scorer process (started on first use, restarted after a timeout)."""
+
+    def __init__(self, config: ServiceConfig):
+        self.config = config
+        self.process: Any = None
+        self.conn: Any = None
+
+    def start(self) -> None:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        c = self.config
+        self.process = ctx.Process(target=scorer_main, args=(child, c.truth, c.scheduler, c.workers, c.memory_limit),
+                                   name="evalcore-scorer", daemon=False)
+        self.process.start()
+        child.close()
+        self.conn = parent
+        status, value = self._answer(max(300.0, c.timeout))
+        if status != "ok":
+            self.stop()
+            raise InputError(value) if value.startswith(("--truth", "truth")) else RuntimeError(value)
+
+    def _answer(self, timeout: float):
+        if not self.conn.poll(max(0.0, timeout)):
+            raise ScorerTimeout()
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError):
+            raise ScorerDied() from None
+
+    def ask(self, request: tuple, timeout: float):
+        if self.process is None or not self.process.is_alive():
+            self.stop()
+            self.start()
+        try:
+            self.conn.send(request)
+            return self._answer(timeout)
+        except (ScorerTimeout, ScorerDied, BrokenPipeError):
+            code = self.process.exitcode
+            self.stop()
+            raise ScorerTimeout() if code is None else ScorerDied(f"exit code {code}") from None
+
+    def stop(self) -> None:
+        """Stop the scorer: SIGTERM (it closes its cluster), SIGKILL after ``STOP_GRACE`` seconds."""
+        if self.conn is not None:
+            self.conn.close()
+        if self.process is not None and self.process.is_alive():
+            self.process.terminate()
+            self.process.join(STOP_GRACE)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
+        self.process = self.conn = None
+
+
+# =========================================================================== deciding one submission
+
+
+def now_utc() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0)
+
+
+def entry(config: ServiceConfig, c: Candidate, status: str, reason: str, received: _dt.datetime,
+          started: float, scored: Scored | None = None, fingerprint: str | None = None) -> lg.Entry:
+    return lg.Entry(
+        phase=config.phase, team=c.team, submission=c.name, status=status, reason=lg.one_line(reason),
+        received_at=received, finished_at=now_utc(), fingerprint=scored.fingerprint if scored else fingerprint,
+        seconds=round(time.perf_counter() - started, 3), n_queries=scored.n_queries if scored else None,
+        n_evaluated=scored.n_evaluated if scored else None, map=scored.map if scored else None,
+        split_maps=scored.split_maps if scored else ())
+
+
+def decide(config: ServiceConfig, scorer: Scorer, c: Candidate, entries: list[lg.Entry]) -> lg.Entry:
+    """The outcome of one submission (nothing written yet except by ``write_scored``)."""
+    received, started = now_utc(), time.perf_counter()
+    why = inspect(c)
+    if why:
+        return entry(config, c, "rejected", why, received, started)
+    if config.max_per_day is not None and \
+            lg.daily_count(entries, config.phase, c.team, received.date()) >= config.max_per_day:
+        return entry(config, c, "rejected", f"daily limit reached: {config.max_per_day} submission(s) per team "
+                     f"per day (UTC {received.date()}); submit again tomorrow", received, started)
+    before = signature(c.path)
+    deadline = time.monotonic() + config.timeout
+    try:
+        status, value = scorer.ask(("check", str(c.path)), config.timeout)
+        if status != "ok":
+            return entry(config, c, status, value, received, started)
+        fingerprint = value
+        same = lg.scored_fingerprints(entries, config.phase).get(fingerprint)
+        if same is not None:
+            return entry(config, c, "rejected", "identical to a submission already scored in this phase (same "
+                         "fingerprint); not scored again", received, started, fingerprint=fingerprint)
+        status, value = scorer.ask(("score",), deadline - time.monotonic())
+    except ScorerTimeout:
+        return entry(config, c, "timed_out", f"scoring took longer than --timeout {config.timeout:g} s and was "
+                     "stopped", received, started)
+    except ScorerDied as exc:
+        return entry(config, c, "failed", f"the scorer process ended while scoring it ({exc})", received, started)
+    if status != "ok":
+        return entry(config, c, status, value, received, started)
+    if signature(c.path) != before:
+        return entry(config, c, "rejected", "the submission changed while it was read (still being written?); "
+                     "submit it again, complete, with a READY file", received, started)
+    scored: Scored = value
+    result = entry(config, c, "scored", "", received, started, scored)
+    write_scored(config, result, scored)
+    return result
+
+
+def organizer_dir(config: ServiceConfig, e: lg.Entry) -> Path:
+    return config.out / "organizer" / e.phase / e.submission_id
+
+
+def result_path(config: ServiceConfig, e: lg.Entry) -> Path:
+    return config.out / "results" / e.phase / e.submission_id / "result.json"
+
+
+def write_scored(config: ServiceConfig, e: lg.Entry, scored: Scored) -> None:
+    """The organizer's per-query report of a scored submission (rewritten if a crash left one)."""
+    from evalcore.engine.reduce import summarize
+
+    summary, cmc = summarize(scored.per_query.drop_columns(["split"]), score_options())
+    run = {**scored.run, "challenge": {"phase": e.phase, "team": e.team, "submission": e.submission,
+                                       "fingerprint": scored.fingerprint, "split_maps": dict(scored.split_maps)}}
+    report.write_report(organizer_dir(config, e), {"per_query": scored.per_query, "summary": summary, "cmc": cmc},
+                        run, overwrite=True)
+
+
+def record(config: ServiceConfig, e: lg.Entry) -> list[lg.Entry]:
+    """The participant's result, then the ledger row (the commit point), then the public leaderboard."""
+    import json
+
+    atomic_write(result_path(config, e), (json.dumps(lg.result_record(e), indent=2) + "\n").encode())
+    entries = lg.append_entry(config.ledger, e)
+    publish(entries, config.out, config.phase, reveal=False)
+    return entries
+
+
+# =========================================================================== the service loop
+
+
+@contextlib.contextmanager
+def service_lock(out: Path):
+    """One service per ``--out``: an flock the kernel drops when the process dies (kill -9 included)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".service.lock", "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(f"--out {out}: another score-service is running on it") from None
+        yield
+
+
+def run_pass(config: ServiceConfig, scorer: Scorer, say=print) -> int:
+    """Decide every ready submission not in the ledger yet; returns how many were decided."""
+    entries = lg.read_ledger(config.ledger)
+    done = {e.submission_id for e in entries}
+    decided = 0
+    now = time.time()
+    for c in candidates(config.submissions):
+        sid = lg.submission_id(config.phase, c.team, c.name)
+        if sid in done or not is_ready(c, config.settle, now):
+            continue
+        e = decide(config, scorer, c, entries)
+        entries = record(config, e)
+        done.add(sid)
+        decided += 1
+        shown = f"public mAP {e.split_map(lg.PUBLIC):.6f}" if e.status == "scored" and \
+            e.split_map(lg.PUBLIC) is not None else e.reason
+        say(f"{e.phase} / {c.team!r} / {c.name!r}: {e.status} ({shown})", flush=True)
+    return decided
+
+
+def run_service(config: ServiceConfig, say=print) -> int:
+    with service_lock(config.out):
+        # a crash between the ledger row and the public leaderboard: the leaderboard is rebuilt from the ledger
+        publish(lg.read_ledger(config.ledger), config.out, config.phase, reveal=False)
+        scorer = Scorer(config)
+        scorer.start()
+        say(f"score-service: phase {config.phase}, truth {config.truth}, watching {config.submissions}",
+            flush=True)
+        try:
+            while True:
+                run_pass(config, scorer, say)
+                if config.once:
+                    return EXIT_OK
+                time.sleep(config.poll)
+        finally:
+            scorer.stop()
+
+
+def cmd_score_service(args) -> int:
+    return run_service(config_from_args(args))
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "score-service", help="score challenge submissions as they arrive, with the truth kept loaded",
+        description="Watch SUBMISSIONS/<team>/<submission> and score each ready submission once (READY marker, "
+                    "or unchanged for --settle seconds) against the truth; record every outcome in "
+                    "OUT/organizer/ledger.parquet and the public leaderboard OUT/leaderboard-PHASE.parquet.")
+    p.add_argument("submissions", metavar="SUBMISSIONS", help="folder of team folders of submissions")
+    p.add_argument("--truth", required=True, help="truth bundle (query/key, gallery/key, qrels/*, query/split)")
+    p.add_argument("--out", required=True, metavar="SCORED", help="where results, ledger and leaderboards go")
+    p.add_argument("--phase", default="main", help="phase name: each phase has its own leaderboard (default main)")
+    p.add_argument("--timeout", default="600", help="seconds one submission may take (default 600)")
+    p.add_argument("--max-per-day", default=None, help="submissions per team per UTC day (default: no limit)")
+    p.add_argument("--once", action="store_true", help="one pass over the ready submissions, then exit")
+    p.add_argument("--poll", default="10", help="seconds between passes (default 10)")
+    p.add_argument("--settle", default="10", help="a submission without READY is ready after this many "
+                   "seconds unchanged (default 10)")
+    add_cluster_options(p)
+    p.set_defaults(func=cmd_score_service)
+    return p
