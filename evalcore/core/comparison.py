@@ -8,7 +8,6 @@ statistics are ``core.intervals``; a metric's direction is its registration
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -209,18 +208,10 @@ def compare_runs(runs: Sequence[RunTable], method: intervals.Method, metrics: Se
                 hits = [_hits(t.per_query, r, cmc_ks) for t, r in ((baseline, pairing.baseline_rows),
                                                                    (run, pairing.run_rows))]
                 d = intervals.defined_differences(a, b)
-                with ThreadPoolExecutor(1) as pool:  # the bootstrap beside compare_paired's sign-flip test
-                    future = pool.submit(intervals.mean_interval, np.column_stack([d, *hits]), method.level,
-                                         method.resamples, method.seed)
-                    width = d.shape[1]
-
-                    def interval(future=future, width=width):
-                        low, high = future.result()
-                        return low[:width], high[:width]
-
-                    results = intervals.compare_paired(a, b, method, higher, interval)
-                low, high = future.result()
-                k = len(cmc_ks)
+                low, high = intervals.mean_interval(np.column_stack([d, *hits]), method.level, method.resamples,
+                                                    method.seed)
+                width, k = d.shape[1], len(cmc_ks)
+                results = intervals.compare_paired(a, b, method, higher, (low[:width], high[:width]))
                 for i, (name, h) in enumerate(((baseline.name, hits[0]), (run.name, hits[1]))):
                     part = slice(width + i * k, width + (i + 1) * k)
                     bands.setdefault(name, (h.mean(axis=0), low[part], high[part]))

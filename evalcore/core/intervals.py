@@ -16,11 +16,7 @@ drawn by a compiled loop from one 64-bit seed per resample, those seeds from
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -234,29 +230,10 @@ def bootstrap_means(values, resamples: int, seed: int) -> np.ndarray:
     return out
 
 
-_BLAS = threading.Lock()
-_BLAS_USERS = [0, None]  # threads inside one_blas_thread(), and the limiter the first of them entered
-
-
-@contextlib.contextmanager
 def one_blas_thread():
     """One BLAS thread for the block products: they are small, and on a busy machine BLAS threads waiting on
-    each other made them 10x slower (measured: 1.0-1.6 s against 0.11 s a block on 2 shared cores).
-
-    The limit is process-wide, so threads running products at once share one: the first in sets it,
-    the last out restores what was there (nested threadpool_limits would restore out of order)."""
-    with _BLAS:
-        if _BLAS_USERS[0] == 0:
-            _BLAS_USERS[1] = threadpool_limits(limits=1, user_api="blas")
-        _BLAS_USERS[0] += 1
-    try:
-        yield
-    finally:
-        with _BLAS:
-            _BLAS_USERS[0] -= 1
-            if _BLAS_USERS[0] == 0:
-                _BLAS_USERS[1].restore_original_limits()
-                _BLAS_USERS[1] = None
+    each other made them 10x slower (measured: 1.0-1.6 s against 0.11 s a block on 2 shared cores)."""
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _bootstrap_blocks(seeds: np.ndarray, n: int, width: int, complete: bool, matrix: np.ndarray,
@@ -451,25 +428,19 @@ def defined_differences(baseline, run) -> np.ndarray:
 
 
 def compare_paired(baseline, run, method: Method, higher_is_better=True,
-                   interval: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None) -> list[PairedResult]:
+                   interval: tuple[np.ndarray, np.ndarray] | None = None) -> list[PairedResult]:
     """Every column of ``baseline`` and ``run`` (n, M), paired by row: difference, interval, tests, tally.
 
     A query enters a column when both its values are defined. ``higher_is_better``:
-    one bool, or one per column. ``interval``: a function giving the (low, high)
-    of the differences' means when the caller bootstraps them itself (with other
-    columns, in one pass), called after the sign-flip test. Otherwise the
-    bootstrap runs on a second thread beside the sign-flip test: both are
-    compiled loops and single-threaded products, and independent, so the
-    numbers do not depend on it.
+    one bool, or one per column. ``interval``: the (low, high) of the
+    differences' means when the caller bootstrapped them itself (with other
+    columns, in one pass).
     """
     a, b = _matrix(baseline), _matrix(run)
     d_defined = defined_differences(a, b)
-    with ThreadPoolExecutor(1) as pool:
-        if interval is None:
-            future = pool.submit(mean_interval, d_defined, method.level, method.resamples, method.seed)
-            interval = future.result
-        p_rand = randomization_p(d_defined, method.permutations, method.seed)
-        low, high = interval()
+    low, high = interval if interval is not None else \
+        mean_interval(d_defined, method.level, method.resamples, method.seed)
+    p_rand = randomization_p(d_defined, method.permutations, method.seed)
     p_t = ttest_p(d_defined)
     directions = np.broadcast_to(np.asarray(higher_is_better, dtype=bool), (a.shape[1],))
     out = []

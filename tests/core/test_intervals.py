@@ -179,9 +179,9 @@ def test_block_means_equal_the_dense_product_of_the_counts(n):
     assert np.array_equal(part[:, :n - 64], signs[:, 64:]) or n <= 64
 
 
-def test_concurrent_products_leave_the_blas_threads_as_they_were():
-    """compare_paired runs the bootstrap beside the sign-flip test, each limiting BLAS to one thread: the
-    process's BLAS thread counts afterwards are those from before (threadpoolctl reads them)."""
+def test_the_products_leave_the_blas_threads_as_they_were():
+    """The bootstrap and the sign-flip test each limit BLAS to one thread for their products: the process's
+    BLAS thread counts afterwards are those from before (threadpoolctl reads them)."""
     from threadpoolctl import threadpool_info
 
     before = [(x["filepath"], x["num_threads"]) for x in threadpool_info() if x["user_api"] == "blas"]
@@ -189,4 +189,4 @@ def test_concurrent_products_leave_the_blas_threads_as_they_were():
     a = rng.random((3000, 4))
     iv.compare_paired(a, a + rng.normal(0, 0.1, a.shape), iv.Method(resamples=600, permutations=600))
     after = [(x["filepath"], x["num_threads"]) for x in threadpool_info() if x["user_api"] == "blas"]
-    assert after == before
+    assert after == before, (before, after)
