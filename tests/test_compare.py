@@ -219,7 +219,12 @@ def test_bench_compare_prints_both_timings(tmp_path):
     p = cli("bench", "--compare", "--queries", 3000, "--resamples", 300, "--permutations", 300, "--repeat", 2,
             "--scipy-resamples", 50)
     assert p.returncode == 0, p.stderr
-    assert "3,000 paired queries x 17 metric columns" in p.stdout and "median" in p.stdout
+    from evalcore.core import registry
+    from evalcore.jobs.bench_compare import KS, METRICS
+
+    columns = [c for c in registry.run_columns(METRICS, KS, None) if c.summary is not None]
+    assert len(columns) >= 12  # the "every metric (>= 12 columns)"
+    assert f"3,000 paired queries x {len(columns)} metric columns" in p.stdout and "median" in p.stdout
     assert "scipy.stats.bootstrap + permutation_test" in p.stdout and "faster than scipy" in p.stdout
     p = cli("bench", "--resamples", 10)
     assert p.returncode == 2 and "--resamples: only with --compare" in p.stderr

@@ -3,7 +3,7 @@
 Two report folders of ``--queries`` queries (default 100,000) are generated
 from synthetic relevant ranks (the run is the baseline with every query's
 rank gaps moved by -1, 0 or +1), with every metric column of the registry
-that needs no option besides ``--ks 1,5,10`` (17 columns). Then:
+computable from binary relevance ranks at ``--ks 1,5,10`` (24 columns). Then:
 
 * ``evalcore compare A B --out DIR`` as a fresh process, ``--repeat`` times
   (imports, reading, bootstrap, sign flips, t-tests, Holm, the HTML, the
@@ -32,8 +32,10 @@ from evalcore.errors import InputError
 from evalcore.io import report
 from evalcore.jobs.common import parse_number
 
-#: the metrics of the generated reports (every registered one whose cut-off comes from --ks)
-METRICS = ("map", "map_trapz", "minp", "mrr", "rprec", "hit", "recall", "precision", "ndcg")
+#: the metrics of the generated reports: every registered one computable from binary relevance ranks alone
+#: (bpref also needs the judged non-relevant items), the cut-off ones at each of KS
+METRICS = ("map", "map_trapz", "minp", "mrr", "rprec", "ndcg", "hit", "recall", "precision", "ndcg@1", "ndcg@5",
+           "ndcg@10", "map_cut", "mrr@1", "mrr@5", "mrr@10")
 KS = (1, 5, 10)
 
 
