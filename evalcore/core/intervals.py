@@ -207,6 +207,44 @@ def _matrix(values) -> np.ndarray:
     return v[:, None] if v.ndim == 1 else v
 
 
+@njit(cache=True, nogil=True, boundscheck=False)
+def _code_sums(rows, codes, out):
+    """out[b, c] = Σ_q rows[b, q] [codes[q] == c] (codes outside 0..C-1 are left out): the counts times a
+    one-hot matrix, without the matrix."""
+    width = out.shape[1]
+    for b in range(rows.shape[0]):
+        row = rows[b]
+        for q in range(rows.shape[1]):
+            c = codes[q]
+            if 0 <= c < width:
+                out[b, c] += row[q]
+
+
+def bootstrap_code_shares(codes, n_codes: int, resamples: int, seed: int, cumulative: bool = False) -> np.ndarray:
+    """(resamples, n_codes): the share of each code among the queries of each bootstrap resample (the same
+    resamples as ``bootstrap_means`` with that seed): share*_b(c) = Σ_q c_bq [code_q = c] / n;
+    ``cumulative``: of the codes <= c.
+
+    The cumulative shares are the means of indicator columns [code_q <= c] (a CMC
+    from first ranks) at the cost of one column, not one per code; the counts are
+    summed before the one division, so they equal those means exactly.
+    """
+    codes = np.ascontiguousarray(codes, np.int64)
+    n = len(codes)
+    out = np.zeros((resamples, n_codes))
+    if n == 0:
+        return np.full((resamples, n_codes), np.nan)
+    seeds = stream_seeds(seed, resamples, 0)
+    compact = np.empty((min(BLOCK, resamples), n), np.uint16)
+    for start in range(0, resamples, BLOCK):
+        block = seeds[start:start + BLOCK]
+        rows = compact[:len(block)]
+        if not _fill_counts(block, n, rows):
+            rows = resample_counts(n, block)
+        _code_sums(rows, codes, out[start:start + len(block)])
+    return (np.cumsum(out, axis=1) if cumulative else out) / n
+
+
 def bootstrap_means(values, resamples: int, seed: int) -> np.ndarray:
     """(resamples, M): the mean of every column of ``values`` (n, M) in each bootstrap resample of its rows.
 

@@ -86,15 +86,11 @@ def mean_intervals(columns: dict[str, np.ndarray], names: dict[str, str], first:
     """``<summary>_ci_low`` / ``_ci_high`` of every mean over the ``counted`` queries of a row (one bootstrap:
     the same resamples for every metric and every CMC point, core.intervals), and the CMC's (low, high) per k.
 
-    CMC(k) is the mean of [0 < r_1 <= k], so its points are resampled as columns beside the metrics.
+    CMC(k) is the mean of [0 < r_1 <= k]: per resample, the running sum of the shares of first ranks
+    1..k among the drawn queries (``intervals.bootstrap_code_shares``, one pass, not max_rank columns).
     """
     method = options.interval_method()
     matrix = [columns[c][counted] for c in names]
-    ks = np.arange(1, options.max_rank + 1)
-    if with_cmc:
-        f = first[counted]
-        hits = ((f[:, None] > 0) & (f[:, None] <= ks[None, :])).astype(np.float64)
-        matrix += list(hits.T)
     values = np.column_stack(matrix) if matrix else np.empty((int(counted.sum()), 0))
     low, high = intervals.mean_interval(values, method.level, method.resamples, method.seed) if values.shape[1] \
         else (np.empty(0), np.empty(0))
@@ -102,8 +98,12 @@ def mean_intervals(columns: dict[str, np.ndarray], names: dict[str, str], first:
     for j, summary in enumerate(names.values()):
         out[f"{summary}_ci_low"] = _none(low[j])
         out[f"{summary}_ci_high"] = _none(high[j])
-    bands = (low[len(names):], high[len(names):]) if with_cmc else None
-    return out, bands
+    if not with_cmc:
+        return out, None
+    # code r - 1 for a first rank r in 1..max_rank; no rank (-1 or 0) or a later one: outside the codes
+    codes = np.where(first[counted] > 0, first[counted] - 1, options.max_rank)
+    curves = intervals.bootstrap_code_shares(codes, options.max_rank, method.resamples, method.seed, cumulative=True)
+    return out, intervals.percentile_interval(curves, method.level)
 
 
 def counted_queries(per_query: pa.Table, options: Options) -> np.ndarray:

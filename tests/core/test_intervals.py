@@ -190,3 +190,14 @@ def test_the_products_leave_the_blas_threads_as_they_were():
     iv.compare_paired(a, a + rng.normal(0, 0.1, a.shape), iv.Method(resamples=600, permutations=600))
     after = [(x["filepath"], x["num_threads"]) for x in threadpool_info() if x["user_api"] == "blas"]
     assert after == before, (before, after)
+
+
+def test_code_shares_are_the_means_of_indicator_columns():
+    """The one-pass CMC: cumulative code shares equal bootstrap means of the columns [code <= c], exactly."""
+    rng = np.random.default_rng(6)
+    codes = rng.integers(-1, 12, 700)  # -1 and 10, 11: outside the 10 codes, never counted
+    indicators = np.column_stack([(codes >= 0) & (codes <= c) for c in range(10)]).astype(float)
+    assert np.array_equal(iv.bootstrap_code_shares(codes, 10, 400, 3, cumulative=True),
+                          iv.bootstrap_means(indicators, 400, 3))
+    shares = iv.bootstrap_code_shares(codes, 10, 400, 3)
+    assert np.allclose(shares.sum(axis=1), iv.bootstrap_means(((codes >= 0) & (codes < 10)).astype(float), 400, 3)[:, 0])
