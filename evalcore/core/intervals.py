@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 from numba import njit
@@ -208,16 +209,17 @@ def _matrix(values) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _code_sums(rows, codes, out):
-    """out[b, c] = Σ_q rows[b, q] [codes[q] == c] (codes outside 0..C-1 are left out): the counts times a
-    one-hot matrix, without the matrix."""
-    width = out.shape[1]
+def _code_sums(rows, order, bounds, out):
+    """out[b, c] = Σ_q rows[b, q] [code_q = c]: the counts times a one-hot matrix, without the matrix.
+    ``order`` lists the queries by code, code c's from bounds[c] to bounds[c + 1] (queries whose code is
+    outside the codes are not listed); each sum is kept in a register."""
     for b in range(rows.shape[0]):
         row = rows[b]
-        for q in range(rows.shape[1]):
-            c = codes[q]
-            if 0 <= c < width:
-                out[b, c] += row[q]
+        for c in range(out.shape[1]):
+            total = 0.0
+            for i in range(bounds[c], bounds[c + 1]):
+                total += row[order[i]]
+            out[b, c] = total
 
 
 def bootstrap_code_shares(codes, n_codes: int, resamples: int, seed: int, cumulative: bool = False) -> np.ndarray:
@@ -229,43 +231,53 @@ def bootstrap_code_shares(codes, n_codes: int, resamples: int, seed: int, cumula
     from first ranks) at the cost of one column, not one per code; the counts are
     summed before the one division, so they equal those means exactly.
     """
-    codes = np.ascontiguousarray(codes, np.int64)
-    n = len(codes)
-    out = np.zeros((resamples, n_codes))
-    if n == 0:
-        return np.full((resamples, n_codes), np.nan)
-    seeds = stream_seeds(seed, resamples, 0)
-    compact = np.empty((min(BLOCK, resamples), n), np.uint16)
-    for start in range(0, resamples, BLOCK):
-        block = seeds[start:start + BLOCK]
-        rows = compact[:len(block)]
-        if not _fill_counts(block, n, rows):
-            rows = resample_counts(n, block)
-        _code_sums(rows, codes, out[start:start + len(block)])
-    return (np.cumsum(out, axis=1) if cumulative else out) / n
+    codes = np.asarray(codes, np.int64)
+    return bootstrap_means(np.empty((len(codes), 0)), resamples, seed, codes, n_codes, cumulative)[1]
 
 
-def bootstrap_means(values, resamples: int, seed: int) -> np.ndarray:
+def _code_order(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order, bounds) for ``_code_sums``: the queries with a code in 0..n_codes-1, by code."""
+    inside = np.flatnonzero((codes >= 0) & (codes < n_codes))
+    order = inside[np.argsort(codes[inside], kind="stable")]
+    return order, np.searchsorted(codes[order], np.arange(n_codes + 1)).astype(np.int64)
+
+
+@overload
+def bootstrap_means(values, resamples: int, seed: int) -> np.ndarray: ...
+
+
+@overload
+def bootstrap_means(values, resamples: int, seed: int, codes: np.ndarray, n_codes: int,
+                    cumulative: bool = False) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def bootstrap_means(values, resamples: int, seed: int, codes=None, n_codes: int = 0, cumulative: bool = False):
     """(resamples, M): the mean of every column of ``values`` (n, M) in each bootstrap resample of its rows.
 
     mean*_b = Σ_q c_bq v_q / Σ_q c_bq [v_q not NaN], c_b the counts of resample b:
     NaN values leave the mean as the summary does (a column's mean over the
     queries where it is defined), the same resample for every column.
+    With ``codes`` (an int per query), also ``bootstrap_code_shares`` of the same
+    draws: (means, shares).
     """
     v = _matrix(values)
     n, width = v.shape
     out = np.full((resamples, width), np.nan)
+    shares = np.full((resamples, n_codes), np.nan)
     if n == 0:
-        return out
+        return out if codes is None else (out, shares)
     defined = ~np.isnan(v)
     filled = np.where(defined, v, 0.0)
     complete = bool(defined.all())
     seeds = stream_seeds(seed, resamples, 0)
     # one product gives the sums and, where values are missing, the number of defined values drawn
     matrix = filled if complete else np.hstack([filled, defined.astype(np.float64)])
+    coded = None if codes is None else (*_code_order(np.asarray(codes, np.int64), n_codes), shares)
     with one_blas_thread():
-        _bootstrap_blocks(seeds, n, width, complete, matrix, out)
-    return out
+        _bootstrap_blocks(seeds, n, width, complete, matrix, out, coded)
+    if codes is None:
+        return out
+    return out, (np.cumsum(shares, axis=1) if cumulative else shares) / n
 
 
 def one_blas_thread():
@@ -275,7 +287,9 @@ def one_blas_thread():
 
 
 def _bootstrap_blocks(seeds: np.ndarray, n: int, width: int, complete: bool, matrix: np.ndarray,
-                      out: np.ndarray) -> None:
+                      out: np.ndarray, coded: tuple | None = None) -> None:
+    """The resamples of ``seeds`` a block at a time: means into ``out``; with ``coded`` (order, bounds,
+    sums) also the counts' sums per code into sums (from the same draws)."""
     resamples = len(seeds)
     compact = np.empty((min(BLOCK, resamples), n), np.uint16)
     scratch = np.empty((min(BLOCK, resamples), min(SLICE, n)), np.float64)
@@ -284,6 +298,10 @@ def _bootstrap_blocks(seeds: np.ndarray, n: int, width: int, complete: bool, mat
         rows = compact[:len(block)]
         if not _fill_counts(block, n, rows):
             rows = resample_counts(n, block)  # a count beyond uint16: count in float64 (the same draws)
+        if coded is not None:
+            _code_sums(rows, coded[0], coded[1], coded[2][start:start + len(block)])
+        if not width:
+            continue
         sums = _sliced_product(rows, matrix, scratch)
         if complete:
             out[start:start + len(block)] = sums / n

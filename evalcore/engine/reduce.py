@@ -92,18 +92,16 @@ def mean_intervals(columns: dict[str, np.ndarray], names: dict[str, str], first:
     method = options.interval_method()
     matrix = [columns[c][counted] for c in names]
     values = np.column_stack(matrix) if matrix else np.empty((int(counted.sum()), 0))
-    low, high = intervals.mean_interval(values, method.level, method.resamples, method.seed) if values.shape[1] \
-        else (np.empty(0), np.empty(0))
+    # code r - 1 for a first rank r in 1..max_rank; no rank (-1 or 0) or a later one: outside the codes
+    codes = np.where(first[counted] > 0, first[counted] - 1, options.max_rank)
+    means, curves = intervals.bootstrap_means(values, method.resamples, method.seed, codes,
+                                              options.max_rank if with_cmc else 0, cumulative=True)
+    low, high = intervals.percentile_interval(means, method.level)
     out: dict = {}
     for j, summary in enumerate(names.values()):
         out[f"{summary}_ci_low"] = _none(low[j])
         out[f"{summary}_ci_high"] = _none(high[j])
-    if not with_cmc:
-        return out, None
-    # code r - 1 for a first rank r in 1..max_rank; no rank (-1 or 0) or a later one: outside the codes
-    codes = np.where(first[counted] > 0, first[counted] - 1, options.max_rank)
-    curves = intervals.bootstrap_code_shares(codes, options.max_rank, method.resamples, method.seed, cumulative=True)
-    return out, intervals.percentile_interval(curves, method.level)
+    return out, intervals.percentile_interval(curves, method.level) if with_cmc else None
 
 
 def counted_queries(per_query: pa.Table, options: Options) -> np.ndarray:
