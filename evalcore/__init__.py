@@ -12,10 +12,10 @@ import importlib
 from evalcore.errors import ArrayError, DatasetNotFoundError, InputError, OptionError
 
 __version__ = "0.1.0"
-__all__ = ["ArrayError", "DatasetNotFoundError", "InputError", "OptionError", "Result", "__version__", "evaluate",
+__all__ = ["ArrayError", "DatasetNotFoundError", "InputError", "OptionError", "Result", "__version__", "compare", "evaluate",
            "metric_names", "neighbors", "open_dataset", "read_report", "validate", "write_dataset"]
 
-_LAZY = {"evaluate": "evalcore.api", "Result": "evalcore.api", "validate": "evalcore.api", "metric_names": "evalcore.api",
+_LAZY = {"evaluate": "evalcore.api", "compare": "evalcore.api", "Result": "evalcore.api", "validate": "evalcore.api", "metric_names": "evalcore.api",
          "neighbors": "evalcore.api",
          "open_dataset": "evalcore.io.dataset", "write_dataset": "evalcore.io.dataset",
          "read_report": "evalcore.io.report"}

@@ -26,7 +26,7 @@ import psutil
 import pyarrow as pa
 import zarr
 
-from evalcore.core import openset, registry
+from evalcore.core import comparison, intervals, openset, registry
 from evalcore.engine import evaluate as engine
 from evalcore.engine import options as engine_options
 from evalcore.engine.evaluate import Result as EngineResult
@@ -34,7 +34,9 @@ from evalcore.engine.faults import check_stall_timeout
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
+from evalcore.io.history import atomic_write
 from evalcore.io.validate import validate as validate_group
+from evalcore.render import compare as render_compare
 from evalcore.render import pages
 
 #: keyword argument -> the dataset array it becomes
@@ -76,6 +78,7 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
              judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
              sweep: bool = False, target_fpir: float | None = None, metrics=None, rerank=None,
              rel_level: int = 1, depth: int | None = None, query_expansion=None, database_augmentation=None,
+             ci: float | None = None, resamples: int = 10_000, seed: int = 0,
              client=None, workers: int | None = None, memory_limit: str | None = "auto",
              storage_options: Mapping | None = None, chunk_rows: int | None = None,
              gallery_shards: int | None = None,
@@ -98,7 +101,10 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     (or True for 20, 6, 0.3) ranks by k-reciprocal re-ranking's final distance (README, Re-ranking).
     ``database_augmentation=(K, alpha)`` replaces every gallery vector by the normalised sum of itself and its K
     nearest gallery vectors weighted by similarity^alpha, then ``query_expansion=(K, alpha)`` every query by the
-    same over its K nearest (augmented) gallery vectors, before ranking (README, Query expansion). Raises
+    same over its K nearest (augmented) gallery vectors, before ranking (README, Query expansion).
+    ``ci``: a level in (0, 1) adds the percentile bootstrap interval of every mean
+    (``<metric>_ci_low``, ``<metric>_ci_high`` in the summary, ``ci_low``/``ci_high``
+    per CMC point) over ``resamples`` resamples drawn from ``seed``. Raises
     ``InputError`` naming the parameter.
     On a cluster, a worker that holds a task for ``stall_timeout`` seconds
     (default 180; longer when tasks are slow: 10 x the longest so far) is
@@ -122,7 +128,8 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
                          empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
                          rerank=rerank, rel_level=rel_level, depth=depth, query_expansion=query_expansion,
-                         database_augmentation=database_augmentation, client=client,
+                         database_augmentation=database_augmentation, ci=ci, resamples=resamples, seed=seed,
+                         client=client,
                          workers=workers, memory_limit=memory_limit, storage_options=storage_options,
                          chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
                          stall_timeout=stall_timeout)
@@ -130,7 +137,7 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
               radius, empty_queries, sweep, target_fpir, metrics, rerank, rel_level, depth, query_expansion,
-              database_augmentation, client, workers,
+              database_augmentation, ci, resamples, seed, client, workers,
               memory_limit, storage_options, chunk_rows, gallery_shards, on_chunk, stall_timeout) -> Result:
     started = time.perf_counter()
     if arrays and source is not None:
@@ -154,7 +161,8 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         metrics=None if metrics is None else registry.select(metrics),
         rerank=rerank_parameters(rerank), rel_level=rel_level, depth=depth,
         query_expansion=expansion_parameters("--query-expansion", query_expansion),
-        database_augmentation=expansion_parameters("--database-augmentation", database_augmentation)).checked()
+        database_augmentation=expansion_parameters("--database-augmentation", database_augmentation),
+        ci=ci, resamples=resamples, seed=seed).checked()
     if target_fpir is not None and not 0 <= target_fpir <= 1:
         raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
     if workers is not None and client is not None:
@@ -174,6 +182,13 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
     for name in ("rerank", "query_expansion", "database_augmentation"):  # likewise without them
         if getattr(options, name) is None:
             run["options"] = {k: v for k, v in run["options"].items() if k != name}
+    if options.ci is None:  # without intervals, run.json's options read as they did before --ci
+        run["options"] = {k: v for k, v in run["options"].items() if k not in ("ci", "resamples", "seed")}
+    else:
+        method = options.interval_method()
+        run["intervals"] = {"method": "percentile bootstrap of the mean over the counted queries (per query/group "
+                                      "row, resampled within the row)", "level": method.level,
+                            "resamples": method.resamples, "seed": method.seed}
     run["execution"] = how
     if arrays:
         run["dataset"] = "<arrays in memory: " + ", ".join(arrays) + ">"
@@ -401,3 +416,85 @@ def validate(source, protocol: str | None = None, *, similarity: str | None = No
     return validate_group(group, protocol or attributes.get("protocol") or "class",
                           similarity=similarity or attributes.get("similarity") or "cosine",
                           judged_only=judged_only).items
+
+
+# --------------------------------------------------------------------------- compare
+
+#: the CMC points compare.html draws bands at (log-spaced: the chart's k axis is logarithmic)
+CMC_BAND_KS = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100)
+
+
+def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_000, permutations: int = 10_000,
+            seed: int = 0, metrics=None, intersect: bool = False, latex=None, overwrite: bool = False,
+            storage_options: Mapping | None = None) -> comparison.Comparison:
+    """Compare runs on their paired known queries (README, Compare): every run after the first against
+    the first (the baseline), every metric with a mean, every query/group row.
+
+    ``runs``: report folders (paths or URLs) or ``Result`` objects; ``names``
+    their names (default: the folder names, ``run1``, ``run2``, ... for Results).
+    ``ci`` the interval's level, ``resamples`` bootstrap resamples,
+    ``permutations`` sign flips (every flip up to 20 queries), ``seed``.
+    ``metrics`` names to keep; ``intersect`` compares the common queries of
+    runs whose query sets differ (else an InputError). ``out``: write the
+    comparison folder (comparison.parquet, per_query_diff.parquet,
+    compare.html, comparison.json, manifest.json), whole or not at all;
+    ``latex``: write the LaTeX table to that file. Returns the ``Comparison``
+    (``.table()`` is comparison.parquet, ``.per_query_diff``, ``.warnings``).
+    """
+    started = time.perf_counter()
+    cli = _CLI_WORDS.get()
+    method = intervals.Method(ci, resamples, permutations, seed).checked("--" if cli else "")
+    if len(runs) < 2:
+        raise InputError("runs: give at least two runs to compare (the first is the baseline)")
+    labels = list(names) if names is not None else _run_names(runs)
+    if len(labels) != len(runs):
+        raise InputError(f"names: {len(labels)} names for {len(runs)} runs")
+    folders = {f"run {label}": r for label, r in zip(labels, runs) if not isinstance(r, EngineResult)}
+    if out is not None:
+        report.check_apart("--out" if cli else "out", out, folders)
+        report.check_out(out, overwrite, storage_options)
+    if latex is not None:
+        report.check_creatable("--latex" if cli else "latex", latex)
+    tables = [_run_table(label, r, storage_options) for label, r in zip(labels, runs)]
+    max_rank = int(tables[0].options.get("max_rank") or 50)
+    result = comparison.compare_runs(tables, method, metrics=metrics, intersect=intersect,
+                                     cmc_ks=[k for k in CMC_BAND_KS if k <= max_rank] if out is not None else ())
+    seconds = time.perf_counter() - started
+    if out is not None:
+        record = {"runs": [{"name": t.name, "source": str(r) if not isinstance(r, EngineResult) else "Result",
+                            "options": dict(t.options)} for t, r in zip(tables, runs)],
+                  "baseline": labels[0], **method.record(), "intersect": bool(intersect),
+                  "metrics": list(dict.fromkeys(r.metric for r in result.rows)), "warnings": result.warnings,
+                  "seconds": round(seconds, 3), "versions": report.versions()}
+        html = render_compare.render_compare_html(result, record, result.cmc)
+        report.write_report(out, {"comparison": result.table(), "per_query_diff": result.per_query_diff}, record,
+                            extra={"compare.html": html}, overwrite=overwrite, storage_options=storage_options,
+                            record="comparison.json")
+    if latex is not None:  # after the folder: a failed write there leaves no table behind either
+        atomic_write(latex, render_compare.format_latex(result).encode())
+    return result
+
+
+def _run_names(runs) -> list[str]:
+    out = []
+    for i, r in enumerate(runs):
+        if isinstance(r, EngineResult):
+            out.append(f"run{i + 1}")
+        else:
+            out.append(str(r).rstrip("/").rsplit("/", 1)[-1] or str(r))
+    if len(set(out)) != len(out):  # two folders of the same name: their whole paths
+        out = [str(r) if not isinstance(r, EngineResult) else f"run{i + 1}" for i, r in enumerate(runs)]
+    return out
+
+
+def _run_table(name: str, run, storage_options) -> comparison.RunTable:
+    if isinstance(run, EngineResult):
+        per_query, record = run.per_query, run.run
+    else:
+        tables = report.read_report(run, storage_options)
+        if "per_query" not in tables:
+            raise InputError(f"run {run}: has no per_query.parquet, so it is not an evaluation report")
+        per_query, record = tables["per_query"], tables.get("run", {})
+    options = record.get("options") or {}
+    return comparison.RunTable(name, per_query, options if isinstance(options, dict) else {})
+

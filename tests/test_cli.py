@@ -251,7 +251,14 @@ def test_demo_writes_a_dataset_and_a_report_and_prints_the_summary(tmp_path):
     assert "Summary" in result.stdout and "all" in result.stdout and "Worst" in result.stdout
     summary = pq.read_table(out / "report" / "summary.parquet").to_pylist()[0]
     assert summary["n_queries"] == 3368 and 0 < summary["n_unknown"] < 200   # Market-1501 shaped, a few unknown
-    assert 0 < summary["map"] < 1 and summary["threshold"] == pytest.approx(0.2)
+    assert 0 < summary["map"] < 1
+    # the threshold is the sweep's own at FPIR 0.1, and says so: unknown queries accepted / unknown <= 0.1
+    assert summary["threshold"] == summary["threshold_at_target_fpir"] and summary["target_fpir"] == 0.1
+    assert f"open-set threshold {summary['threshold']:.4f}" in result.stdout
+    per_query = pq.read_table(out / "report" / "per_query.parquet").to_pylist()
+    unknown = [r["top1_score"] for r in per_query if r["n_relevant"] == 0]
+    assert sum(s >= summary["threshold"] for s in unknown) / len(unknown) <= 0.1
+    assert summary["fpir"] <= 0.1  # the old fixed 0.2 accepted every unknown query (FPIR 1.0)
     assert (out / "report" / "report.html").exists() and (out / "report" / "threshold_sweep.parquet").exists()
     again = run("demo", "--out", out, "--dims", "16", "--workers", "1")
     assert again.returncode == 2 and "--overwrite" in again.stderr

@@ -42,7 +42,7 @@ DASK_API = "kubernetes.dask.org/v1"
 # The pins the image must carry (and the test environment must run).
 EXPECTED_PINS = {
     "dask", "distributed", "zarr", "numpy", "pyarrow", "fsspec", "s3fs",
-    "scipy", "matplotlib", "threadpoolctl", "tqdm", "numba",
+    "scipy", "threadpoolctl", "tqdm", "numba",
 }
 SHELL_STOP = {"&", "&&", ";", "|", "||", ")", "`", "EOF"}
 

@@ -95,7 +95,7 @@ def test_dates_concurrent_runs_rerun_and_gates(tmp_path, datasets):
     assert rows[0]["map"] == rows[1]["map"] and rows[0]["evaluation"] == "reid-small"
     for day in ("2025-03-01", "2025-03-02"):
         assert (tmp_path / "reports" / day / "reid-small" / "manifest.json").is_file()
-        assert (tmp_path / "reports" / day / "trend.html").read_text().count("data:image/png;base64,") == 2
+        assert (tmp_path / "reports" / day / "trend.html").read_text().count("data:image/svg+xml;base64,") == 2
 
     # the next day, same model: the gates against the previous run (day 2) hold
     result = run("nightly", good, "--date", "2025-03-03", "--workers", "1", "--quiet")
@@ -104,7 +104,7 @@ def test_dates_concurrent_runs_rerun_and_gates(tmp_path, datasets):
     assert gates["failed"] == 0 and len(gates["checks"]) == 2
     assert all(c["passed"] and c["reference_date"] == "2025-03-02" for c in gates["checks"])
     trend = (tmp_path / "reports" / "2025-03-03" / "trend.html").read_text()
-    assert trend.count("data:image/png;base64,") == 2 and "3 run(s) from 2025-03-01 to 2025-03-03" in trend
+    assert trend.count("data:image/svg+xml;base64,") == 2 and "3 run(s) from 2025-03-01 to 2025-03-03" in trend
     kept = {d: (hist / f"{d}.parquet").read_bytes() for d in ("2025-03-01", "2025-03-03")}
 
     # day 2 rerun with the regressed model, baseline pinned to day 1: gates fail (exit 3), day 2 replaced

@@ -265,6 +265,9 @@ def test_page_draws_no_matplotlib(tables):
             "from evalcore.render.pages import render_report_html\n"
             "t = {n: pq.read_table(sys.argv[1] + '/' + n + '.parquet') for n in ('per_query', 'summary', 'cmc', 'sweep')}\n"
             "render_report_html(t['per_query'], t['summary'], t['cmc'], {}, sweep=t['sweep'])\n"
+            "from evalcore.render.pages import render_trend_html\n"
+            "render_trend_html(pa.table({'run_date': ['2025-01-01', '2025-01-02'], 'evaluation': ['a', 'a'],\n"
+            "                            'group': ['all', 'all'], 'map': [0.5, 0.6]}))\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))\n")
     import os
     import sys
@@ -297,6 +300,27 @@ def test_cmc_plot_maps_back_to_values(tables, page):
     assert legend_labels(root) == ["all", "day", "night"]
     texts = [t.text for t in root.iter(SVG + "text")]
     assert "rank k" in texts and "Cumulative match characteristic" in texts
+
+
+def test_cmc_y_axis_is_fitted_to_a_curve_that_starts_high(tables):
+    high = pa.table({"group": ["all"] * 50, "k": list(range(1, 51)), "cmc": [0.99 + 0.0002 * k for k in range(1, 51)]})
+    root = plot(render_report_html(tables["per_query"], tables["summary"], high, RUN), "CMC")
+    y_value, y_per_pixel = axis_map(root, "y")
+    ys = [y for _, y in polyline_points(series_groups(root)[0])]
+    # the curve spans most of the plot's height instead of a flat line at the top of a 0..1 axis
+    assert max(ys) - min(ys) > 100
+    assert all(abs(y_value(y) - v) <= y_per_pixel for y, v in zip(ys, high.column("cmc").to_pylist()))
+
+
+def test_summary_tables_stay_narrow(tables):
+    wide = tables["summary"]
+    for i in range(12):
+        wide = wide.append_column(f"hit_at_{100 + i}", pa.array([0.5] * wide.num_rows))
+    page = render_report_html(tables["per_query"], wide, tables["cmc"], RUN)
+    summary = page.split("<h2>Summary</h2>", 1)[1].split("<h2>", 1)[0]
+    heads = re.findall(r"<thead><tr>(.*?)</tr></thead>", summary)
+    assert heads and all(h.count("<th") <= 9 for h in heads)
+    assert all(f'title="hit_at_{100 + i}"' in summary for i in range(12))
 
 
 def test_cmc_plot_log_axis_beyond_rank_100():
@@ -351,6 +375,13 @@ def test_sweep_plot_lines_and_threshold(tables, page):
         dashed = group.find(SVG + "polyline").get("stroke-dasharray") is not None
         assert dashed == (rate == "FNIR")
     assert legend_labels(root) == ["FPIR", "FNIR", "all", "day", "night", "threshold 0.6"]
+    # only FPIR, FNIR and the threshold are line samples (a solid "all" sample would read as FPIR); groups are
+    # colour patches in their lines' colours
+    entries = [g for g in root.iter(SVG + "g") if g.get("class") == "legend-entry"]
+    samples = {g.find(SVG + "text").text: g[0] for g in entries}
+    assert [n for n, e in samples.items() if e.tag == SVG + "line"] == ["FPIR", "FNIR", "threshold 0.6"]
+    colors = {g.get("data-series").split()[1]: g.find(SVG + "polyline").get("stroke") for g in groups}
+    assert all(samples[n].tag == SVG + "rect" and samples[n].get("fill") == colors[n] for n in ("all", "day", "night"))
     (line,) = reference_lines(root)
     assert abs(x_value(float(line.get("x1"))) - 0.6) <= x_per_pixel
 
@@ -507,7 +538,9 @@ def test_trend_one_image_per_metric():
     found = images(page)
     assert len(found) == 2
     for uri in found.values():
-        assert base64.b64decode(uri.split(",", 1)[1]).startswith(PNG_MAGIC)
+        root = svg_root(uri)  # an SVG chart: one line per evaluation, x ticks labelled as dates
+        assert [g.get("data-series") for g in series_groups(root)] == ["market1501", "gldv2", "sop"]
+        assert "Mar 01" in base64.b64decode(uri.split(",", 1)[1]).decode()
     assert len(images(render_trend_html(history))) == 4  # every float column: map, minp, mrr, hit_at_1
 
 
@@ -530,16 +563,23 @@ def test_trend_rejects_unknown_metric_and_bad_date():
 # --------------------------------------------------------------------------- real browser
 
 
-def test_page_renders_in_chromium(tmp_path, page):
+def trend_page() -> str:
+    return render_trend_html(make_history(), metrics=["map", "mrr"])
+
+
+@pytest.mark.parametrize("which", ["report", "trend"])
+def test_page_renders_in_chromium(tmp_path, page, which):
+    """A screenshot at 1300 px wide (the width the issue's screenshots used) of each page this module draws."""
     browser = shutil.which("chromium")
     if browser is None:
         pytest.skip("chromium is not installed")
+    page = page if which == "report" else trend_page()
     target = tmp_path / "report.html"
     target.write_text(page, encoding="utf-8")
     shot = tmp_path / "shot.png"
     command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2000",
+               f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1300,2000",
                target.as_uri()]
     subprocess.run(command, capture_output=True, timeout=90, check=False)
     assert shot.is_file(), "chromium wrote no screenshot"

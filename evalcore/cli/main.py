@@ -49,6 +49,8 @@ EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 128 + signal.SIGTERM
 #: the file ``evalcore demo`` writes first into its folder: what --overwrite may replace there
 DEMO_MARKER = "evalcore-demo.json"
 DEMO_ENTRIES = ("dataset.zarr", "report")
+#: the false-positive identification rate at which the demo picks its open-set threshold
+DEMO_TARGET_FPIR = 0.1
 
 
 class Terminated(KeyboardInterrupt):
@@ -155,8 +157,7 @@ def cmd_demo(args) -> int:
     check_demo_out(out, args.overwrite)
     settings = RunSettings(workers=None if args.workers is None else parse_number("--workers", args.workers, int),
                            overwrite=True).checked()
-    spec = EvaluationSpec(Options(ks=(1, 5, 10), threshold=parse_number("--threshold", args.threshold)),
-                          sweep=True, target_fpir=0.1).checked()
+    threshold = None if args.threshold == "auto" else parse_number("--threshold", args.threshold)
     # the marker first: a demo killed midway is still recognised as one by --overwrite
     atomic_write(os.path.join(out, DEMO_MARKER), (json.dumps({"written_by": "evalcore demo"}) + "\n").encode())
     print(f"writing a synthetic Market-1501-shaped dataset to {dataset} ...", flush=True)
@@ -168,11 +169,30 @@ def cmd_demo(args) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     started = time.perf_counter()
+    if threshold is None:
+        threshold = demo_threshold(dataset, settings)
+    spec = EvaluationSpec(Options(ks=(1, 5, 10), threshold=threshold), sweep=True,
+                          target_fpir=DEMO_TARGET_FPIR).checked()
     result = run_evaluation(dataset, report_dir, spec, settings)
     print_summary(result.summary, result.per_query, n_worst=5)
     print(f"evaluated {result.run['n_queries']} queries x {result.run['n_gallery']} gallery in "
           f"{time.perf_counter() - started:.1f} s; report: {report_dir} (open report.html)")
     return EXIT_OK
+
+
+def demo_threshold(dataset: str, settings: RunSettings) -> float:
+    """The demo's open-set threshold: the lowest at which FPIR <= DEMO_TARGET_FPIR in the data's own sweep
+    (a first pass over the same dataset), said on the terminal."""
+    from evalcore import api  # deferred: the engine brings distributed and numba
+
+    with api.command_line_words():
+        first = api.evaluate(dataset, ks=(1,), target_fpir=DEMO_TARGET_FPIR, **settings.evaluate_kwargs())
+    threshold = first.metrics.get("threshold_at_target_fpir")
+    if threshold is None:
+        raise InputError("demo: the sweep found no threshold (no unknown queries)")
+    print(f"open-set threshold {threshold:.4f}: the lowest threshold at which FPIR <= {DEMO_TARGET_FPIR} in this "
+          "data's own sweep (--threshold T sets one)", flush=True)
+    return float(threshold)
 
 
 def cmd_show(args) -> int:
@@ -213,9 +233,49 @@ def cmd_neighbors(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.compare:
+        if args.sweep:
+            raise InputError("--compare: not with --sweep")
+        from evalcore.jobs import bench_compare
+
+        return bench_compare.run(args)
+    for option in ("resamples", "permutations", "scipy_columns", "scipy_resamples"):
+        if getattr(args, option) is not None:
+            raise InputError(f"--{option.replace('_', '-')}: only with --compare")
     if args.shape == "trec":  # import trec-run + evaluate as whole processes, beside pytrec_eval
         return bench_trec.run(args)
     return bench.run(args)
+
+
+def add_interval_options(p: argparse.ArgumentParser, ci_default: str | None) -> None:
+    """--ci, --resamples, --seed (compare and evaluate); the statistics are core.intervals'."""
+    p.add_argument("--ci", default=ci_default, metavar="LEVEL",
+                   help=f"confidence level of the bootstrap intervals, in (0, 1) (default {ci_default or 'none'})")
+    p.add_argument("--resamples", default="10000", help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", default="0", help="seed of the resamples and sign flips (default 0)")
+
+
+def cmd_compare(args) -> int:
+    from evalcore import api  # deferred: the engine brings distributed and numba, which --help does not need
+    from evalcore.render.compare import format_terminal
+
+    ci = parse_number("--ci", args.ci)
+    resamples = parse_number("--resamples", args.resamples, int)
+    permutations = parse_number("--permutations", args.permutations, int)
+    seed = parse_number("--seed", args.seed, int)
+    metrics = None if args.metrics is None else registry.select(args.metrics, "--metrics")
+    with api.command_line_words():
+        result = api.compare(*args.runs, out=args.out, ci=ci, resamples=resamples, permutations=permutations,
+                             seed=seed, metrics=metrics, intersect=args.intersect, latex=args.latex,
+                             overwrite=args.overwrite, storage_options=parse_storage_options(args.storage_option))
+    for warning in result.warnings:
+        print(f"evalcore: warning: {warning}", file=sys.stderr)
+    print(format_terminal(result, None if args.all_groups else "all"))
+    if args.out:
+        print(f"comparison written to {args.out}")
+    if args.latex:
+        print(f"LaTeX table written to {args.latex}")
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing report folder")
     p.add_argument("--quiet", action="store_true", help="no progress and no printed summary")
     add_run_options(p)
+    add_interval_options(p, None)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("validate", help="check a dataset and list every problem found")
@@ -241,7 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for the dataset and the report (default ./evalcore-demo)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--dims", default="256", help="embedding dimensions (default 256)")
-    p.add_argument("--threshold", default="0.2", help="open-set threshold for the demo (default 0.2)")
+    p.add_argument("--threshold", default="auto",
+                   help="open-set threshold for the demo (default auto: the lowest threshold at which FPIR <= 0.1 "
+                        "in the data's own sweep)")
     p.add_argument("--workers", help="local worker processes (default: the cores)")
     p.set_defaults(func=cmd_demo)
 
@@ -250,6 +313,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worst", type=int, default=10, help="how many worst queries to list")
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("compare", help="compare runs on their paired queries: differences, intervals, tests")
+    p.add_argument("runs", nargs="+", metavar="REPORT", help="report folders (local or URL); the first is the baseline")
+    p.add_argument("--out", help="write the comparison folder here")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing comparison folder")
+    add_interval_options(p, "0.95")
+    p.add_argument("--permutations", default="10000", help="random sign flips of the randomization test "
+                                                           "(default 10000; every flip up to 20 queries)")
+    p.add_argument("--metrics", metavar="NAMES", help="compare only these metrics, comma-separated")
+    p.add_argument("--intersect", action="store_true", help="compare the queries the runs share when their "
+                                                            "query sets differ (default: an error)")
+    p.add_argument("--latex", metavar="FILE", help="also write the table as LaTeX (booktabs) to FILE")
+    p.add_argument("--all-groups", action="store_true", help="print every query/group row, not just all")
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("metrics", help="list every metric --metrics takes: name, column, direction, definition")
     p.set_defaults(func=cmd_metrics)
@@ -278,8 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: a temporary folder)")
     p.add_argument("--skip-conventional", action="store_true")
     p.add_argument("--repeat", help="timed pairs per compared figure, alternated pair by pair (default 5; "
-                   "--shape trec: 3); the "
-                   "figures are medians with min-max and the median of the paired ratios")
+                   "--shape trec: 3); the figures are medians with min-max and the median of the paired ratios; "
+                   "with --compare: runs of evalcore compare")
     p.add_argument("--rerank", action="store_true", help="also time re-ranked evaluation (k1=20, k2=6, lambda=0.3) "
                    "and the dense reference function where it fits")
     p.add_argument("--sweep", action="store_true",
@@ -292,6 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: as evaluate plans from the memory limit; 1 = whole gallery)")
     p.add_argument("--csv", metavar="FILE", help="--sweep: also write the table as CSV")
     p.add_argument("--plot", metavar="FILE.svg", help="--sweep: chart ratio and seconds against Q*G*D as SVG")
+    p.add_argument("--compare", action="store_true",
+                   help="time evalcore compare on two generated reports beside scipy.stats on the same columns")
+    p.add_argument("--resamples", help="--compare: bootstrap resamples (default 10000)")
+    p.add_argument("--permutations", help="--compare: sign flips (default 10000)")
+    p.add_argument("--scipy-columns", help="--compare: columns scipy is timed on (default 1), scaled to all")
+    p.add_argument("--scipy-resamples", help="--compare: resamples scipy is timed at (default 1000), scaled")
     p.set_defaults(func=cmd_bench)
 
     import_cmd.register(sub)

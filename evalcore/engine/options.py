@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from evalcore.core import protocols, registry
+from evalcore.core import intervals, protocols, registry
 from evalcore.errors import InputError
 from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES, EmptyQueries, Protocol, Similarity, Ties
 
@@ -35,6 +35,10 @@ class Options:
     #: αQE and DBA (K, alpha); None: the vectors as given (README, Query expansion)
     query_expansion: tuple[int, float] | None = None
     database_augmentation: tuple[int, float] | None = None
+    #: bootstrap intervals of every mean (``--ci LEVEL``; core.intervals): level, resamples, seed; None: none
+    ci: float | None = None
+    resamples: int = 10_000
+    seed: int = 0
 
     def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
@@ -66,6 +70,8 @@ class Options:
         if self.empty_queries not in EMPTY_QUERIES:
             raise InputError(f"--empty-queries: {self.empty_queries!r} is not skip or zero")
         metrics = None if self.metrics is None else registry.select(self.metrics)
+        if self.ci is not None:
+            self.interval_method()
         rerank = None if self.rerank is None else check_rerank(self.rerank)
         if rerank is not None and self.similarity != "cosine":
             raise InputError(f"--rerank: needs --similarity cosine (it works on distances of L2-normalised "
@@ -82,6 +88,11 @@ class Options:
                                  f"not {self.similarity!r}")
         return replace(self, rerank=rerank, query_expansion=qe, database_augmentation=dba, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank),
                        metrics=metrics, rel_level=int(self.rel_level), depth=None if self.depth is None else int(self.depth))
+
+    def interval_method(self) -> intervals.Method:
+        """The intervals' method (checked: an InputError naming --ci, --resamples or --seed)."""
+        return intervals.Method(level=self.ci if self.ci is not None else 0.95, resamples=self.resamples,
+                                seed=self.seed).checked()
 
     def columns(self, first_rank: bool = False) -> list[registry.Column]:
         """The run's per-query metric columns in report order (``first_rank=True``: with first_rank,

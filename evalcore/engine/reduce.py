@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pyarrow as pa
 
+from evalcore.core import intervals
 from evalcore.core import metrics as m
 from evalcore.core.ranking import TILE_COLS, TILE_ROWS
 from evalcore.engine.options import Options
@@ -49,11 +50,15 @@ def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table
         labels = np.asarray(per_query.column("group").to_pylist(), dtype=object)
         groups += [(g, labels == g) for g in sorted(set(labels.tolist()))]
     rows: list[dict] = []
-    cmc_rows: dict[str, list] = {"group": [], "k": [], "cmc": []}
+    cmc_rows: dict[str, list] = {"group": [], "k": [], "cmc": [], "ci_low": [], "ci_high": []}
     for name, sel in groups:
         row = {"group": name}
         row.update(m.summary_row({c: v[sel] for c, v in columns.items()}, n_relevant[sel], names,
                                  None if outcome is None else outcome[sel], options.threshold, counted[sel]))
+        bands = None
+        if options.ci is not None:
+            row_intervals, bands = mean_intervals(columns, names, first, sel & counted, options, with_cmc)
+            row.update(row_intervals)
         rows.append(row)
         if not with_cmc:
             continue
@@ -61,10 +66,42 @@ def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table
         cmc_rows["group"] += [name] * options.max_rank
         cmc_rows["k"] += list(range(1, options.max_rank + 1))
         cmc_rows["cmc"] += [None if math.isnan(x) else float(x) for x in curve]
+        if bands is not None:
+            cmc_rows["ci_low"] += [_none(x) for x in bands[0]]
+            cmc_rows["ci_high"] += [_none(x) for x in bands[1]]
     summary = pa.Table.from_pylist(rows, schema=_summary_schema(rows))
     cmc = pa.table({"group": pa.array(cmc_rows["group"], pa.string()), "k": pa.array(cmc_rows["k"], pa.int64()),
-                    "cmc": pa.array(cmc_rows["cmc"], pa.float64())})
+                    "cmc": pa.array(cmc_rows["cmc"], pa.float64()),
+                    **({"ci_low": pa.array(cmc_rows["ci_low"], pa.float64()),
+                        "ci_high": pa.array(cmc_rows["ci_high"], pa.float64())} if options.ci is not None else {})})
     return summary, cmc
+
+
+def _none(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+def mean_intervals(columns: dict[str, np.ndarray], names: dict[str, str], first: np.ndarray, counted: np.ndarray,
+                   options: Options, with_cmc: bool) -> tuple[dict, tuple[np.ndarray, np.ndarray] | None]:
+    """``<summary>_ci_low`` / ``_ci_high`` of every mean over the ``counted`` queries of a row (one bootstrap:
+    the same resamples for every metric and every CMC point, core.intervals), and the CMC's (low, high) per k.
+
+    CMC(k) is the mean of [0 < r_1 <= k]: per resample, the running sum of the shares of first ranks
+    1..k among the drawn queries (``intervals.bootstrap_code_shares``, one pass, not max_rank columns).
+    """
+    method = options.interval_method()
+    matrix = [columns[c][counted] for c in names]
+    values = np.column_stack(matrix) if matrix else np.empty((int(counted.sum()), 0))
+    # code r - 1 for a first rank r in 1..max_rank; no rank (-1 or 0) or a later one: outside the codes
+    codes = np.where(first[counted] > 0, first[counted] - 1, options.max_rank)
+    means, curves = intervals.bootstrap_means(values, method.resamples, method.seed, codes,
+                                              options.max_rank if with_cmc else 0, cumulative=True)
+    low, high = intervals.percentile_interval(means, method.level)
+    out: dict = {}
+    for j, summary in enumerate(names.values()):
+        out[f"{summary}_ci_low"] = _none(low[j])
+        out[f"{summary}_ci_high"] = _none(high[j])
+    return out, intervals.percentile_interval(curves, method.level) if with_cmc else None
 
 
 def counted_queries(per_query: pa.Table, options: Options) -> np.ndarray:

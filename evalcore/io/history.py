@@ -165,6 +165,33 @@ def write_run(history_dir, run_date: str, evaluation: str, summary: pa.Table) ->
     return path
 
 
+#: the sub-folder of an evaluation's history holding what significance gates need of each run
+PER_QUERY = "per_query"
+
+
+def per_query_path(history_dir, run_date: str, evaluation: str) -> Path:
+    """``history/<evaluation>/per_query/<run_date>.parquet`` (not a summary: read_history does not read it)."""
+    return Path(history_dir) / check_name(evaluation) / PER_QUERY / f"{check_date(run_date, 'run_date')}.parquet"
+
+
+def write_per_query(history_dir, run_date: str, evaluation: str, table: pa.Table) -> Path:
+    """Keep a run's per-query values (key and gated metrics) for the next run's significance gates."""
+    path = per_query_path(history_dir, run_date, evaluation)
+    atomic_write(path, table)
+    return path
+
+
+def read_per_query(history_dir, run_date: str, evaluation: str) -> pa.Table | None:
+    """The per-query values kept of a run, or None when the history has none (an older run)."""
+    path = per_query_path(history_dir, run_date, evaluation)
+    if not path.is_file():
+        return None
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"history {path}: not a readable Parquet file ({exc})") from None
+
+
 # --------------------------------------------------------------------------- queries
 
 

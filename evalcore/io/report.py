@@ -54,6 +54,10 @@ TABLES = ("per_query", "summary", "cmc")
 MANIFEST_KEYS = frozenset({"files", "sizes", "complete"})
 #: every file a report folder may hold (an object-store overwrite killed midway leaves some of them, no manifest)
 REPORT_FILES = frozenset({f"{t}.parquet" for t in (*TABLES, "threshold_sweep")} | {"run.json", "report.html"})
+#: the record file of a report folder (run.json) or of a comparison folder (``evalcore compare``)
+RECORDS = ("run.json", "comparison.json")
+#: every file a comparison folder may hold
+COMPARISON_FILES = frozenset({"comparison.parquet", "per_query_diff.parquet", "compare.html", "comparison.json"})
 #: hidden siblings evalcore makes while writing NAME: ``.NAME.KIND-PID@HOST-RAND``; the older
 #: unnamed forms (``.NAME.tmp-<8 or 12 hex>``, ``.NAME.old-<8 hex>``, ``.NAME.score-<mkdtemp 8>``) count by age only
 LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old|score)-(?:(?P<pid>\d{1,10})@(?P<host>[0-9a-f]{8})-"
@@ -146,7 +150,7 @@ def is_our_manifest(manifest) -> bool:
     """An evalcore manifest: exactly its keys, ``complete``, a list of file names with run.json among them."""
     return (isinstance(manifest, dict) and set(manifest) == MANIFEST_KEYS and manifest["complete"] is True
             and isinstance(manifest["files"], list) and all(isinstance(f, str) for f in manifest["files"])
-            and "run.json" in manifest["files"] and isinstance(manifest["sizes"], dict))
+            and any(r in manifest["files"] for r in RECORDS) and isinstance(manifest["sizes"], dict))
 
 
 def foreign_entries(names, manifest, remote: bool = False) -> list[str]:
@@ -159,7 +163,7 @@ def foreign_entries(names, manifest, remote: bool = False) -> list[str]:
     if is_our_manifest(manifest):
         ours = {MANIFEST, *manifest["files"]}
     else:
-        ours = set(REPORT_FILES) if remote and manifest is None else set()
+        ours = set(REPORT_FILES | COMPARISON_FILES) if remote and manifest is None else set()
     return sorted(n for n in names if n not in ours)
 
 
@@ -406,28 +410,30 @@ def _json_bytes(value) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=False, default=str) + "\n").encode()
 
 
-def _files(tables: Mapping[str, pa.Table], run: Mapping, extra: Mapping[str, bytes | str] | None):
-    """(name, bytes or table) in writing order; run.json after the tables."""
+def _files(tables: Mapping[str, pa.Table], run: Mapping, extra: Mapping[str, bytes | str] | None,
+           record: str = "run.json"):
+    """(name, bytes or table) in writing order; the record (run.json) after the tables."""
     for name, table in tables.items():
         yield f"{name}.parquet", table
-    yield "run.json", _json_bytes(dict(run))
+    yield record, _json_bytes(dict(run))
     for name, content in (extra or {}).items():
         yield name, content.encode() if isinstance(content, str) else content
 
 
 def write_report(out, tables: Mapping[str, pa.Table], run: Mapping, *, extra: Mapping[str, bytes | str] | None = None,
-                 overwrite: bool = False, storage_options: Mapping | None = None) -> str:
-    """Write a report folder atomically (locally) or manifest-last (object storage)."""
+                 overwrite: bool = False, storage_options: Mapping | None = None, record: str = "run.json") -> str:
+    """Write a report folder atomically (locally) or manifest-last (object storage); ``record`` names the
+    JSON record (``comparison.json`` for a comparison folder)."""
     check_out(out, overwrite, storage_options)
     if is_url(out):
-        return _write_remote(out, tables, run, extra, storage_options)
+        return _write_remote(out, tables, run, extra, storage_options, record)
     out = _local(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = leftover_path(out, "tmp")
     tmp.mkdir()
     try:
         sizes = {}
-        for name, content in _files(tables, run, extra):
+        for name, content in _files(tables, run, extra, record):
             target = tmp / name
             if isinstance(content, pa.Table):
                 pq.write_table(content, target)
@@ -457,7 +463,7 @@ def _listing(fs, root: str) -> list[str]:
     return [p for p in found if p.startswith(root + "/")]
 
 
-def _write_remote(out, tables, run, extra, storage_options) -> str:
+def _write_remote(out, tables, run, extra, storage_options, record: str = "run.json") -> str:
     """Manifest-last writing for object storage, where nothing can be renamed into place.
 
     1. the old manifest goes first: from then on the old report is incomplete,
@@ -477,7 +483,7 @@ def _write_remote(out, tables, run, extra, storage_options) -> str:
         fs.rm_file(manifest)  # the old report stops counting before any file changes
         fs.invalidate_cache(root)
     files = [(name, _table_bytes(content) if isinstance(content, pa.Table) else bytes(content))
-             for name, content in _files(tables, run, extra)]
+             for name, content in _files(tables, run, extra, record)]
     keep = {f"{root}/{name}" for name, _ in files}
     stale = [p for p in _listing(fs, root) if p not in keep and "/" not in p[len(root) + 1:]]
     if stale:
@@ -540,6 +546,8 @@ def read_report(path, storage_options: Mapping | None = None) -> dict:
     if manifest is None:
         raise InputError(f"report {path}: incomplete or missing (no {MANIFEST}; it was not finished)")
     files = manifest.get("files") if isinstance(manifest, dict) else None
+    if isinstance(files, list) and "comparison.json" in files and "run.json" not in files:
+        raise InputError(f"report {path}: is a comparison folder (evalcore compare), not an evaluation report")
     if not isinstance(files, list) or "run.json" not in files or not manifest.get("complete"):
         raise InputError(f"report {path}: {MANIFEST} is not a valid manifest")
     sizes = manifest.get("sizes") or {}

@@ -267,7 +267,8 @@ class EvaluationSpec:
                     threshold=o.threshold, map_at=o.map_at, judged_only=o.judged_only, radius=o.radius,
                     empty_queries=o.empty_queries, sweep=self.sweep, target_fpir=self.target_fpir,
                     metrics=o.metrics, rerank=o.rerank, rel_level=o.rel_level, depth=o.depth,
-                    query_expansion=o.query_expansion, database_augmentation=o.database_augmentation)
+                    query_expansion=o.query_expansion, database_augmentation=o.database_augmentation,
+                    ci=o.ci, resamples=o.resamples, seed=o.seed)
 
 
 @dataclass(frozen=True)
@@ -327,7 +328,10 @@ def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
         rerank=None if getattr(args, "rerank", None) is None else parse_rerank(args.rerank),
         rel_level=parse_number("--rel-level", str(getattr(args, "rel_level", None) or 1), int),
         depth=_optional("--depth", getattr(args, "depth", None), int),
-        query_expansion=_expansion(args, "query_expansion"), database_augmentation=_expansion(args, "database_augmentation"))
+        query_expansion=_expansion(args, "query_expansion"), database_augmentation=_expansion(args, "database_augmentation"),
+        ci=_optional("--ci", getattr(args, "ci", None)),
+        resamples=parse_number("--resamples", str(getattr(args, "resamples", None) or 10_000), int),
+        seed=parse_number("--seed", str(getattr(args, "seed", None) or 0), int))
     return EvaluationSpec(options, protocol=args.protocol, similarity=args.similarity,
                           sweep=bool(getattr(args, "sweep", False)), target_fpir=target).checked()
 

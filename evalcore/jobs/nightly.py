@@ -36,7 +36,7 @@ from typing import Any
 
 import fsspec
 
-from evalcore.core import protocols, registry
+from evalcore.core import comparison, intervals, protocols, registry
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterUnreachable, InputError
@@ -65,7 +65,7 @@ TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "stall
 EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at",
                    "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
                    "empty_queries", "metrics", "rel_level", "depth"}
-GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better"}
+GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better", "significance"}
 #: keys whose value is a table; every other key takes one value (or, for ks and trend_metrics, an array)
 TABLE_KEYS = {"evaluation", "gates", "baseline", "storage_options"}
 #: the cut-offs of an evaluation that gives no ks (evaluate's default)
@@ -125,6 +125,15 @@ def _gates(where: str, table) -> dict:
         for key in ("max_drop_previous", "max_drop_baseline"):
             if key in gate and not (_is_number(gate[key]) and gate[key] >= 0):
                 raise InputError(f"{where}.{metric}.{key}: {gate[key]!r} must be a number >= 0")
+        if "significance" in gate and not (_is_number(gate["significance"]) and 0 < gate["significance"] < 1):
+            raise InputError(f"{where}.{metric}.significance: {gate['significance']!r} must be a level "
+                             "strictly between 0 and 1 (0.05)")
+        if "significance" in gate and "max_drop_previous" not in gate:
+            raise InputError(f"{where}.{metric}.significance: applies to max_drop_previous (a paired test against "
+                             "the previous run's queries); give max_drop_previous too")
+        if "significance" in gate and registry.lookup(metric) is None:
+            raise InputError(f"{where}.{metric}.significance: {metric} is not a mean over queries, so it has no "
+                             "paired test")
         if "higher_is_better" in gate and not isinstance(gate["higher_is_better"], bool):
             raise InputError(f"{where}.{metric}.higher_is_better: must be true or false")
         if not ({"max_drop_previous", "max_drop_baseline"} & set(gate)):
@@ -326,7 +335,7 @@ def cmd_nightly(args) -> int:
     if not is_url(reports):
         report.check_creatable(f"{args.job}: reports", _join(day, job["evaluation"][0]["name"]))
     report.check_creatable(f"{args.job}: history", _join(history_dir, job["evaluation"][0]["name"]))
-    done, errors = {}, {}
+    done, errors, per_query = {}, {}, {}
     for ev in job["evaluation"]:
         name = ev["name"]
         out = _join(day, name)
@@ -337,7 +346,9 @@ def cmd_nightly(args) -> int:
             storage = dict(settings.storage_options)
             if not report.is_complete(out, storage):
                 raise InputError(f"report {out}: incomplete after the run (no manifest)")
-            done[name] = report.read_report(out, storage)["summary"]
+            tables = report.read_report(out, storage)
+            done[name] = tables["summary"]
+            per_query[name] = tables["per_query"]
         except ClusterUnreachable:
             raise
         except InputError as exc:
@@ -351,13 +362,19 @@ def cmd_nightly(args) -> int:
     with h.history_lock(history_dir):
         for name, summary in done.items():
             h.write_run(history_dir, run_date, name, summary)
+            kept = kept_per_query(per_query[name], {**job["gates"], **next(
+                ev for ev in job["evaluation"] if ev["name"] == name)["gates"]})
+            if kept is not None:
+                h.write_per_query(history_dir, run_date, name, kept)
         snapshot = h.read_history(history_dir)
 
     checks = []
     for ev in job["evaluation"]:
         if ev["name"] in done:
             gates = {**job["gates"], **ev["gates"]}
-            checks += h.gate_checks(snapshot, ev["name"], run_date, gates, job["baseline"].get(ev["name"]))
+            found = h.gate_checks(snapshot, ev["name"], run_date, gates, job["baseline"].get(ev["name"]))
+            checks += [with_significance(c, gates[c["metric"]], per_query[ev["name"]], history_dir)
+                       for c in found]
     failures = [c for c in checks if c["passed"] is False]
 
     metrics = job.get("trend_metrics")
@@ -386,6 +403,57 @@ def cmd_nightly(args) -> int:
     if errors:
         return EXIT_INPUT if all(code == EXIT_INPUT for code, _ in errors.values()) else EXIT_FAILED
     return EXIT_GATE if failures else EXIT_OK
+
+
+# --------------------------------------------------------------------------- gates that know noise
+
+
+def kept_per_query(per_query, gates: dict):
+    """What the next night's significance gates need of this run: the key and the per-query column of
+    every metric gated with ``significance``, over the known queries; None when no gate has one."""
+    columns = [registry.lookup(m).name for m, g in gates.items()  # type: ignore[union-attr]
+               if "significance" in g and registry.lookup(m) is not None]
+    columns = [c for c in dict.fromkeys(columns) if c in per_query.column_names]
+    if not columns:
+        return None
+    keep = [c for c in ("key", "n_relevant", "n_judged") if c in per_query.column_names]
+    return per_query.select(keep + columns)
+
+
+def with_significance(check: dict, gate: dict, per_query, history_dir) -> dict:
+    """A previous-run check of a gate with ``significance``: the paired test of the metric's per-query values
+    against those the history kept of that run; the gate fails only when the drop exceeds its limit and
+    the test rejects at that level. Records n, diff (new − old), its interval and the p-values."""
+    if "significance" not in gate or check["reference"] != "previous" or check["reference_date"] is None:
+        return check
+    alpha = float(gate["significance"])
+    column = registry.lookup(check["metric"])
+    previous = h.read_per_query(history_dir, check["reference_date"], check["evaluation"])
+    out = {**check, "significance": alpha}
+    if column is None or previous is None or column.name not in previous.column_names \
+            or column.name not in per_query.column_names:
+        out["message"] += ("; the previous run's per-query values are not in the history, so the drop was not "
+                           "tested for significance")
+        return out
+    old = comparison.RunTable("previous", previous)
+    new = comparison.RunTable("run", per_query)
+    pairing = comparison.pair_queries(old, new, intersect=True)
+    a = previous.column(column.name).to_numpy(zero_copy_only=False).astype(float)[pairing.baseline_rows]
+    b = per_query.column(column.name).to_numpy(zero_copy_only=False).astype(float)[pairing.run_rows]
+    result = intervals.compare_paired(a, b, intervals.Method(), bool(check["higher_is_better"]))[0]
+    rejects = intervals.significant(result.p_randomization, alpha)
+    out.update({"n": result.n, "diff": result.diff, "ci_low": result.ci_low, "ci_high": result.ci_high,
+                "ci_level": intervals.Method().level, "p_randomization": result.p_randomization,
+                "p_ttest": result.p_ttest})
+    test = (f"paired sign-flip test on {result.n} queries p = {result.p_randomization:.4g} "
+            f"({'<' if rejects else '>='} {alpha:g}); 95% interval of the difference "
+            f"[{result.ci_low:+.4g}, {result.ci_high:+.4g}]")
+    if check["passed"] is False and not rejects:
+        out["passed"] = True
+        out["message"] += f"; not significant, so the gate holds: {test}"
+    else:
+        out["message"] += f"; {test}"
+    return out
 
 
 def register(subparsers) -> argparse.ArgumentParser:

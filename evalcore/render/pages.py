@@ -6,19 +6,14 @@ self-contained: CSS is inline and plots are inline images (``data:`` URIs), so
 a page can be mailed, archived or opened from an object store without
 anything else.
 
-The report page draws its plots as SVG with :mod:`evalcore.render.svg` (no
-plotting library: rendering a report takes milliseconds). Only the nightly
-trend page uses matplotlib (dates on x; not latency-critical): it is imported
-lazily there and only its Agg canvas is used (``Figure`` + ``FigureCanvasAgg``,
-never ``pyplot``), so rendering works headless and never changes the backend
-or the figures of the calling process.
+Every page draws its plots as SVG with :mod:`evalcore.render.svg` (no
+plotting library: rendering a page takes milliseconds); the trend page's x
+axis counts days and labels them as dates.
 """
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import html
-import io
 import json
 import math
 from collections.abc import Set
@@ -163,26 +158,6 @@ def _fmt(value, missing: str = "–") -> str:
 # --------------------------------------------------------------------------- plots
 
 
-def _new_figure(width: float = 6.0, height: float = 3.8):
-    """A pyplot-free Agg figure and its single axes (trend page only)."""
-    # deferred, as below: matplotlib takes 0.6 s to import, and only the trend page draws with it
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ax.grid(True, alpha=0.3)
-    return fig, ax
-
-
-def _png_uri(fig) -> str:
-    """The figure as a ``data:image/png;base64,...`` URI."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
 def _group_colors(groups: list[str]) -> dict[str, str]:
     """A hex colour per group from the tab10 (tab20 beyond 10 groups) palette; ``all`` is black."""
     palette = svg.palette(len(groups))
@@ -190,22 +165,6 @@ def _group_colors(groups: list[str]) -> dict[str, str]:
     colors = {g: palette[i % len(palette)] for i, g in enumerate(others)}
     colors["all"] = svg.COLORS["black"]
     return colors
-
-
-def _legend(ax, count: int, below: bool = False, handles: list | None = None) -> None:
-    """A legend that stays readable with many lines.
-
-    ``below`` puts it under the x label, off the data, in up to 4 columns.
-    """
-    if not count:
-        return
-    size = "small" if count <= 8 else "x-small"
-    extra = {} if handles is None else {"handles": handles}
-    if below:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(count, 4), fontsize=size, frameon=False,
-                  **extra)
-    else:
-        ax.legend(fontsize=size, ncol=1 if count <= 8 else 2, framealpha=0.85, **extra)
 
 
 def _groups_in_order(values: list) -> list[str]:
@@ -242,10 +201,38 @@ def _plot_cmc(cmc: pa.Table) -> str | None:
         return None  # every value null (no known queries): a note, not empty axes
     max_k = max(kk for kk in k if kk is not None)
     legend = [svg.LegendEntry(s.label, s.color, width=s.width, markers=s.markers) for s in series]
+    bands = _cmc_bands(cmc, k, groups, colors)
+    if bands:
+        legend.append(svg.LegendEntry(f"all: {bands[0].label}", colors["all"], kind="patch"))
+    lowest = min([y for s in series for y in s.ys] + [lo for b in bands for lo in b.lows if not _is_missing(lo)])
+    y0 = fitted_floor(lowest)
     return svg.data_uri(svg.line_chart(
-        series, title="Cumulative match characteristic", xlabel="rank k", ylabel="CMC (fraction with a match in top k)",
-        xlim=(1, max(max_k, 2)), ylim=(0, 1.02), xlog=max_k > 100, xinteger=True, legend=legend, legend_at="lower right",
+        series, title="Cumulative match characteristic", xlabel="rank k" + (" (log scale)" if max_k > 100 else ""),
+        ylabel="CMC (fraction with a match in top k)", xlim=(1, max(max_k, 2)), ylim=(y0, 1 + 0.02 * (1 - y0)), xlog=max_k > 100,
+        xinteger=True, legend=legend, legend_at="lower right", bands=bands,
     ))
+
+
+def fitted_floor(lowest: float) -> float:
+    """The bottom of a y axis fitted to curves that rise to 1 from ``lowest``: a margin of a tenth of the
+    span (at least 0.005) below it, rounded down to a round step; on a 0..1 axis a CMC that starts at 0.99
+    is a flat line at the top."""
+    y0 = lowest - max(0.005, 0.1 * (1 - lowest))
+    step = 0.05 if 1 - lowest > 0.2 else 0.01 if 1 - lowest > 0.04 else 0.005
+    return max(0.0, math.floor(y0 / step + 1e-9) * step)
+
+
+def _cmc_bands(cmc: pa.Table, k: list, groups: list[str], colors: dict[str, str]) -> list:
+    """The ``all`` curve's interval band when the CMC has ``ci_low``/``ci_high`` (``--ci``)."""
+    low, high = _column(cmc, "ci_low"), _column(cmc, "ci_high")
+    if low is None or high is None:
+        return []
+    points = sorted((kk, lo, hi) for kk, lo, hi, g in zip(k, low, high, groups)
+                    if g == "all" and not _is_missing(lo) and not _is_missing(hi))
+    if not points:
+        return []
+    xs, lows, highs = zip(*points)
+    return [svg.Band("interval", xs, lows, highs, colors["all"])]
 
 
 def _plot_histograms(series: list[tuple[str, list, str]], title: str, threshold: float | None) -> str | None:
@@ -288,7 +275,8 @@ def _plot_sweep(sweep: pa.Table, threshold: float | None) -> str | None:
                 plotted.add(name)
     if not series:
         return None  # rates all null (no known or no unknown queries): a note, not empty axes
-    legend += [svg.LegendEntry(name, colors[name], width=2 if name == "all" else 1.2) for name in order if name in plotted]
+    # groups as colour patches: a line sample would read as a line style (solid all = solid FPIR)
+    legend += [svg.LegendEntry(name, colors[name], kind="patch") for name in order if name in plotted]
     every_x = [x for s in series for x in s.xs]
     lo, hi = min(every_x), max(every_x)
     vlines = []
@@ -426,6 +414,10 @@ def _run_header(run: dict) -> str:
     return "\n".join(parts)
 
 
+#: summary columns per HTML table (besides group): 8 numbers fit a 1240-pixel page with room to spare
+SUMMARY_COLUMNS = 8
+
+
 def _summary_html(summary: pa.Table) -> str:
     """The summary as one table per topic, one row per group."""
     if summary.num_rows == 0 or not summary.column_names:
@@ -434,9 +426,36 @@ def _summary_html(summary: pa.Table) -> str:
     first = ["group"] if "group" in columns else []
     parts = []
     for name, section in _summary_sections(columns):
-        cols = first + section
-        parts.append(f"<h3>{_esc(name)}</h3>" + _html_table(cols, _table_rows(summary, cols)))
+        # at most SUMMARY_COLUMNS a table, so a wide section wraps instead of running off the page
+        for start in range(0, len(section), SUMMARY_COLUMNS):
+            cols = first + section[start:start + SUMMARY_COLUMNS]
+            heading = f"<h3>{_esc(name)}</h3>" if start == 0 else ""
+            parts.append(heading + _html_table(cols, _table_rows(summary, cols)))
+    intervals = interval_rows(summary)
+    if intervals:
+        header, rows = intervals
+        parts.append("<h3>Confidence intervals</h3>" + _html_table(
+            ["group", "metric", "mean", "low", "high"], rows, text_columns={"metric"},
+            labels=["group", "metric", "mean", f"{header} low", f"{header} high"]))
     return "\n".join(parts)
+
+
+def interval_rows(summary: pa.Table, group: str | None = None) -> tuple[str, list[list]] | None:
+    """(level text, rows [group, metric label, mean, low, high]) of every mean with ``_ci_low``/``_ci_high``
+    columns (``--ci``), or None without them; ``group`` keeps one row of the summary."""
+    columns = summary.column_names
+    metrics = [c for c in registry.display_order(columns) if f"{c}_ci_low" in columns]
+    if not metrics:
+        return None
+    rows = []
+    groups = _column(summary, "group") or ["all"] * summary.num_rows
+    for i, g in enumerate(groups):
+        if group is not None and g != group:
+            continue
+        for c in metrics:
+            rows.append([g, _label(c), summary.column(c)[i].as_py(), summary.column(f"{c}_ci_low")[i].as_py(),
+                         summary.column(f"{c}_ci_high")[i].as_py()])
+    return "interval", rows
 
 
 def _threshold(summary: pa.Table) -> float | None:
@@ -569,27 +588,26 @@ def _trend_rows(history: pa.Table) -> list[dict]:
 
 
 def _plot_trend(rows: list[dict], metric: str, evaluations: list[str]) -> str:
-    """One metric over time, one line per evaluation."""
-    import matplotlib.dates as mdates
-
-    fig, ax = _new_figure(6.0, 3.8)
+    """One metric over time, one line per evaluation (x: days, labelled as dates), as an SVG data URI."""
     colors = _group_colors(evaluations)
+    origin = min(r["_date"] for r in rows)
+    series = []
     for name in evaluations:
-        points = [(r["_date"], np.nan if _is_missing(r.get(metric)) else float(r[metric]))
+        points = [((r["_date"] - origin).days, math.nan if _is_missing(r.get(metric)) else float(r[metric]))
                   for r in rows if str(r["evaluation"]) == name]
         if points:
             xs, ys = zip(*points)
-            ax.plot(xs, ys, marker="o", ms=3, lw=1.5, color=colors[name] if name != "all" else "black", label=name)
-    # runs are daily: a tick per day, or per few days over a long history, never finer
-    dates = [r["_date"] for r in rows]
-    span = (max(dates) - min(dates)).days if dates else 0
-    locator = mdates.DayLocator(interval=max(1, -(-span // 7)))
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    ax.set_ylabel(_label(metric))
-    ax.set_title(f"{_label(metric)} over time")
-    _legend(ax, len(evaluations), below=True)
-    return _png_uri(fig)
+            series.append(svg.Series(name, xs, ys, colors[name] if name != "all" else svg.COLORS["black"],
+                                     markers=True))
+    span = max(x for s_ in series for x in s_.xs) if series else 0
+    values = [y for s_ in series for y in s_.ys if math.isfinite(y)]
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    legend = [svg.LegendEntry(s_.label, s_.color, markers=True) for s_ in series]
+    return svg.data_uri(svg.line_chart(
+        series, title=f"{_label(metric)} over time", xlabel="run date", ylabel=_label(metric),
+        xlim=(-0.5, span + 0.5), ylim=svg.padded(lo, hi if hi > lo else lo + 1e-3, 0.08), xinteger=True,
+        legend=legend, legend_at="below",
+        xformat=lambda d: (origin + _dt.timedelta(days=int(round(d)))).strftime("%b %d")))
 
 
 def _latest_table(rows: list[dict], metrics: list[str], evaluations: list[str]) -> str:
@@ -620,7 +638,7 @@ def render_trend_html(history: pa.Table, metrics: list[str] | None = None,
 
     ``history`` has ``run_date`` (YYYY-MM-DD), ``evaluation``, ``group`` and
     metric columns; only ``group == "all"`` rows are used. Each metric (by
-    default every float column) gets one inline PNG with one line per
+    default every float column) gets one inline SVG chart with one line per
     evaluation; a table gives each evaluation's latest values and the change
     since its previous run.
     """
@@ -753,6 +771,11 @@ def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
     return lines + [""] + _text_table(labels, rows, [c not in text_cols for c in columns])
 
 
+def _summary_name(label: str, summary: pa.Table) -> str:
+    """The summary column whose display label is ``label``."""
+    return next((c for c in summary.column_names if _label(c) == label), label)
+
+
 def format_terminal(summary: pa.Table, per_query: pa.Table | None = None, n_worst: int = 10, width: int = 100) -> str:
     """Plain text for ``evalcore show`` and ``evalcore demo``.
 
@@ -766,6 +789,12 @@ def format_terminal(summary: pa.Table, per_query: pa.Table | None = None, n_wors
         lines.append("(empty summary)")
     else:
         lines += _terminal_summary(summary, width)
+        intervals = interval_rows(summary, "all")
+        if intervals:
+            shown = [r for r in intervals[1] if registry.display_order([_summary_name(r[1], summary)], terminal=True)]
+            lines += ["", "Bootstrap intervals (group all; run.json records level, resamples, seed)", ""]
+            lines += _text_table(["metric", "mean", "low", "high"],
+                                 [[r[1], *(_fmt(v, "-") for v in r[2:])] for r in shown], [False, True, True, True])
     if per_query is not None and n_worst > 0:
         lines += [""] + _terminal_worst(per_query, n_worst, width)
     return "\n".join(lines) + "\n"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +58,18 @@ class Series:
     width: float = 1.5
     dash: str | None = None
     markers: bool = False
+
+
+@dataclass(frozen=True)
+class Band:
+    """A filled band between ``lows`` and ``highs`` over ``xs`` (an interval around a series)."""
+
+    label: str
+    xs: Sequence[float]
+    lows: Sequence[float]
+    highs: Sequence[float]
+    color: str = "#000000"
+    opacity: float = 0.18
 
 
 @dataclass(frozen=True)
@@ -218,10 +230,12 @@ def _frame(xlim, ylim, xlog: bool, legend_rows: int) -> Frame:
     return Frame(_MARGIN["left"], _MARGIN["top"], WIDTH - _MARGIN["right"], bottom, tuple(xlim), tuple(ylim), xlog)
 
 
-def _axes(frame: Frame, title: str, xlabel: str, ylabel: str, xinteger: bool, yinteger: bool) -> list[str]:
-    """Grid, ticks with labels, the frame, axis labels and the title."""
+def _axes(frame: Frame, title: str, xlabel: str, ylabel: str, xinteger: bool, yinteger: bool,
+          xformat: Callable[[float], str] | None = None) -> list[str]:
+    """Grid, ticks with labels, the frame, axis labels and the title; ``xformat`` writes the x tick labels
+    (dates from day numbers)."""
     xticks = log_ticks(*frame.xlim) if frame.xlog else linear_ticks(*frame.xlim, integer=xinteger)
-    xtexts = tick_labels(xticks, log=frame.xlog)
+    xtexts = [xformat(t) for t in xticks] if xformat else tick_labels(xticks, log=frame.xlog)
     yticks = linear_ticks(*frame.ylim, integer=yinteger)
     ytexts = tick_labels(yticks)
     parts = [f'<rect class="plot-area" x="{_num(frame.left)}" y="{_num(frame.top)}" width="{_num(frame.right - frame.left)}" '
@@ -321,6 +335,8 @@ def line_chart(
     vlines: Sequence[VLine] = (),
     legend: Sequence[LegendEntry] = (),
     legend_at: str = "lower right",
+    bands: Sequence[Band] = (),
+    xformat: Callable[[float], str] | None = None,
 ) -> str:
     """Lines on shared axes, as SVG text.
 
@@ -328,11 +344,14 @@ def line_chart(
     (non-finite points are skipped). ``xlog`` puts x on a log axis with decade
     ticks (xlim must then be positive); ``xinteger`` keeps x ticks on integers.
     ``legend_at`` is ``"lower right"`` (inside the axes) or ``"below"``.
+    ``bands`` are drawn first, under the lines: one translucent ``<path class="band">`` each.
+    ``xformat`` writes the x tick labels (``xinteger`` ticks as dates, on the trend page).
     """
     entries = list(legend)
     rows = _below_layout(entries, WIDTH - _MARGIN["left"] - _MARGIN["right"])[1] if legend_at == "below" else 0
     frame = _frame(xlim, ylim, xlog, rows)
-    parts = _axes(frame, title, xlabel, ylabel, xinteger, False)
+    parts = _axes(frame, title, xlabel, ylabel, xinteger, False, xformat)
+    parts += [_band(b, frame) for b in bands]
     for item in series:
         points = [(float(x), float(y)) for x, y in zip(item.xs, item.ys) if math.isfinite(float(x)) and math.isfinite(float(y))]
         if not points:
@@ -346,6 +365,33 @@ def line_chart(
         parts.append("</g>")
     parts += [_vline(v, frame) for v in vlines]
     parts += [_frame_border(frame), _legend(entries, frame, legend_at)]
+    return _svg(parts)
+
+
+def _band(band: Band, frame: Frame) -> str:
+    points = [(float(x), float(lo), float(hi)) for x, lo, hi in zip(band.xs, band.lows, band.highs)
+              if all(math.isfinite(float(v)) for v in (x, lo, hi))]
+    if not points:
+        return ""
+    upper = [f"{_num(frame.x(x))},{_num(frame.y(hi))}" for x, _, hi in points]
+    lower = [f"{_num(frame.x(x))},{_num(frame.y(lo))}" for x, lo, _ in reversed(points)]
+    return (f'<path class="band" data-series="{_esc(band.label)}" d="M{" L".join(upper + lower)} Z" '
+            f'fill="{band.color}" fill-opacity="{band.opacity}" stroke="none"/>')
+
+
+def scatter_chart(xs: Sequence[float], ys: Sequence[float], *, title: str, xlabel: str, ylabel: str,
+                  lim: tuple[float, float], color: str = TAB10[0]) -> str:
+    """Points (x, y) on equal axes ``lim`` with the diagonal y = x dashed, as SVG text: one
+    ``<g class="series">`` of translucent ``<circle>`` s (non-finite points skipped)."""
+    frame = _frame(lim, lim, False, 0)
+    parts = _axes(frame, title, xlabel, ylabel, False, False)
+    parts.append(f'<line class="refline" x1="{_num(frame.x(lim[0]))}" y1="{_num(frame.y(lim[0]))}" '
+                 f'x2="{_num(frame.x(lim[1]))}" y2="{_num(frame.y(lim[1]))}" stroke="#000000" stroke-width="1"'
+                 f'{_dash(DASHED)}/>')
+    dots = "".join(f'<circle cx="{_num(frame.x(x))}" cy="{_num(frame.y(y))}" r="2.2"/>'
+                   for x, y in zip(map(float, xs), map(float, ys)) if math.isfinite(x) and math.isfinite(y))
+    parts.append(f'<g class="series" data-series="points" fill="{color}" fill-opacity="0.35">{dots}</g>')
+    parts.append(_frame_border(frame))
     return _svg(parts)
 
 

@@ -1,0 +1,260 @@
+"""Comparing runs (README, Compare): pair the known queries of two runs by key, then compare every metric.
+
+Pure compute on the per-query tables of reports (pyarrow); reading and
+writing the folders is the caller's (``evalcore.api.compare``). The
+statistics are ``core.intervals``; a metric's direction is its registration
+(``core.registry``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from evalcore.core import intervals, registry
+from evalcore.errors import InputError
+
+#: run options that change the numbers: runs compared across them get a warning naming them
+NUMBER_OPTIONS = ("protocol", "similarity", "ties", "ks", "judged_only", "empty_queries")
+#: comparison.parquet's columns, in order
+COLUMNS = ("baseline", "run", "group", "metric", "n", "mean_baseline", "mean_run", "diff", "ci_low", "ci_high",
+           "p_randomization", "p_ttest", "p_holm", "wins", "ties", "losses")
+
+
+@dataclass(frozen=True)
+class RunTable:
+    """One run to compare: its name, per-query table and the options run.json records."""
+
+    name: str
+    per_query: pa.Table
+    options: Mapping = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Rows of the baseline's and the run's per-query tables holding the same known query, in key order
+    of the baseline."""
+
+    baseline_rows: np.ndarray
+    run_rows: np.ndarray
+    keys: list[str]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of comparison.parquet: a metric of one run against the baseline on one query/group row."""
+
+    baseline: str
+    run: str
+    group: str
+    metric: str
+    result: intervals.PairedResult
+    p_holm: float = float("nan")
+
+    def record(self) -> dict:
+        out: dict = {"baseline": self.baseline, "run": self.run, "group": self.group, "metric": self.metric}
+        out.update(asdict(self.result))
+        out["p_holm"] = self.p_holm
+        return {c: out[c] for c in COLUMNS}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every run after the first compared with the first (the baseline)."""
+
+    runs: list[str]
+    rows: list[Row]
+    per_query_diff: pa.Table
+    method: intervals.Method
+    warnings: list[str]
+    #: (run, k, cmc, ci_low, ci_high) of every run on its paired queries at ``cmc_ks`` (compare.html), or None
+    cmc: pa.Table | None = None
+
+    def table(self) -> pa.Table:
+        """comparison.parquet."""
+        records = [r.record() for r in self.rows]
+        types = {"baseline": pa.string(), "run": pa.string(), "group": pa.string(), "metric": pa.string(),
+                 "n": pa.int64(), "wins": pa.int64(), "ties": pa.int64(), "losses": pa.int64()}
+        return pa.table({c: pa.array([r[c] for r in records], types.get(c, pa.float64())) for c in COLUMNS})
+
+
+def known_queries(per_query: pa.Table, options: Mapping) -> np.ndarray:
+    """The queries a run's means count (README, Metrics): R > 0, and judged ones under empty_queries zero."""
+    known = per_query.column("n_relevant").to_numpy() > 0
+    if options.get("empty_queries") == "zero" and "n_judged" in per_query.column_names:
+        known |= per_query.column("n_judged").to_numpy() > 0
+    return known
+
+
+def _keys(run: RunTable) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, rows) of the known queries of a run."""
+    if "key" not in run.per_query.column_names:
+        raise InputError(f"{run.name}: its per-query table has no key column, so its queries cannot be paired")
+    rows = np.flatnonzero(known_queries(run.per_query, run.options))
+    keys = np.asarray(run.per_query.column("key").to_pylist(), dtype=object)[rows]
+    return keys, rows
+
+
+def pair_queries(baseline: RunTable, run: RunTable, intersect: bool = False) -> Pairing:
+    """Match the known queries of ``run`` to the baseline's by key.
+
+    Different sets are an InputError naming both counts and the first key in
+    one and not the other, unless ``intersect`` (then the common ones).
+    """
+    keys_a, rows_a = _keys(baseline)
+    keys_b, rows_b = _keys(run)
+    for name, keys in ((baseline.name, keys_a), (run.name, keys_b)):
+        if len(set(keys.tolist())) != len(keys):
+            raise InputError(f"{name}: query keys repeat, so queries cannot be paired by key")
+    where_b = {k: i for i, k in zip(rows_b.tolist(), keys_b.tolist())}
+    set_a = set(keys_a.tolist())
+    only_a = [k for k in keys_a.tolist() if k not in where_b]
+    only_b = [k for k in keys_b.tolist() if k not in set_a]
+    if (only_a or only_b) and not intersect:
+        first = f"{only_a[0]!r} is in {baseline.name} only" if only_a else f"{only_b[0]!r} is in {run.name} only"
+        raise InputError(f"{run.name}: its known queries are not those of {baseline.name} ({len(keys_b)} and "
+                         f"{len(keys_a)} known queries; {first}); pass --intersect (intersect=True) to compare "
+                         "the common ones")
+    keep = [(i, where_b[k], k) for i, k in zip(rows_a.tolist(), keys_a.tolist()) if k in where_b]
+    if not keep:
+        raise InputError(f"{run.name}: no known query in common with {baseline.name}")
+    return Pairing(np.asarray([x[0] for x in keep], np.int64), np.asarray([x[1] for x in keep], np.int64),
+                   [x[2] for x in keep])
+
+
+def metric_columns(runs: Sequence[RunTable], metrics: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """(per-query column, summary column) of every metric with a mean that every run has, in report order;
+    ``metrics`` (names ``metrics=`` takes) keeps only those."""
+    common = set.intersection(*(set(r.per_query.column_names) for r in runs))
+    out = []
+    for name in runs[0].per_query.column_names:
+        column = registry.lookup(name)
+        if name in common and column is not None and column.name == name and column.summary is not None:
+            out.append((name, column.summary))
+    if metrics is not None:
+        wanted = registry.select(metrics)
+        chosen = [(c, s) for c, s in out if registry.lookup(c) is not None and (
+            registry.lookup(c).spec in wanted or registry.lookup(c).metric.base in wanted)]  # type: ignore[union-attr]
+        if not chosen:
+            raise InputError(f"--metrics: none of {', '.join(wanted)} is in every run "
+                             f"(they have {', '.join(s for _, s in out)})")
+        out = chosen
+    if not out:
+        raise InputError("runs: they have no metric column in common")
+    return out
+
+
+def option_warnings(baseline: RunTable, run: RunTable) -> list[str]:
+    """A warning naming the options (of ``NUMBER_OPTIONS``) in which run and baseline differ."""
+    differ = [o for o in NUMBER_OPTIONS if o in baseline.options and o in run.options
+              and _plain(baseline.options[o]) != _plain(run.options[o])]
+    if not differ:
+        return []
+    shown = "; ".join(f"{o} {_plain(baseline.options[o])} vs {_plain(run.options[o])}" for o in differ)
+    return [f"{run.name} and {baseline.name} were evaluated with different options ({shown}): their metrics "
+            "may differ for that reason alone"]
+
+
+def _plain(value):
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def _values(table: pa.Table, column: str, rows: np.ndarray) -> np.ndarray:
+    return table.column(column).to_numpy(zero_copy_only=False).astype(np.float64)[rows]
+
+
+def _strings(table: pa.Table, column: str, rows: np.ndarray) -> list:
+    if column not in table.column_names:
+        return [None] * len(rows)
+    values = table.column(column).to_pylist()
+    return [values[i] for i in rows.tolist()]
+
+
+def compare_runs(runs: Sequence[RunTable], method: intervals.Method, metrics: Sequence[str] | None = None,
+                 intersect: bool = False, cmc_ks: Sequence[int] = ()) -> Comparison:
+    """Every run after the first against the first, for every common metric and every query/group row
+    (group ``all`` first; the groups are the baseline's ``group`` column), Holm over all rows.
+
+    ``cmc_ks``: also the CMC of both runs of each pair at these k with their intervals (when every run has
+    ``first_rank``), from the same resamples as the ``all`` row's differences: one bootstrap, not three."""
+    if len(runs) < 2:
+        raise InputError("runs: give at least two runs to compare (the first is the baseline)")
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise InputError(f"runs: two runs have the same name {next(n for n in names if names.count(n) > 1)!r}")
+    method = method.checked()
+    baseline = runs[0]
+    columns = metric_columns(runs, metrics)
+    higher = [registry.direction(s) != "lower" for _, s in columns]
+    rows: list[Row] = []
+    warnings: list[str] = []
+    diffs = []
+    with_cmc = bool(cmc_ks) and all("first_rank" in r.per_query.column_names for r in runs)
+    bands: dict[str, tuple] = {}
+    for run in runs[1:]:
+        pairing = pair_queries(baseline, run, intersect)
+        warnings += option_warnings(baseline, run)
+        a = np.column_stack([_values(baseline.per_query, c, pairing.baseline_rows) for c, _ in columns])
+        b = np.column_stack([_values(run.per_query, c, pairing.run_rows) for c, _ in columns])
+        groups = _strings(baseline.per_query, "group", pairing.baseline_rows)
+        selections = [("all", np.ones(len(pairing.keys), bool))]
+        if "group" in baseline.per_query.column_names:
+            labels = np.asarray(groups, dtype=object)
+            selections += [(g, labels == g) for g in sorted({g for g in groups if g is not None})]
+        for group, sel in selections:
+            if group == "all" and with_cmc:
+                hits = [_hits(t.per_query, r, cmc_ks) for t, r in ((baseline, pairing.baseline_rows),
+                                                                   (run, pairing.run_rows))]
+                d = intervals.defined_differences(a, b)
+                low, high = intervals.mean_interval(np.column_stack([d, *hits]), method.level, method.resamples,
+                                                    method.seed)
+                width, k = d.shape[1], len(cmc_ks)
+                results = intervals.compare_paired(a, b, method, higher, (low[:width], high[:width]))
+                for i, (name, h) in enumerate(((baseline.name, hits[0]), (run.name, hits[1]))):
+                    part = slice(width + i * k, width + (i + 1) * k)
+                    bands.setdefault(name, (h.mean(axis=0), low[part], high[part]))
+            else:
+                results = intervals.compare_paired(a[sel], b[sel], method, higher)
+            for (_, summary), result in zip(columns, results):
+                rows.append(Row(baseline.name, run.name, group, summary, result))
+        diffs.append(_diff_table(baseline, run, pairing, columns, a, b, groups))
+    adjusted = intervals.holm([r.result.p_randomization for r in rows])
+    rows = [Row(r.baseline, r.run, r.group, r.metric, r.result, float(p)) for r, p in zip(rows, adjusted)]
+    return Comparison(names, rows, pa.concat_tables(diffs), method, warnings,
+                      _bands_table(bands, cmc_ks) if with_cmc else None)
+
+
+def _hits(table: pa.Table, rows: np.ndarray, ks: Sequence[int]) -> np.ndarray:
+    """[0 < r_1 <= k] per paired query and k: the CMC's per-query values."""
+    first = table.column("first_rank").fill_null(0).to_numpy()[rows]
+    k = np.asarray(ks, np.int64)
+    return ((first[:, None] > 0) & (first[:, None] <= k[None, :])).astype(np.float64)
+
+
+def _bands_table(bands: Mapping[str, tuple], ks: Sequence[int]) -> pa.Table:
+    names = [n for n in bands for _ in ks]
+
+    def column(i: int) -> pa.Array:
+        return pa.array(np.concatenate([bands[n][i] for n in bands]) if bands else [], pa.float64())
+
+    return pa.table({"run": pa.array(names, pa.string()), "k": pa.array(list(ks) * len(bands), pa.int64()),
+                     "cmc": column(0), "ci_low": column(1), "ci_high": column(2)})
+
+
+def _diff_table(baseline: RunTable, run: RunTable, pairing: Pairing, columns, a, b, groups) -> pa.Table:
+    """per_query_diff.parquet's rows of one run: the pair's key, group, rank-1 keys, then per metric
+    the baseline's value, the run's and d = run − baseline."""
+    n = len(pairing.keys)
+    out: dict[str, pa.Array] = {
+        "baseline": pa.array([baseline.name] * n, pa.string()), "run": pa.array([run.name] * n, pa.string()),
+        "key": pa.array(pairing.keys, pa.string()), "group": pa.array(groups, pa.string()),
+        "top1_key_baseline": pa.array(_strings(baseline.per_query, "top1_key", pairing.baseline_rows), pa.string()),
+        "top1_key_run": pa.array(_strings(run.per_query, "top1_key", pairing.run_rows), pa.string())}
+    for j, (column, _) in enumerate(columns):
+        out[f"{column}_baseline"] = pa.array(a[:, j], pa.float64(), from_pandas=True)
+        out[f"{column}_run"] = pa.array(b[:, j], pa.float64(), from_pandas=True)
+        out[f"{column}_diff"] = pa.array(b[:, j] - a[:, j], pa.float64(), from_pandas=True)
+    return pa.table(out)
+
