@@ -44,9 +44,11 @@ import fcntl
 import multiprocessing as mp
 import os
 import re
+import shutil
 import signal
 import stat
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +96,12 @@ class ServiceConfig:
     @property
     def ledger(self) -> Path:
         return self.out / "organizer" / "ledger.parquet"
+
+    @property
+    def work(self) -> Path:
+        """Temporary copies of big submissions (``service.SPILL_BYTES``); what is there at start is a killed
+        scorer's, removed."""
+        return self.out / ".work"
 
 
 def check_phase(phase: str) -> str:
@@ -256,14 +264,59 @@ def load_truth(path: str) -> LoadedTruth:
     return LoadedTruth(arrays, n_query, n_gallery, dims, splits)
 
 
+#: a submission whose float32 copy (query + gallery) is larger than this is scored from a temporary Zarr
+#: under ``--out`` (``spilled_dataset``), a gallery shard at a time, instead of from memory
+SPILL_BYTES = 1 << 30
+#: float32 bytes of judged gallery rows one query chunk of a spilled submission reads (judged-only ranking
+#: reads a chunk's judged rows alone): the chunk's rows are chosen to fit it
+CHUNK_BYTES = 128 << 20
+#: gallery rows per Zarr chunk of a spilled submission (shards are cut at whole chunks)
+SPILL_CHUNK_ROWS = 8192
+
+
+def float32_bytes(truth: LoadedTruth) -> int:
+    """Bytes of the submission's vectors as float32: (queries + gallery images) x dims x 4."""
+    return (truth.n_query + truth.n_gallery) * truth.dims * 4
+
+
+def copy_rows(target, source, rows: int = ch.BLOCK_ROWS) -> None:
+    """``target[:] = source`` as float32, ``rows`` rows at a time (the source is never read whole)."""
+    for start in range(0, source.shape[0], rows):
+        target[start:start + rows] = np.asarray(source[start:start + rows], dtype=np.float32)
+
+
+def spilled_chunk_rows(truth: LoadedTruth) -> int:
+    """Queries per chunk of a spilled submission: as many as keep their judged gallery rows (at most the
+    most-judged query's count each) within ``CHUNK_BYTES`` of float32."""
+    judged = np.bincount(np.asarray(truth.arrays["qrels/query"], dtype=np.int64), minlength=1).max()
+    return int(max(1, CHUNK_BYTES // (max(1, int(judged)) * truth.dims * 4)))
+
+
+def scoring_attrs(truth: LoadedTruth) -> dict:
+    return {"protocol": "qrels", "similarity": "cosine", "dims": truth.dims}
+
+
 def scoring_dataset(truth: LoadedTruth, sub: ch.Submission) -> zarr.Group:
     """The submission's vectors (float32) and the truth's arrays as one in-memory dataset (nothing on disk)."""
     arrays = dict(truth.arrays)
-    for side in ch.SIDES:
-        arrays[f"{side}/emb"] = np.asarray(sub.arrays[side], dtype=np.float32)
+    for side, n in (("query", truth.n_query), ("gallery", truth.n_gallery)):
+        arrays[f"{side}/emb"] = np.empty((n, truth.dims), np.float32)
+        copy_rows(arrays[f"{side}/emb"], sub.arrays[side])
     rows = max(1, truth.n_query, truth.n_gallery)
-    return ds.write_dataset(zarr.storage.MemoryStore(), arrays, {"protocol": "qrels", "similarity": "cosine",
-                                                                 "dims": truth.dims}, chunk_rows=rows)
+    return ds.write_dataset(zarr.storage.MemoryStore(), arrays, scoring_attrs(truth), chunk_rows=rows)
+
+
+def spilled_dataset(path: Path, truth: LoadedTruth, sub: ch.Submission) -> zarr.Group:
+    """The same dataset as ``scoring_dataset`` written to ``path`` (uncompressed float32 chunks of
+    ``SPILL_CHUNK_ROWS`` rows), a block of the submission at a time: memory stays a block, whatever its size."""
+    root = ds.write_dataset(str(path), truth.arrays, scoring_attrs(truth))
+    for side, n in (("query", truth.n_query), ("gallery", truth.n_gallery)):
+        out = root.create_array(f"{side}/emb", shape=(n, truth.dims), dtype="float32",
+                                chunks=(max(1, min(SPILL_CHUNK_ROWS, n)), truth.dims), compressors=None,
+                                fill_value=0, config={"write_empty_chunks": True})
+        # whole chunks per block: no chunk is read back to be completed
+        copy_rows(out, sub.arrays[side], max(SPILL_CHUNK_ROWS, ch.BLOCK_ROWS // SPILL_CHUNK_ROWS * SPILL_CHUNK_ROWS))
+    return root
 
 
 def split_maps(per_query: pa.Table, splits: np.ndarray, options) -> tuple[tuple[str, float | None], ...]:
@@ -300,23 +353,42 @@ def score_options():
     return replace(o, protocol="qrels", similarity="cosine").checked()
 
 
-def evaluate_submission(truth: LoadedTruth, sub: ch.Submission, client=None) -> tuple[pa.Table, dict, Any]:
-    """Evaluate a checked submission; returns (per_query with a ``split`` column, run record, summary's all row)."""
+def evaluate_submission(truth: LoadedTruth, sub: ch.Submission, client=None,
+                        work: Path | None = None) -> tuple[pa.Table, dict, Any]:
+    """Evaluate a checked submission; returns (per_query with a ``split`` column, run record, summary's all row).
+
+    In memory when its float32 copy fits ``SPILL_BYTES``; else from a temporary Zarr in ``work`` (or the
+    system's temporary folder), removed afterwards, in query chunks of ``spilled_chunk_rows``.
+    """
     from evalcore import api
     from evalcore.engine import evaluate as engine
 
-    group = scoring_dataset(truth, sub)
     options = score_options()
-    threads = 1 if client is not None else max(1, api.choose_threads(group))
-    result = engine.evaluate(group, options, client=client, threads=threads)
+    if float32_bytes(truth) <= SPILL_BYTES:
+        group = scoring_dataset(truth, sub)
+        threads = 1 if client is not None else max(1, api.choose_threads(group))
+        result = engine.evaluate(group, options, client=client, threads=threads)
+    else:
+        if work is not None:
+            work.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="spill-", dir=work))
+        try:
+            path = folder / "submission.zarr"
+            spilled_dataset(path, truth, sub)
+            threads = 1 if client is not None else max(1, min(2, os.cpu_count() or 1))
+            result = engine.evaluate(str(path), options, client=client, threads=threads,
+                                     chunk_rows=spilled_chunk_rows(truth))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     per_query = result.per_query.append_column("split", pa.array(truth.splits.tolist(), pa.string()))
     return per_query, result.run, result.metrics
 
 
-def score_checked(truth: LoadedTruth, sub: ch.Submission, fingerprint: str, client=None) -> Scored:
+def score_checked(truth: LoadedTruth, sub: ch.Submission, fingerprint: str, client=None,
+                  work: Path | None = None) -> Scored:
     """Score a submission ``check_submission`` passed: mAP over all queries and per split."""
     started = time.perf_counter()
-    per_query, run, metrics = evaluate_submission(truth, sub, client)
+    per_query, run, metrics = evaluate_submission(truth, sub, client, work)
     maps = split_maps(per_query, truth.splits, score_options())
     run = {**run, "timings": {**run.get("timings", {}), "service_s": time.perf_counter() - started}}
     value = metrics.get("map")
@@ -330,7 +402,8 @@ def score_path(truth: LoadedTruth, path) -> Scored:
     return score_checked(truth, sub, ch.check_submission(sub, truth.n_query, truth.n_gallery, truth.dims))
 
 
-def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | None, memory_limit) -> None:
+def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | None, memory_limit,
+                work: str | None = None) -> None:
     """The scorer process: load the truth (and join or start the cluster) once, then answer requests.
 
     ("check", path) -> ("ok", fingerprint) | ("rejected", reason) | ("failed", reason);
@@ -363,7 +436,7 @@ def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | Non
                     conn.send(("ok", fingerprint))
                 else:
                     assert sub is not None and fingerprint is not None
-                    conn.send(("ok", score_checked(truth, sub, fingerprint, client)))
+                    conn.send(("ok", score_checked(truth, sub, fingerprint, client, None if work is None else Path(work))))
                     sub = None
             except InputError as exc:
                 conn.send(("rejected", lg.one_line(str(exc))))
@@ -391,7 +464,8 @@ class Scorer:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         c = self.config
-        self.process = ctx.Process(target=scorer_main, args=(child, c.truth, c.scheduler, c.workers, c.memory_limit),
+        self.process = ctx.Process(target=scorer_main, args=(child, c.truth, c.scheduler, c.workers, c.memory_limit,
+                                                                 str(c.work)),
                                    name="evalcore-scorer", daemon=False)
         self.process.start()
         child.close()
@@ -557,6 +631,7 @@ def run_service(config: ServiceConfig, say=print) -> int:
     with service_lock(config.out):
         # a crash between the ledger row and the public leaderboard: the leaderboard is rebuilt from the ledger
         publish(lg.read_ledger(config.ledger), config.out, config.phase, reveal=False)
+        shutil.rmtree(config.work, ignore_errors=True)  # a killed scorer's spilled copy
         scorer = Scorer(config)
         scorer.start()
         say(f"score-service: phase {config.phase}, truth {config.truth}, watching {config.submissions}",
