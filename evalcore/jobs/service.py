@@ -31,7 +31,9 @@ path. One submission is decided at a time, in order of arrival:
 The scorer is one long-lived child process holding the truth (and the Dask
 client of ``--scheduler`` / ``--workers``); past ``--timeout`` it is stopped
 (SIGTERM, then SIGKILL) and started afresh, and the submission is
-``timed_out``. A submission the scorer fails on is ``failed``. After a crash the
+``timed_out``. A submission the scorer fails on is ``failed``; one the scorer process dies on (killed, out of
+memory, a crash in native code) is tried again with a fresh scorer up to ``--retries`` times, each death kept
+in ``organizer/crashes/`` (so restarts of the service count too), then ``failed``. After a crash the
 service starts over from the ledger: a submission with a row is never
 scored again, one without is scored from the start (its files are rewritten).
 """
@@ -92,6 +94,8 @@ class ServiceConfig:
     once: bool = False
     poll: float = 10.0
     settle: float = 10.0
+    #: times a submission is tried again after the scorer process died on it (then it is ``failed``)
+    retries: int = 2
 
     @property
     def ledger(self) -> Path:
@@ -129,9 +133,12 @@ def config_from_args(args) -> ServiceConfig:
     poll, settle = parse_number("--poll", args.poll), parse_number("--settle", args.settle)
     if poll <= 0 or settle < 0:
         raise InputError("--poll: must be positive and --settle not negative")
+    retries = parse_number("--retries", args.retries, int)
+    if retries < 0:
+        raise InputError(f"--retries: {retries} must be 0 or more")
     return ServiceConfig(submissions, str(args.truth), out, check_phase(args.phase), settings.scheduler,
                          settings.workers, settings.memory_limit, float(timeout), limit, bool(args.once),
-                         float(poll), float(settle))
+                         float(poll), float(settle), int(retries))
 
 
 # =========================================================================== finding and inspecting submissions
@@ -444,6 +451,16 @@ def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | Non
                 conn.send(("failed", lg.one_line(f"{exc.__class__.__name__}: {exc}")))
 
 
+def death(exitcode: int) -> str:
+    """How a process ended, in words: ``signal 9 (SIGKILL)`` or ``exit code 1``."""
+    if exitcode < 0:
+        try:
+            return f"signal {-exitcode} ({signal.Signals(-exitcode).name})"
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
 class ScorerTimeout(Exception):
     """The scorer did not answer within the submission's time."""
 
@@ -490,10 +507,16 @@ class Scorer:
         try:
             self.conn.send(request)
             return self._answer(timeout)
-        except (ScorerTimeout, ScorerDied, BrokenPipeError):
+        except ScorerTimeout:
+            self.stop()
+            raise
+        except (ScorerDied, BrokenPipeError, ConnectionError):
+            # the pipe closed: the process is ending; its exit code comes once it is reaped (before that it
+            # reads None, which was once taken for a timeout)
+            self.process.join(STOP_GRACE)
             code = self.process.exitcode
             self.stop()
-            raise ScorerTimeout() if code is None else ScorerDied(f"exit code {code}") from None
+            raise ScorerDied(death(code) if code is not None else "its pipe closed") from None
 
     def stop(self) -> None:
         """Stop the scorer: SIGTERM (it closes its cluster), SIGKILL after ``STOP_GRACE`` seconds."""
@@ -536,22 +559,31 @@ def decide(config: ServiceConfig, scorer: Scorer, c: Candidate, entries: list[lg
         return entry(config, c, "rejected", f"daily limit reached: {config.max_per_day} submission(s) per team "
                      f"per day (UTC {received.date()}); submit again tomorrow", received, started)
     before = signature(c.path)
-    deadline = time.monotonic() + config.timeout
-    try:
-        status, value = scorer.ask(("check", str(c.path)), config.timeout)
-        if status != "ok":
-            return entry(config, c, status, value, received, started)
-        fingerprint = value
-        same = lg.scored_fingerprints(entries, config.phase).get(fingerprint)
-        if same is not None:
-            return entry(config, c, "rejected", "identical to a submission already scored in this phase (same "
-                         "fingerprint); not scored again", received, started, fingerprint=fingerprint)
-        status, value = scorer.ask(("score",), deadline - time.monotonic())
-    except ScorerTimeout:
-        return entry(config, c, "timed_out", f"scoring took longer than --timeout {config.timeout:g} s and was "
-                     "stopped", received, started)
-    except ScorerDied as exc:
-        return entry(config, c, "failed", f"the scorer process ended while scoring it ({exc})", received, started)
+    sid = lg.submission_id(config.phase, c.team, c.name)
+    deaths, last = crash_record(config, sid)
+    while True:
+        if deaths > config.retries:
+            return entry(config, c, "failed", f"the scorer process died on it {deaths} time(s), last with {last}; "
+                         f"not retried again (--retries {config.retries})", received, started)
+        deadline = time.monotonic() + config.timeout  # each attempt has the whole --timeout
+        try:
+            status, value = scorer.ask(("check", str(c.path)), config.timeout)
+            if status != "ok":
+                return entry(config, c, status, value, received, started)
+            fingerprint = value
+            same = lg.scored_fingerprints(entries, config.phase).get(fingerprint)
+            if same is not None:
+                return entry(config, c, "rejected", "identical to a submission already scored in this phase (same "
+                             "fingerprint); not scored again", received, started, fingerprint=fingerprint)
+            status, value = scorer.ask(("score",), deadline - time.monotonic())
+            break
+        except ScorerTimeout:
+            return entry(config, c, "timed_out", f"scoring took longer than --timeout {config.timeout:g} s and was "
+                         "stopped", received, started)
+        except ScorerDied as exc:
+            # kept on disk before the retry: a submission that also takes the service down with it is not
+            # retried for ever across restarts
+            deaths, last = note_crash(config, sid, str(exc))
     if status != "ok":
         return entry(config, c, status, value, received, started)
     if signature(c.path) != before:
@@ -561,6 +593,30 @@ def decide(config: ServiceConfig, scorer: Scorer, c: Candidate, entries: list[lg
     result = entry(config, c, "scored", "", received, started, scored)
     write_scored(config, result, scored)
     return result
+
+
+def crash_path(config: ServiceConfig, sid: str) -> Path:
+    return config.out / "organizer" / "crashes" / config.phase / f"{sid}.json"
+
+
+def crash_record(config: ServiceConfig, sid: str) -> tuple[int, str]:
+    """(how many times the scorer process died on this submission, how it died last), from its crash file."""
+    import json
+
+    try:
+        record = json.loads(crash_path(config, sid).read_text())
+        return int(record["deaths"]), str(record["last"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0, ""
+
+
+def note_crash(config: ServiceConfig, sid: str, how: str) -> tuple[int, str]:
+    """One more death of the scorer on this submission, written (atomically) before it is retried."""
+    import json
+
+    deaths = crash_record(config, sid)[0] + 1
+    atomic_write(crash_path(config, sid), (json.dumps({"deaths": deaths, "last": how}) + "\n").encode())
+    return deaths, how
 
 
 def organizer_dir(config: ServiceConfig, e: lg.Entry) -> Path:
@@ -662,6 +718,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--phase", default="main", help="phase name: each phase has its own leaderboard (default main)")
     p.add_argument("--timeout", default="600", help="seconds one submission may take (default 600)")
     p.add_argument("--max-per-day", default=None, help="submissions per team per UTC day (default: no limit)")
+    p.add_argument("--retries", default="2", help="times a submission is scored again after the scorer process "
+                   "died on it, then it is failed (default 2)")
     p.add_argument("--once", action="store_true", help="one pass over the ready submissions, then exit")
     p.add_argument("--poll", default="10", help="seconds between passes (default 10)")
     p.add_argument("--settle", default="10", help="a submission without READY is ready after this many "
