@@ -256,9 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_neighbors)
 
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
-    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "challenge", "challenge-product"],
-                   help="the one shape to measure (default market; not with --sweep); challenge, challenge-product: "
-                   "the scoring service against evalcore score per submission")
+    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "challenge", "challenge-product",
+                                       "challenge-big"],
+                   help="the one shape to measure (default market; not with --sweep); challenge, challenge-product, "
+                   "challenge-big: the scoring service against evalcore score per submission")
     p.add_argument("--workers", help="worker processes (default 2); with --sweep a comma list like --workers-list")
     p.add_argument("--memory-limit", default=None, help="per worker (xl uses 2GiB; --sweep defaults to 2GiB)")
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "

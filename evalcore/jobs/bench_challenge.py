@@ -32,6 +32,8 @@ import numpy as np
 SHAPES = {
     "challenge": (1000, 50_000, 128),
     "challenge-product": (10_000, 1_000_000, 128),
+    # issue 24's big submission: a 4 GiB float32 gallery, scored from a temporary Zarr (service.SPILL_BYTES)
+    "challenge-big": (10_000, 2_000_000, 512),
 }
 #: judged products per query
 JUDGED = 50
@@ -60,14 +62,20 @@ def generate(folder: Path, n_query: int, n_gallery: int, dims: int, seed: int = 
         "gallery/key": np.array([f"img{i}" for i in range(n_gallery)], object),
         "qrels/query": np.repeat(np.arange(n_query), JUDGED), "qrels/item": item.ravel(), "qrels/rel": rel.ravel()},
         {"protocol": "qrels", "dims": dims})
-    gallery = unit_rows(rng.standard_normal((n_gallery, dims), dtype=np.float32))
+    sub.mkdir(parents=True, exist_ok=True)
+    # the gallery written a block at a time: the big shape's 4 GiB never sit in this process
+    gallery = np.lib.format.open_memmap(sub / "gallery.npy", mode="w+", dtype=np.float32, shape=(n_gallery, dims))
     query = np.zeros((n_query, dims), np.float64)
     hit = rel.ravel() == 1
-    np.add.at(query, np.repeat(np.arange(n_query), JUDGED)[hit], gallery[item.ravel()[hit]])
-    query = unit_rows(query + rng.standard_normal((n_query, dims)))
-    sub.mkdir(parents=True, exist_ok=True)
-    np.save(sub / "query.npy", query)
-    np.save(sub / "gallery.npy", gallery)
+    owner, judged = np.repeat(np.arange(n_query), JUDGED)[hit], item.ravel()[hit]
+    for start in range(0, n_gallery, WRITE_ROWS):
+        block = unit_rows(rng.standard_normal((min(WRITE_ROWS, n_gallery - start), dims), dtype=np.float32))
+        gallery[start:start + len(block)] = block
+        inside = (judged >= start) & (judged < start + len(block))
+        np.add.at(query, owner[inside], block[judged[inside] - start])
+    gallery.flush()
+    del gallery
+    np.save(sub / "query.npy", unit_rows(query + rng.standard_normal((n_query, dims))))
     (sub / "READY").write_text("")
     return truth, sub
 
@@ -76,7 +84,7 @@ def run(args) -> int:
     """Generate the shape (or reuse it under ``--data-dir``), then time both ways and print the figures."""
     from evalcore.errors import InputError
     from evalcore.jobs import service
-    from evalcore.jobs.bench import DEFAULT_REPEAT, whole_process
+    from evalcore.jobs.bench import DEFAULT_REPEAT, Peak, whole_process
     from evalcore.jobs.common import parse_number
     from evalcore.jobs.timing import alternate
 
@@ -129,7 +137,8 @@ def run(args) -> int:
         scorer.start()
         t_start = time.perf_counter() - t
         t_first = by_service()  # the scorer's first submission: kernels compiled or loaded from the cache
-        paired = alternate(by_service, by_command, repeat)
+        with Peak([scorer.process.pid]) as peak:
+            paired = alternate(by_service, by_command, repeat)
     finally:
         scorer.stop()
         if tmp is not None:
@@ -139,7 +148,10 @@ def run(args) -> int:
     s, c = paired.first, paired.second
     diff = abs((maps["service"] or 0.0) - (maps["score"] or 0.0))
     print(f"  score-service: scorer start (truth loaded{', cluster started' if workers else ''}) {t_start:6.2f} s, "
-          f"its first submission {t_first:6.2f} s", flush=True)
+          f"its first submission {t_first:6.2f} s; peak RSS of the scorer process {peak.peak / 2**20:,.0f} MiB"
+          + (" (the submission scored from a temporary Zarr: over service.SPILL_BYTES)"
+             if service.float32_bytes(service.LoadedTruth({}, nq, ng, dims, np.empty(0))) > service.SPILL_BYTES
+             else ""), flush=True)
     print("  per submission, alternated pairs (median, min-max):", flush=True)
     print(f"    score-service (check, score, files, ledger)  {s.text()}   {3600 / s.median:8,.0f} submissions/hour",
           flush=True)
