@@ -98,3 +98,16 @@ def test_service_on_a_local_cluster_of_two_processes_equals_the_in_process_servi
         a = pq.read_table(tmp_path / "here" / "organizer" / "main" / sid / "per_query.parquet")
         b = pq.read_table(tmp_path / "cluster" / "organizer" / "main" / sid / "per_query.parquet")
         assert a.select(["query", "ap", "split"]).equals(b.select(["query", "ap", "split"]))
+
+
+def test_a_scorer_that_dies_while_starting_is_one_clear_line(tmp_path, monkeypatch, capsys):
+    make_truth(tmp_path / "truth.zarr")
+    (tmp_path / "subs").mkdir()
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "sitecustomize.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    monkeypatch.setenv("PYTHONPATH", str(planted))  # only new processes import it: here, the scorer
+    assert run_once(tmp_path / "subs", tmp_path / "truth.zarr", tmp_path / "out") == 1
+    err = capsys.readouterr().err
+    assert "the scorer process ended (signal 9 (SIGKILL)) while loading the truth and starting" in err
+    assert "Traceback" not in err

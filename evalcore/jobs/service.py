@@ -487,7 +487,15 @@ class Scorer:
         self.process.start()
         child.close()
         self.conn = parent
-        status, value = self._answer(max(300.0, c.timeout))
+        try:
+            status, value = self._answer(max(300.0, c.timeout))
+        except (ScorerDied, ScorerTimeout) as exc:
+            self.process.join(STOP_GRACE)
+            code = self.process.exitcode
+            self.stop()
+            how = "did not answer" if isinstance(exc, ScorerTimeout) else \
+                f"ended ({death(code) if code is not None else 'its pipe closed'})"
+            raise RuntimeError(f"the scorer process {how} while loading the truth and starting") from None
         if status != "ok":
             self.stop()
             raise InputError(value) if value.startswith(("--truth", "truth")) else RuntimeError(value)
