@@ -27,7 +27,7 @@ from evalcore.io import dataset as ds
 from evalcore.io import report
 from evalcore.io.history import atomic_write
 from evalcore.io.importers import check_import_out
-from evalcore.jobs import bench, leaderboard, nightly, score, service, synthetic
+from evalcore.jobs import bench, bench_challenge, leaderboard, nightly, score, service, synthetic
 from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
@@ -205,6 +205,8 @@ def cmd_neighbors(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if (args.shape or "").startswith("challenge") and not args.sweep:
+        return bench_challenge.run(args)
     return bench.run(args)
 
 

@@ -239,10 +239,6 @@ def write_data(path: str, nq: int, ng: int, dims: int, dtype: str, ids: int, key
 def run(args) -> int:
     if getattr(args, "sweep", False):
         return run_sweep(args)
-    if (args.shape or "").startswith("challenge"):
-        from evalcore.jobs import bench_challenge
-
-        return bench_challenge.run(args)
     for option in SWEEP_ONLY:
         if getattr(args, option.lstrip("-").replace("-", "_"), None) is not None:
             raise InputError(f"{option}: only with --sweep")
