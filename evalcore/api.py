@@ -75,7 +75,7 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
              ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
              judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
              sweep: bool = False, target_fpir: float | None = None, metrics=None, rerank=None,
-             rel_level: int = 1, depth: int | None = None,
+             rel_level: int = 1, depth: int | None = None, query_expansion=None, database_augmentation=None,
              client=None, workers: int | None = None, memory_limit: str | None = "auto",
              storage_options: Mapping | None = None, chunk_rows: int | None = None,
              gallery_shards: int | None = None,
@@ -95,7 +95,10 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     else on a local cluster; ``workers=N``: a local cluster of N processes;
     ``client``: that Dask client. ``metrics``: names (``["map", "recall@5"]``, see
     ``metric_names()``) to compute only those; None: the default set. ``rerank``: ``(k1, k2, lambda_value)``
-    (or True for 20, 6, 0.3) ranks by k-reciprocal re-ranking's final distance (README, Re-ranking). Raises
+    (or True for 20, 6, 0.3) ranks by k-reciprocal re-ranking's final distance (README, Re-ranking).
+    ``database_augmentation=(K, alpha)`` replaces every gallery vector by the normalised sum of itself and its K
+    nearest gallery vectors weighted by similarity^alpha, then ``query_expansion=(K, alpha)`` every query by the
+    same over its K nearest (augmented) gallery vectors, before ranking (README, Query expansion). Raises
     ``InputError`` naming the parameter.
     On a cluster, a worker that holds a task for ``stall_timeout`` seconds
     (default 180; longer when tasks are slow: 10 x the longest so far) is
@@ -118,14 +121,16 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
         return _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
                          empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
-                         rerank=rerank, rel_level=rel_level, depth=depth, client=client,
+                         rerank=rerank, rel_level=rel_level, depth=depth, query_expansion=query_expansion,
+                         database_augmentation=database_augmentation, client=client,
                          workers=workers, memory_limit=memory_limit, storage_options=storage_options,
                          chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
                          stall_timeout=stall_timeout)
 
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
-              radius, empty_queries, sweep, target_fpir, metrics, rerank, rel_level, depth, client, workers,
+              radius, empty_queries, sweep, target_fpir, metrics, rerank, rel_level, depth, query_expansion,
+              database_augmentation, client, workers,
               memory_limit, storage_options, chunk_rows, gallery_shards, on_chunk, stall_timeout) -> Result:
     started = time.perf_counter()
     if arrays and source is not None:
@@ -147,7 +152,9 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         ks=tuple(ks), max_rank=max_rank, ties=ties, threshold=threshold, map_at=map_at,
         judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries,
         metrics=None if metrics is None else registry.select(metrics),
-        rerank=rerank_parameters(rerank), rel_level=rel_level, depth=depth).checked()
+        rerank=rerank_parameters(rerank), rel_level=rel_level, depth=depth,
+        query_expansion=expansion_parameters("--query-expansion", query_expansion),
+        database_augmentation=expansion_parameters("--database-augmentation", database_augmentation)).checked()
     if target_fpir is not None and not 0 <= target_fpir <= 1:
         raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
     if workers is not None and client is not None:
@@ -164,8 +171,9 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
     run = dict(result.info)
     if options.metrics is None:  # the default set: run.json's options read as they did before metrics=
         run["options"] = {k: v for k, v in run["options"].items() if k != "metrics"}
-    if options.rerank is None:  # likewise without re-ranking
-        run["options"] = {k: v for k, v in run["options"].items() if k != "rerank"}
+    for name in ("rerank", "query_expansion", "database_augmentation"):  # likewise without them
+        if getattr(options, name) is None:
+            run["options"] = {k: v for k, v in run["options"].items() if k != name}
     run["execution"] = how
     if arrays:
         run["dataset"] = "<arrays in memory: " + ", ".join(arrays) + ">"
@@ -226,6 +234,19 @@ def rerank_parameters(rerank) -> tuple | None:
     if isinstance(rerank, str):
         return engine_options.parse_rerank(rerank)
     return tuple(rerank)
+
+
+def expansion_parameters(option: str, value) -> tuple | None:
+    """``query_expansion=`` / ``database_augmentation=`` as (K, alpha): None for none, a "K,ALPHA" string, or
+    a pair (checked by the engine's options)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return engine_options.parse_expansion(option, value)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise InputError(f"{option}: {value!r} is not a pair K, ALPHA") from None
 
 
 def sweep_tables(result, target_fpir: float | None):

@@ -152,17 +152,21 @@ def test_the_report_page_and_terminal_show_a_selection(kwargs):
     assert "No worst queries" in text and "No worst queries" in html and "lowest-AP" not in html
 
 
-def test_precomputed_lists_need_only_the_cut_offs_the_named_metrics_use(tmp_path):
+def test_cut_offs_past_the_lists_count_the_missing_places_as_not_relevant(tmp_path):
+    """As trec_eval's P_1000 on a shorter list: precision@k over k, the places after K not relevant."""
     items = np.array([[0, 1, 2], [2, 1, 0]])
     path = tmp_path / "lists.zarr"
     ds.write_dataset(path, {"ranking/item": items, "query/label": np.array([1, 2]),
                             "gallery/label": np.array([1, 2, 1])}, {"protocol": "class"})
-    with pytest.raises(evalcore.InputError, match=r"^ks: 5 is larger than the ranking lists"):
-        evalcore.evaluate(str(path))                                 # the default --ks 1,3,5,10
-    result = evalcore.evaluate(str(path), metrics=["map", "hit@3"])  # the same --ks, not needed now
+    result = evalcore.evaluate(str(path))                            # the default --ks 1,3,5,10, K = 3
+    assert result.per_query.column("precision_at_10").to_pylist() == [2 / 10, 1 / 10]
+    assert result.per_query.column("recall_at_5").to_pylist() == [1.0, 1.0]
+    assert [w for w in result.warnings if "cut-offs 5, 10 are past" in w and "K = 3" in w]
+    result = evalcore.evaluate(str(path), metrics=["map", "hit@3"])  # no cut-off past K: no warning
     assert result.per_query.column("ap").to_pylist() == [(1 + 2 / 3) / 2, 1 / 2]
-    with pytest.raises(evalcore.InputError, match=r"^metrics: recall@4 needs the top 4, more than the ranking lists"):
-        evalcore.evaluate(str(path), metrics=["recall@4"])
+    assert not [w for w in result.warnings if "past" in w]
+    result = evalcore.evaluate(str(path), metrics=["recall@4"])
+    assert [w for w in result.warnings if "cut-off 4 is past" in w]
 
 
 # --------------------------------------------------------------------------- command line

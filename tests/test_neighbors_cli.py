@@ -55,3 +55,37 @@ def test_bad_k_exits_2(write, tmp_path, capsys, k):
     assert not (tmp_path / "nn").exists()
     with pytest.raises(InputError):
         evalcore.neighbors(path, k=100)
+
+
+def test_zarr_format_writes_exact_neighbour_arrays(write, tmp_path):
+    """--format zarr: neighbors/item and neighbors/score as (Q, K) arrays, equal to brute force, ties included;
+    --overwrite replaces that group, and a folder evalcore did not write is refused."""
+    import zarr
+
+    arrays = random_reid(np.random.default_rng(3), n_query=37, n_gallery=300, dims=10)
+    arrays["gallery/emb"][150:190] = arrays["gallery/emb"][0:40]  # exact ties
+    path = write(arrays, chunk_rows=16)
+    out = tmp_path / "nn.zarr"
+    assert main(["neighbors", str(path), "--k", "5", "--out", str(out), "--format", "zarr", "--quiet"]) == 0
+    group = zarr.open_group(str(out), mode="r")
+    ids, scores = brute_top_k(arrays["query/emb"], arrays["gallery/emb"], 5)
+    assert group["neighbors/item"].dtype == np.int64 and group["neighbors/score"].dtype == np.float32
+    assert np.array_equal(group["neighbors/item"][:], ids)
+    assert group["neighbors/score"][:].astype(np.float64).tolist() == scores.tolist()
+    assert group.attrs["evalcore"]["neighbors"]["k"] == 5
+    assert main(["neighbors", str(path), "--k", "2", "--out", str(out), "--format", "zarr", "--quiet",
+                 "--overwrite"]) == 0
+    assert np.array_equal(zarr.open_group(str(out), mode="r")["neighbors/item"][:], ids[:, :2])
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep")
+    assert main(["neighbors", str(path), "--k", "2", "--out", str(foreign), "--format", "zarr", "--overwrite"]) == 2
+    assert (foreign / "notes.txt").read_text() == "keep"
+
+
+def test_zarr_format_bad_k_writes_nothing(write, tmp_path, capsys):
+    path = write(random_reid(np.random.default_rng(2), n_query=5, n_gallery=50))
+    out = tmp_path / "nn.zarr"
+    assert main(["neighbors", str(path), "--k", "51", "--out", str(out), "--format", "zarr"]) == 2
+    assert "--k" in capsys.readouterr().err
+    assert not out.exists() and list(tmp_path.iterdir()) == [path]

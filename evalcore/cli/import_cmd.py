@@ -24,7 +24,7 @@ FORMAT_OPTIONS = (
     # trec
     "queries", "gallery", "dataset",
     # trec-run
-    "qrels", "order",
+    "qrels", "order", "complete",
 )
 
 
@@ -70,6 +70,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     run_group.add_argument("--order", choices=["score", "trec_eval"],
                            help="score (default): by score, ranking/score kept, ties follow evaluate --ties; "
                                 "trec_eval: trec_eval's order (ties by docno descending), no ranking/score")
+    run_group.add_argument("--complete", action="store_true", default=None,
+                           help="keep judged queries without results as empty rankings, so evaluate counts them "
+                                "with every measure 0 (trec_eval -c); default: left out with a warning")
     parser.set_defaults(run=run)
     return parser
 

@@ -24,10 +24,11 @@ from evalcore.core import protocols, registry
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterError, InputError
 from evalcore.io import dataset as ds
+from evalcore.io import neighbors as neighbors_out
 from evalcore.io import report
 from evalcore.io.history import atomic_write
 from evalcore.io.importers import check_import_out
-from evalcore.jobs import bench, bench_challenge, leaderboard, nightly, score, service, synthetic
+from evalcore.jobs import bench, bench_challenge, bench_trec, leaderboard, nightly, score, service, synthetic
 from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
@@ -190,7 +191,11 @@ def cmd_neighbors(args) -> int:
     storage = parse_storage_options(args.storage_option)
     k = parse_number("--k", args.k, int)
     threads = None if args.threads is None else parse_number("--threads", args.threads, int)
-    report.check_out(args.out, args.overwrite, storage)
+    zarr_out = args.format == "zarr"
+    if zarr_out:
+        neighbors_out.check_zarr_out(args.out, args.overwrite, args.dataset, storage)
+    else:
+        report.check_out(args.out, args.overwrite, storage)
     started = time.perf_counter()
     with api.command_line_words():
         table = api.neighbors(args.dataset, k=k, similarity=args.similarity, storage_options=storage,
@@ -198,13 +203,18 @@ def cmd_neighbors(args) -> int:
     run = {"command": "neighbors", "dataset": args.dataset, "k": k, "similarity": args.similarity or "dataset default",
            "queries": table.num_rows // k, "seconds": round(time.perf_counter() - started, 3),
            "versions": report.versions()}
-    report.write_report(args.out, {"neighbors": table}, run, overwrite=args.overwrite, storage_options=storage)
+    if zarr_out:
+        neighbors_out.write_neighbors_zarr(args.out, table, k, run, overwrite=args.overwrite, storage_options=storage)
+    else:
+        report.write_report(args.out, {"neighbors": table}, run, overwrite=args.overwrite, storage_options=storage)
     if not args.quiet:
         print(f"{run['queries']} queries x {k} neighbours written to {args.out}")
     return EXIT_OK
 
 
 def cmd_bench(args) -> int:
+    if args.shape == "trec":  # import trec-run + evaluate as whole processes, beside pytrec_eval
+        return bench_trec.run(args)
     if (args.shape or "").startswith("challenge") and not args.sweep:
         return bench_challenge.run(args)
     return bench.run(args)
@@ -249,7 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("neighbors", help="each query's exact k nearest gallery items and scores, to Parquet")
     p.add_argument("dataset", help="Zarr dataset: a folder or any fsspec URL")
     p.add_argument("--k", required=True, help="neighbours per query")
-    p.add_argument("--out", required=True, help="folder for neighbors.parquet and run.json")
+    p.add_argument("--out", required=True, help="folder for neighbors.parquet and run.json (--format zarr: the "
+                                                "Zarr group of neighbors/item and neighbors/score)")
+    p.add_argument("--format", choices=["parquet", "zarr"], default="parquet",
+                   help="parquet (default): one row per (query, rank); zarr: (Q, K) arrays")
     p.add_argument("--similarity", choices=SIMILARITIES, help="default: the dataset's attribute, else cosine")
     p.add_argument("--threads", help="threads (default: the cores, at most 8)")
     p.add_argument("--overwrite", action="store_true")
@@ -258,16 +271,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_neighbors)
 
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
-    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "challenge", "challenge-product",
-                                       "challenge-big"],
-                   help="the one shape to measure (default market; not with --sweep); challenge, challenge-product, "
-                   "challenge-big: the scoring service against evalcore score per submission")
+    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "trec", "challenge",
+                                       "challenge-product", "challenge-big"],
+                   help="the one shape to measure (default market; not with --sweep); trec: import trec-run + "
+                   "evaluate of a synthetic run (--queries x top-100) as whole processes, beside pytrec_eval; "
+                   "challenge, challenge-product, challenge-big: the scoring service against evalcore score per "
+                   "submission")
     p.add_argument("--workers", help="worker processes (default 2); with --sweep a comma list like --workers-list")
     p.add_argument("--memory-limit", default=None, help="per worker (xl uses 2GiB; --sweep defaults to 2GiB)")
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "
                    "(default: a temporary folder)")
     p.add_argument("--skip-conventional", action="store_true")
-    p.add_argument("--repeat", help="timed pairs per compared figure, alternated pair by pair (default 5); the "
+    p.add_argument("--repeat", help="timed pairs per compared figure, alternated pair by pair (default 5; "
+                   "--shape trec: 3); the "
                    "figures are medians with min-max and the median of the paired ratios")
     p.add_argument("--rerank", action="store_true", help="also time re-ranked evaluation (k1=20, k2=6, lambda=0.3) "
                    "and the dense reference function where it fits")
@@ -275,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a cost table over gallery sizes and worker counts instead of one shape")
     p.add_argument("--sizes", help="--sweep: gallery sizes (default 100000,300000,1000000,2000000; 100k, 1M also read)")
     p.add_argument("--dims", help="--sweep: embedding width (default 128)")
-    p.add_argument("--queries", help="--sweep: query count (default 10000)")
+    p.add_argument("--queries", help="--sweep: query count (default 10000); --shape trec: run queries (default 100000)")
     p.add_argument("--workers-list", help="--sweep: worker counts (default 1,2)")
     p.add_argument("--gallery-shards", help="--sweep: gallery shards per query chunk, passed to evaluate "
                    "(default: as evaluate plans from the memory limit; 1 = whole gallery)")

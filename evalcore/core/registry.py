@@ -174,6 +174,8 @@ _COLUMNS = [(_regex(x.summary), x, True) for x in METRICS if x.summary is not No
 _EXACT = {s: x for x in METRICS if x.parameter is None for s in (x.name, x.column, x.summary) if s}
 _BASES = {s.split(K)[0].removesuffix("_at_").removesuffix("@").removesuffix("_"): x
           for x in METRICS if x.parameter is not None for s in (x.name.replace("@k", "@{k}"), x.column, x.summary) if s}
+#: the registered names with ``@k`` of the --ks metrics (``recall@k``, ``ndcg@k``): the metric at every --ks
+_AT_EVERY_K = {x.name: x for x in METRICS if x.parameter == "ks"}
 _WITH_K = re.compile(r"^(.+?)(?:@|_at_|_)([0-9]+)$")
 
 
@@ -221,13 +223,16 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
     """(metric, k) of a name ``metrics=`` takes; k None: no cut-off, or every value of its option.
 
     ``map``, ``ap`` (its per-query column), ``recall@5``, ``recall_at_5``,
-    ``map@100`` (= ``map_at_100``, ``ap_at_100``), ``recall`` (at every --ks);
-    case does not matter. Anything else is an InputError naming ``option``.
+    ``map@100`` (= ``map_at_100``, ``ap_at_100``), ``recall`` or ``recall@k`` (at every --ks; ``ndcg@k``
+    and ``mrr@k`` so spelt, as ``ndcg`` and ``mrr`` are the uncut measures); case does not matter. Anything
+    else is an InputError naming ``option``.
     """
     raw = str(text).strip()
     name = raw.lower()
     if name in _EXACT:
         return _EXACT[name], None
+    if name in _AT_EVERY_K:
+        return _AT_EVERY_K[name], None
     found = _WITH_K.match(name)
     if found and (found.group(1) in _BASES or found.group(1) in _EXACT):
         base, k = found.group(1), int(found.group(2))
@@ -243,8 +248,11 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
 
 
 def canonical(metric: Metric, k: int | None) -> str:
-    """How ``select`` spells (metric, k): ``recall@5``; ``recall`` for every --ks."""
-    return metric.base if k is None and metric.parameter is not None else Column(metric, k).spec
+    """How ``select`` spells (metric, k): ``recall@5``; ``recall`` for every --ks, ``ndcg@k`` where the bare
+    base (``ndcg``) names another metric."""
+    if k is None and metric.parameter is not None:
+        return metric.name if metric.base in _EXACT else metric.base
+    return Column(metric, k).spec
 
 
 def select(names: str | Iterable[str], option: str = "--metrics") -> tuple[str, ...]:
@@ -373,7 +381,7 @@ class MetricInfo:
             columns = f"{self.column} (per query)"
         else:
             columns = self.column if self.summary == self.column else f"{self.column} -> {self.summary}"
-        return f"{self.name:<12} {columns:<24} {self.direction + ' is better':<17} {self.definition}"
+        return f"{self.name:<12} {columns:<26} {self.direction + ' is better':<17} {self.definition}"
 
 
 def describe() -> list[MetricInfo]:

@@ -80,25 +80,84 @@ def original_distance(scores: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return squared_distance(scores) / scale
 
 
-def _reciprocal(ids: np.ndarray, i: int, k: int) -> np.ndarray:
-    """{j in top(i, k) : i in top(j, k)}, in i's rank order."""
-    forward = ids[i, :k]
-    return forward[(ids[forward, :k] == i).any(axis=1)]
+@njit(cache=True, nogil=True)
+def _is_in(ids, row, k, item):  # pragma: no cover - compiled
+    for t in range(k):
+        if ids[row, t] == item:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _reciprocal_into(ids, i, k, out):  # pragma: no cover - compiled
+    """{j in top(i, k) : i in top(j, k)} into ``out``, in i's rank order; returns how many."""
+    n = 0
+    for t in range(k):
+        j = ids[i, t]
+        if _is_in(ids, j, k, i):
+            out[n] = j
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _sets(ids, k1, half, indptr, cols):  # pragma: no cover - compiled
+    n_rows = ids.shape[0]
+    in_set = np.full(n_rows, -1, dtype=np.int64)  # in_set[j] == i: j is in R(i)
+    chosen = np.full(n_rows, -1, dtype=np.int64)  # chosen[j] == i: j is in the expanded set of i
+    k_rec = np.empty(k1 + 1, dtype=np.int64)
+    c_rec = np.empty(half + 1, dtype=np.int64)
+    members = np.empty(n_rows, dtype=np.int64)
+    pos = 0
+    for i in range(n_rows):
+        n_k = _reciprocal_into(ids, i, k1 + 1, k_rec)
+        n_m = 0
+        for x in range(n_k):
+            in_set[k_rec[x]] = i
+            if chosen[k_rec[x]] != i:
+                chosen[k_rec[x]] = i
+                members[n_m] = k_rec[x]
+                n_m += 1
+        for x in range(n_k):
+            n_c = _reciprocal_into(ids, k_rec[x], half + 1, c_rec)
+            common = 0
+            for y in range(n_c):
+                if in_set[c_rec[y]] == i:
+                    common += 1
+            if common > 2.0 / 3 * n_c:
+                for y in range(n_c):
+                    if chosen[c_rec[y]] != i:
+                        chosen[c_rec[y]] = i
+                        members[n_m] = c_rec[y]
+                        n_m += 1
+        if pos + n_m > cols.shape[0]:
+            return -1
+        cols[pos:pos + n_m] = np.sort(members[:n_m])
+        pos += n_m
+        indptr[i + 1] = pos
+    return pos
+
+
+def k_reciprocal_csr(ids: np.ndarray, k1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's expanded k-reciprocal set (ascending) as (indptr, members), from the rows' nearest lists
+    ``ids`` (n, >= k1+1): R(i) = {j in top(i, k1+1) : i in top(j, k1+1)}, joined by R*(c) (top
+    round(k1/2)+1) of each c in R(i) with more than 2/3 of R*(c) in R(i)."""
+    half = int(np.around(k1 / 2.0))
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    size = max(1024, 4 * (k1 + 1) * len(ids))
+    while True:
+        indptr = np.zeros(len(ids) + 1, dtype=np.int64)
+        cols = np.empty(size, dtype=np.int64)
+        used = _sets(ids, k1, half, indptr, cols)
+        if used >= 0:
+            return indptr, cols[:used].copy()
+        size *= 2
 
 
 def k_reciprocal_sets(ids: np.ndarray, k1: int) -> list[np.ndarray]:
-    """Each row's expanded k-reciprocal set (ascending), from the rows' nearest lists ``ids`` (n, >= k1+1)."""
-    half = int(np.around(k1 / 2.0))
-    out = []
-    for i in range(len(ids)):
-        k_reciprocal = _reciprocal(ids, i, k1 + 1)
-        expansion = [k_reciprocal]
-        for candidate in k_reciprocal:
-            c_reciprocal = _reciprocal(ids, int(candidate), half + 1)
-            if len(np.intersect1d(c_reciprocal, k_reciprocal)) > 2.0 / 3 * len(c_reciprocal):
-                expansion.append(c_reciprocal)
-        out.append(np.unique(np.concatenate(expansion)))
-    return out
+    """Each row's expanded k-reciprocal set (ascending), as one array per row (``k_reciprocal_csr``)."""
+    indptr, cols = k_reciprocal_csr(ids, k1)
+    return np.split(cols, indptr[1:-1])
 
 
 def reciprocal_weights(sets: list[np.ndarray], original: list[np.ndarray]) -> SparseRows:
@@ -165,11 +224,9 @@ def by_columns(v: SparseRows, n_cols: int) -> SparseRows:
 
 @njit(cache=True, nogil=True)
 def _shared(indptr, cols, vals, c_indptr, c_rows, c_vals, r0, r1, first_item, n_all,
-            out_indptr, out_items, out_t):  # pragma: no cover - compiled
-    temp = np.zeros(n_all)
-    mark = np.full(n_all, -1, dtype=np.int64)
-    touched = np.empty(n_all, dtype=np.int64)
-    pos = 0
+            out_indptr, out_items, out_t, pos, temp, mark, touched):  # pragma: no cover - compiled
+    """Rows r0 .. r1 into ``out_*`` from position ``pos``; returns (position, next row): it stops before a row
+    that does not fit, for the caller to grow the arrays and go on."""
     for i in range(r0, r1):
         n_t = 0
         for p in range(indptr[i], indptr[i + 1]):
@@ -185,31 +242,40 @@ def _shared(indptr, cols, vals, c_indptr, c_rows, c_vals, r0, r1, first_item, n_
                     touched[n_t] = r
                     n_t += 1
                 temp[r] = temp[r] + min(vij, c_vals[q])
-        chosen = np.sort(touched[:n_t])
         if pos + n_t > out_items.shape[0]:
-            return -1
+            for x in range(n_t):
+                mark[touched[x]] = -1
+            return pos, i
+        chosen = np.sort(touched[:n_t])
         for x in range(n_t):
             out_items[pos + x] = chosen[x] - first_item
             out_t[pos + x] = temp[chosen[x]]
         pos += n_t
-        out_indptr[i - r0 + 1] = pos
-    return pos
+        out_indptr[i + 1] = pos
+    return pos, r1
 
 
 def shared_terms(v_qe: SparseRows, by_col: SparseRows, r0: int, r1: int, first_item: int) -> SparseRows:
     """t(q, g) = sum_j min(V_qe(q, j), V_qe(g, j)) over the j the two rows share, for rows q = r0 .. r1 and
     items g >= ``first_item`` (stored as g - first_item): only the pairs with t > 0, items ascending."""
     n_all = len(by_col.indptr) - 1
-    size = max(1024, 64 * (r1 - r0))
+    # at most one entry per (j, row of column j) met: room for that, up to 2^25 entries (then it grows)
+    met = int(np.diff(by_col.indptr)[v_qe.cols[v_qe.indptr[r0]:v_qe.indptr[r1]]].sum())
+    size = max(1024, min(met, 2 ** 25))
+    indptr = np.zeros(r1 + 1, dtype=np.int64)  # rows before r0 stay 0: sliced off below
+    items = np.empty(size, dtype=np.int64)
+    t = np.empty(size, dtype=np.float64)
+    temp = np.zeros(n_all)
+    mark = np.full(n_all, -1, dtype=np.int64)
+    touched = np.empty(n_all, dtype=np.int64)
+    pos, row = 0, r0
     while True:
-        indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
-        items = np.empty(size, dtype=np.int64)
-        t = np.empty(size, dtype=np.float64)
-        used = _shared(v_qe.indptr, v_qe.cols, v_qe.vals, by_col.indptr, by_col.cols, by_col.vals, r0, r1,
-                       first_item, n_all, indptr, items, t)
-        if used >= 0:
-            return SparseRows(indptr, items[:used].copy(), t[:used].copy())
-        size *= 4
+        pos, row = _shared(v_qe.indptr, v_qe.cols, v_qe.vals, by_col.indptr, by_col.cols, by_col.vals, row, r1,
+                           first_item, n_all, indptr, items, t, pos, temp, mark, touched)
+        if row >= r1:
+            return SparseRows(indptr[r0:] - indptr[r0], items[:pos].copy(), t[:pos].copy())
+        items = np.concatenate([items, np.empty(max(len(items), n_all), np.int64)])
+        t = np.concatenate([t, np.empty(max(len(t), n_all))])
 
 
 def jaccard(t: np.ndarray) -> np.ndarray:

@@ -17,7 +17,9 @@ from typing import Any
 import pyarrow as pa
 import zarr
 
+from evalcore.core import registry
 from evalcore.engine import cache as run_caches
+from evalcore.engine import expansion as expansion_phase
 from evalcore.engine import rerank as rerank_phase
 from evalcore.engine.faults import Fault, StallWatch, check_stall_timeout, retried_chunks
 from evalcore.engine.options import Options
@@ -27,6 +29,7 @@ from evalcore.engine.plan import (
     TaskContext,
     cache_budget,
     cap_max_rank,
+    cutoffs_past_lists,
     describe,
     plan_chunks,
     plan_shards,
@@ -122,7 +125,9 @@ class Result:
 
     def __repr__(self) -> str:
         m = self.metrics
-        shown = ", ".join(f"{k}={m[k]:.4f}" for k in ("map", "hit_at_1", "minp") if m.get(k) is not None)
+        # map, hit@1 and mINP, or the first three of the run's own metrics (metrics=["ndcg@10", "bpref"])
+        names = [k for k in ("map", "hit_at_1", "minp") if k in m] or registry.display_order(m, terminal=True)[:3]
+        shown = ", ".join(f"{k}={m[k]:.4f}" for k in names if m.get(k) is not None)
         return f"<evalcore.Result {self.per_query.num_rows} queries: {shown or 'no known queries'}>"
 
 
@@ -157,6 +162,12 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     problems = validate_dataset(group, options.protocol, similarity=options.similarity, judged_only=options.judged_only,
                            scan_values=False)
     problems.raise_if_any()
+    fingerprint = ds.fingerprint(group)  # of the dataset as given, also when its vectors are expanded below
+    expand_started = time.perf_counter()
+    if options.query_expansion or options.database_augmentation:
+        group = source = expand_for(group, shape, options, client, threads)
+        shape = describe(group, options)
+    expand_s = time.perf_counter() - expand_started
     ctx = TaskContext(shape, run_id=uuid.uuid4().hex, cache_bytes=cache_budget(client))
     zarr_rows = ds.array(group, query_rows_array(shape)).chunks[0]
     n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
@@ -169,9 +180,10 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     owners = shard_owners(len(shards), sorted(client.scheduler_info()["workers"])) \
         if shards and client is not None else None
     model = None
+    search_s = 0.0
     model_started = time.perf_counter()
     if options.rerank:
-        model = build_model_for(group, shape, options, client, threads)
+        model, search_s = build_model_for(group, shape, options, client, threads)
     model_s = time.perf_counter() - model_started
     validated = time.perf_counter()
     results: list = [None] * len(chunks)  # each chunk's ChunkResult, in chunk order
@@ -219,15 +231,18 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     record = RunRecord(
         shape=shape, run_id=ctx.run_id, cache_bytes=ctx.cache_bytes, gallery_shards=shards, options=options,
         dataset="<in memory>" if isinstance(path, zarr.Group) else str(path),
-        fingerprint=ds.fingerprint(group),
+        fingerprint=fingerprint,
         chunks=[(r.q0, r.q1) for r in results],
         counts={"queries": shape.n_queries, "gallery": shape.n_gallery,
                 "known": int(summary.column("n_evaluated")[0].as_py()),
                 "unknown": int(summary.column("n_unknown")[0].as_py())},
         scores=score_note(shape, options),
         near_ties_resolved=int(sum(r.near_ties for r in results)),
-        warnings=run_warnings(per_query, options) + ([capped] if capped else []) + [f.message() for f in faults],
-        timings={"validate_s": validated - started - model_s, **({"rerank_model_s": model_s} if model else {}),
+        warnings=run_warnings(per_query, options) + ([capped] if capped else [])
+        + [w for w in [cutoffs_past_lists(shape, options)] if w] + [f.message() for f in faults],
+        timings={"validate_s": validated - started - model_s - expand_s,
+                 **({"rerank_model_s": model_s, "rerank_search_s": search_s} if model else {}),
+                 **({"expansion_s": expand_s} if options.query_expansion or options.database_augmentation else {}),
                  "rank_s": ranked - validated,
                  "reduce_s": finished - ranked, "total_s": finished - started,
                  "chunk_s": [round(r.seconds, 4) for r in results]},
@@ -236,16 +251,30 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
 
 
 def build_model_for(group, shape: DatasetShape, options: Options, client, threads: int):
-    """The run's re-ranking model: neighbour search on the client, or on ``threads`` threads here."""
+    """The run's re-ranking model and its neighbour search's seconds: on the client, or on ``threads`` threads
+    here."""
     assert options.rerank is not None
     if client is not None:
-        return rerank_phase.build(group, shape, options.rerank, client=client)
+        return rerank_phase.build_timed(group, shape, options.rerank, client=client)
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max(1, threads)) as pool:
-        return rerank_phase.build(group, shape, options.rerank, map_fn=pool.map)
+        return rerank_phase.build_timed(group, shape, options.rerank, map_fn=pool.map)
+
+
+def expand_for(group, shape: DatasetShape, options: Options, client, threads: int):
+    """The dataset with αQE/DBA applied (``engine.expansion``): neighbour search on the client, or on
+    ``threads`` threads here."""
+    if client is not None:
+        return expansion_phase.expanded(group, shape, options, client=client)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max(1, threads)) as pool:
+        return expansion_phase.expanded(group, shape, options, map_fn=pool.map)
 
 
 def forget_on_workers(client, run_id: str, skip: set[str] | frozenset[str] = frozenset()) -> None:

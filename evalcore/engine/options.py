@@ -32,6 +32,9 @@ class Options:
     rel_level: int = 1
     #: rankings cut at this rank before every measure (trec_eval -M); None: no cut
     depth: int | None = None
+    #: αQE and DBA (K, alpha); None: the vectors as given (README, Query expansion)
+    query_expansion: tuple[int, float] | None = None
+    database_augmentation: tuple[int, float] | None = None
 
     def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
@@ -70,7 +73,14 @@ class Options:
         if rerank is not None and self.judged_only:
             raise InputError("--rerank: does not apply with --judged-only (each query is ranked among its own "
                              "judged items there)")
-        return replace(self, rerank=rerank, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank),
+        qe = None if self.query_expansion is None else check_expansion("--query-expansion", self.query_expansion)
+        dba = None if self.database_augmentation is None else \
+            check_expansion("--database-augmentation", self.database_augmentation)
+        for option, value in (("--database-augmentation", dba), ("--query-expansion", qe)):
+            if value is not None and self.similarity != "cosine":
+                raise InputError(f"{option}: needs --similarity cosine (it sums L2-normalised rows), "
+                                 f"not {self.similarity!r}")
+        return replace(self, rerank=rerank, query_expansion=qe, database_augmentation=dba, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank),
                        metrics=metrics, rel_level=int(self.rel_level), depth=None if self.depth is None else int(self.depth))
 
     def columns(self, first_rank: bool = False) -> list[registry.Column]:
@@ -103,3 +113,26 @@ def parse_rerank(text: str) -> tuple[int, int, float]:
     if len(parts) != 3:
         raise InputError(f"--rerank: {text!r} is not k1,k2,lambda (three numbers, e.g. 20,6,0.3)")
     return check_rerank(parts)
+
+
+def check_expansion(option: str, value) -> tuple[int, float]:
+    """``--query-expansion`` / ``--database-augmentation`` K,ALPHA as numbers: K >= 1 an integer, ALPHA >= 0
+    finite; else an InputError naming ``option``."""
+    try:
+        k, alpha = value
+        kf, alphaf = float(k), float(alpha)
+    except (TypeError, ValueError):
+        raise InputError(f"{option}: {value!r} is not two numbers K,ALPHA (e.g. 2,3)") from None
+    if isinstance(k, bool) or not (math.isfinite(kf) and kf == int(kf) and kf >= 1):
+        raise InputError(f"{option}: K = {k} must be an integer >= 1")
+    if isinstance(alpha, bool) or not (math.isfinite(alphaf) and alphaf >= 0):
+        raise InputError(f"{option}: ALPHA = {alpha} must be a finite number >= 0")
+    return int(kf), alphaf
+
+
+def parse_expansion(option: str, text: str) -> tuple[int, float]:
+    """``K,ALPHA`` as given on the command line for ``option``."""
+    parts = [x.strip() for x in str(text).split(",")]
+    if len(parts) != 2:
+        raise InputError(f"{option}: {text!r} is not K,ALPHA (two numbers, e.g. 2,3)")
+    return check_expansion(option, parts)

@@ -74,14 +74,6 @@ def describe(group, options: Options) -> DatasetShape:
         raise InputError("gallery: no array tells the gallery size (give gallery/emb, gallery/label or gallery/key)")
     if by_lists:
         k = group["ranking/item"].shape[1]
-        too_long = [x for x in (*options.ks, options.map_at or 0) if x > k]
-        if options.metrics is not None:  # the cut-offs the named metrics use, not every --ks
-            named = [c for c in options.columns() if c.k is not None and c.k > k]
-            if named:
-                raise InputError(f"--metrics: {named[0].spec} needs the top {named[0].k}, more than the ranking "
-                                 f"lists have (ranking/item has K = {k})")
-        elif too_long:
-            raise InputError(f"--ks: {too_long[0]} is larger than the ranking lists (ranking/item has K = {k})")
         if options.threshold is not None and not ds.has(group, "ranking/score"):
             raise InputError("--threshold: needs ranking/score (the precomputed lists have no scores)")
         return DatasetShape(int(n_queries), int(n_gallery), "ranking/item", list_length=int(k),
@@ -101,6 +93,23 @@ def describe_scores(group, options: Options) -> DatasetShape:
                          "(higher_is_better false): negate them and give them as scores")
     return DatasetShape(int(values.shape[0]), int(values.shape[1]), "scores/value", score_dtype=str(values.dtype),
                         higher_is_better=higher_is_better)
+
+
+def cutoffs_past_lists(shape: DatasetShape, options: Options) -> str | None:
+    """The run.json warning when a metric's cut-off k exceeds the lists' length K (``ranking/item``), or None.
+
+    Places K+1..k of a list are empty: they count as not relevant, as trec_eval's
+    P_1000 does on a 100-item list (precision_at_k = hits in the top K / k).
+    """
+    if shape.list_length is None:
+        return None
+    past = sorted({c.k for c in options.columns() if c.k is not None and c.k > shape.list_length})
+    if not past:
+        return None
+    several = len(past) > 1
+    return (f"cut-off{'s' if several else ''} {', '.join(map(str, past))} {'are' if several else 'is'} past the "
+            f"ranking lists' length (ranking/item has "
+            f"K = {shape.list_length}): the places after K count as not relevant (as trec_eval counts them)")
 
 
 def query_rows_array(shape: DatasetShape) -> str:

@@ -8,6 +8,8 @@ The chunks then rank against it (``core.scan.rerank``).
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from evalcore.core.rerank import RerankModel, RerankParams, build_model
@@ -26,19 +28,35 @@ def params_of(rerank: tuple[int, int, float]) -> RerankParams:
     return RerankParams(int(k1), int(k2), float(lam))
 
 
+def read_side_into(group, name: str, out: np.ndarray) -> None:
+    """``name`` (query/emb or gallery/emb) read, checked and L2-normalised into ``out``, a block of Zarr chunks
+    at a time (no second whole copy of the side)."""
+    arr = group[name]
+    step = max(arr.chunks[0], 1) * max(1, (1 << 16) // max(arr.chunks[0], 1))
+    for a in range(0, arr.shape[0], step):
+        raw = ds.read_array(arr, name, slice(a, a + step))
+        norms = row_norms(raw)
+        problems = ds.check_embeddings(name, a, raw, True, norms=norms)
+        if problems:
+            raise InputError(problems[0])
+        out[a:a + len(raw)] = normalize_rows(raw, "cosine", norms)
+
+
 def read_side(group, name: str) -> np.ndarray:
     """``name`` (query/emb or gallery/emb) read whole, checked, L2-normalised."""
-    raw = ds.read_array(group[name], name, slice(None))
-    norms = row_norms(raw)
-    problems = ds.check_embeddings(name, 0, raw, True, norms=norms)
-    if problems:
-        raise InputError(problems[0])
-    return normalize_rows(raw, "cosine", norms)
+    out = np.empty(group[name].shape, dtype=np.float32)
+    read_side_into(group, name, out)
+    return out
 
 
 def union_rows(group) -> np.ndarray:
-    """Every query row then every gallery row, normalised (the rows re-ranking relates to each other)."""
-    return np.concatenate([read_side(group, "query/emb"), read_side(group, "gallery/emb")])
+    """Every query row then every gallery row, normalised (the rows re-ranking relates to each other), read
+    into one array."""
+    nq, dims = group["query/emb"].shape
+    out = np.empty((nq + group["gallery/emb"].shape[0], dims), dtype=np.float32)
+    read_side_into(group, "query/emb", out[:nq])
+    read_side_into(group, "gallery/emb", out[nq:])
+    return out
 
 
 def check_shape(shape: DatasetShape, params: RerankParams) -> None:
@@ -75,12 +93,20 @@ def nearest_on(client, rows: np.ndarray, k: int) -> Neighbors:
 
 def build(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None, map_fn=map) -> RerankModel:
     """The run's re-ranking model (module docstring)."""
+    return build_timed(group, shape, rerank, client=client, map_fn=map_fn)[0]
+
+
+def build_timed(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None,
+                map_fn=map) -> tuple[RerankModel, float]:
+    """``build``, and the seconds its neighbour search took (reading the rows included)."""
     params = params_of(rerank)
     check_shape(shape, params)
+    started = time.perf_counter()
     rows = union_rows(group)
     nearest = nearest_here(rows, params.list_length, map_fn) if client is None \
         else nearest_on(client, rows, params.list_length)
-    return build_model(rows, shape.n_queries, nearest, params)
+    search_s = time.perf_counter() - started
+    return build_model(rows, shape.n_queries, nearest, params), search_s
 
 
 def gallery_neighbors(group, k: int, *, similarity: str = "cosine", map_fn=map) -> Neighbors:

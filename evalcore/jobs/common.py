@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from evalcore.core import protocols, registry
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.engine.options import Options, parse_rerank
+from evalcore.engine.options import Options, parse_expansion, parse_rerank
 from evalcore.errors import InputError
 from evalcore.io import report
 from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES, Protocol, Similarity
@@ -137,6 +137,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--radius", help="geo/xy: every gallery item within this distance is relevant")
     p.add_argument("--rerank", nargs="?", const="", metavar="K1,K2,LAMBDA",
                    help="k-reciprocal re-ranking (Zhong et al. 2017) with these parameters; alone: 20,6,0.3")
+    p.add_argument("--query-expansion", metavar="K,ALPHA",
+                   help="alpha query expansion: each query replaced by the normalised sum of itself and its K "
+                        "nearest gallery vectors weighted by similarity^ALPHA")
+    p.add_argument("--database-augmentation", metavar="K,ALPHA",
+                   help="DBA: each gallery vector replaced likewise with its K nearest other gallery vectors "
+                        "(before --query-expansion)")
     p.add_argument("--sweep", action="store_true", help="write threshold_sweep.parquet (open-set trade-off)")
     p.add_argument("--target-fpir", help="report the lowest threshold whose FPIR is at most this")
     add_cluster_options(p)
@@ -260,7 +266,8 @@ class EvaluationSpec:
         return dict(protocol=self.protocol, similarity=self.similarity, ks=o.ks, max_rank=o.max_rank, ties=o.ties,
                     threshold=o.threshold, map_at=o.map_at, judged_only=o.judged_only, radius=o.radius,
                     empty_queries=o.empty_queries, sweep=self.sweep, target_fpir=self.target_fpir,
-                    metrics=o.metrics, rerank=o.rerank, rel_level=o.rel_level, depth=o.depth)
+                    metrics=o.metrics, rerank=o.rerank, rel_level=o.rel_level, depth=o.depth,
+                    query_expansion=o.query_expansion, database_augmentation=o.database_augmentation)
 
 
 @dataclass(frozen=True)
@@ -304,6 +311,11 @@ def _optional(option: str, text: str | None, kind: Any = float) -> Any:
     return None if text is None else parse_number(option, str(text), kind)
 
 
+def _expansion(args: argparse.Namespace, name: str) -> tuple[int, float] | None:
+    text = getattr(args, name, None)
+    return None if text is None else parse_expansion("--" + name.replace("_", "-"), text)
+
+
 def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
     """The ``EvaluationSpec`` of the command line's evaluation options (``add_run_options``), checked."""
     target = _optional("--target-fpir", getattr(args, "target_fpir", None))
@@ -314,7 +326,8 @@ def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
         empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics),
         rerank=None if getattr(args, "rerank", None) is None else parse_rerank(args.rerank),
         rel_level=parse_number("--rel-level", str(getattr(args, "rel_level", None) or 1), int),
-        depth=_optional("--depth", getattr(args, "depth", None), int))
+        depth=_optional("--depth", getattr(args, "depth", None), int),
+        query_expansion=_expansion(args, "query_expansion"), database_augmentation=_expansion(args, "database_augmentation"))
     return EvaluationSpec(options, protocol=args.protocol, similarity=args.similarity,
                           sweep=bool(getattr(args, "sweep", False)), target_fpir=target).checked()
 

@@ -64,7 +64,7 @@ TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "stall
             "evaluation", "gates", "baseline"}
 EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at",
                    "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
-                   "empty_queries", "metrics"}
+                   "empty_queries", "metrics", "rel_level", "depth"}
 GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better"}
 #: keys whose value is a table; every other key takes one value (or, for ks and trend_metrics, an array)
 TABLE_KEYS = {"evaluation", "gates", "baseline", "storage_options"}
@@ -162,7 +162,7 @@ def _evaluation(i: int, ev, where: str) -> dict:
                                                           for k in ks):
             raise InputError(f"{label}: ks {ev['ks']!r} must be a list of positive integers")
         ev["ks"] = ks
-    for key in ("max_rank", "map_at", "chunk_rows"):
+    for key in ("max_rank", "map_at", "chunk_rows", "rel_level", "depth"):
         if key in ev and not (isinstance(ev[key], int) and not isinstance(ev[key], bool) and ev[key] > 0):
             raise InputError(f"{label}: {key} {ev[key]!r} must be a positive integer")
     for key in ("threshold", "radius", "target_fpir"):
@@ -265,7 +265,8 @@ def evaluation_spec(ev: dict) -> EvaluationSpec:
         ks=tuple(ev.get("ks", DEFAULT_KS)), max_rank=ev.get("max_rank", 50), ties=ev.get("ties", "pessimistic"),
         threshold=ev.get("threshold"), map_at=ev.get("map_at"), judged_only=bool(ev.get("judged_only", False)),
         radius=ev.get("radius"), empty_queries=ev.get("empty_queries", "skip"),
-        metrics=tuple(ev["metrics"]) if "metrics" in ev else None)
+        metrics=tuple(ev["metrics"]) if "metrics" in ev else None, rel_level=ev.get("rel_level", 1),
+        depth=ev.get("depth"))
     return EvaluationSpec(options, protocol=ev.get("protocol"), similarity=ev.get("similarity"),
                           sweep=bool(ev.get("sweep", False)), target_fpir=ev.get("target_fpir"))
 
@@ -371,7 +372,9 @@ def cmd_nightly(args) -> int:
 
     for name, summary in done.items():
         row: dict[str, Any] = next((r for r in summary.to_pylist() if r.get("group") == "all"), {})
-        shown = ", ".join(f"{m} {row[m]:.4f}" for m in ("map", "hit_at_1") if row.get(m) is not None)
+        # map and hit@1, or the first two of the evaluation's own metrics (--metrics ndcg@k,bpref)
+        names = [m for m in ("map", "hit_at_1") if m in row] or registry.display_order(row, terminal=True)[:2]
+        shown = ", ".join(f"{m} {row[m]:.4f}" for m in names if row.get(m) is not None)
         print(f"nightly {run_date}: {name}: {shown or 'no known queries'} -> {_join(day, name)}")
     for c in checks:
         if c["passed"] is None:

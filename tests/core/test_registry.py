@@ -128,3 +128,14 @@ def test_summary_names_are_the_metric_columns_of_a_runs_summary():
                                                          "precision_at_1", "hit_at_5", "recall_at_5", "precision_at_5",
                                                          "map_at_100"]
     assert registry.summary_names(["first_rank", "ap", "ndcg@3"], (1,), None) == ["map", "ndcg_at_3"]
+
+
+def test_at_k_names_take_every_ks_and_survive_select():
+    """``ndcg`` and ``mrr`` are the uncut measures; ``ndcg@k`` / ``mrr@k`` the cut ones at every --ks, also
+    after ``select`` has spelt them (what a nightly job file stores)."""
+    for given in ("ndcg@k,mrr@k,recall@k", registry.select("ndcg@k,mrr@k,recall@k")):
+        names = registry.select(given)
+        columns = {c.name for c in registry.run_columns(names, (1, 5), None)}
+        assert columns == {"ndcg_at_1", "recall_at_1", "rr_at_1", "ndcg_at_5", "recall_at_5", "rr_at_5"}, given
+    uncut = {c.name for c in registry.run_columns(registry.select("ndcg,mrr"), (1, 5), None)}
+    assert uncut == {"rr", "ndcg"}

@@ -64,3 +64,43 @@ def test_bad_rel_level_or_depth_is_an_input_error_naming_it(tmp_path, option, va
     from evalcore.errors import InputError
     with pytest.raises(InputError, match="--" + option.replace("_", "-")):
         Options(protocol="qrels", **{option: value}).checked()
+
+
+#: trec_eval's out.test.aq (qrels.test, results.test: 500 documents a query): P1000 and recall1000 per query and
+#: overall, and map and ndcg, which map_cut_1000 and ndcg_cut_1000 equal on lists shorter than 1000 (R < 1000)
+PAST_END = {"301": {"precision_at_1000": 0.0710, "recall_at_1000": 0.1498, "ap_cut_1000": 0.0324,
+                    "ndcg_at_1000": 0.1584, "rr_at_1000": 0.1667},
+            "302": {"precision_at_1000": 0.0500, "recall_at_1000": 0.6494, "ap_cut_1000": 0.4175,
+                    "ndcg_at_1000": 0.6617, "rr_at_1000": 1.0},
+            "303": {"precision_at_1000": 0.0100, "recall_at_1000": 1.0, "ap_cut_1000": 0.0858,
+                    "ndcg_at_1000": 0.3862, "rr_at_1000": 0.0526},
+            "all": {"precision_at_1000": 0.0437, "recall_at_1000": 0.5997, "map_cut_1000": 0.1785,
+                    "ndcg_at_1000": 0.4021, "mrr_at_1000": 0.4064}}
+
+
+def test_cut_offs_past_the_lists_end_equal_trec_eval_p1000_on_500_item_lists(tmp_path):
+    """--ks 1000 on top-500 lists: the missing places count as not relevant, as trec_eval's P_1000 does."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    cli = [str(Path(sys.executable).with_name("evalcore"))]
+    env = {**os.environ, "EVALCORE_DEBUG": ""}
+    data, out = tmp_path / "t.zarr", tmp_path / "r"
+    done = subprocess.run([*cli, "import", "trec-run", str(TREC / "results.test"), "--qrels",
+                           str(TREC / "qrels.test"), "--order", "trec_eval", "--out", str(data)],
+                          capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([*cli, "evaluate", str(data), "--out", str(out), "--ks", "5,1000", "--empty-queries",
+                           "zero", "--metrics", "precision@k,recall@k,map_cut@k,ndcg@k,mrr@k"],
+                          capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    rows = {r["key"]: r for r in pq.read_table(out / "per_query.parquet").to_pylist()}
+    rows["all"] = [r for r in pq.read_table(out / "summary.parquet").to_pylist() if r["group"] == "all"][0]
+    got = {q: {c: round(rows[q][c], 4) for c in want} for q, want in PAST_END.items()}
+    assert got == PAST_END
+    warnings = json.loads((out / "run.json").read_text())["warnings"]
+    assert [w for w in warnings if "cut-off 1000 is past" in w and "K = 500" in w], warnings

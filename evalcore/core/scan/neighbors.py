@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from threadpoolctl import threadpool_limits
 
 from evalcore.core.canonical import canonical_pairs
@@ -72,6 +73,107 @@ class ArrayColumns:
             yield b0, self.array[b0:min(stop, b0 + self.block_rows)]
 
 
+@njit(cache=True, nogil=True)
+def _candidates(est, near_last, far_best, err, k, r, c, fr, fc):  # pragma: no cover - compiled
+    width = est.shape[1]
+    best = np.empty(k, dtype=np.float64)
+    near = np.empty(width, dtype=np.int64)
+    far = np.empty(width, dtype=np.int64)
+    n = 0
+    m = 0
+    for i in range(est.shape[0]):
+        floor = np.float64(near_last[i]) - err[i]
+        ceiling = np.float64(far_best[i]) + err[i]
+        # one pass: the k highest estimates at or above the running bar (descending, by insertion: after the
+        # first tiles few values pass it), the lowest estimate, and the columns past either running bar
+        n_best = 0
+        n_near = 0
+        n_far = 0
+        low = np.inf
+        for j in range(width):
+            v = np.float64(est[i, j])
+            if v < low:
+                low = v
+            if v <= ceiling:
+                far[n_far] = j
+                n_far += 1
+            if v >= floor:
+                near[n_near] = j
+                n_near += 1
+                if n_best < k or v > best[k - 1]:
+                    at = n_best if n_best < k else k - 1
+                    while at > 0 and best[at - 1] < v:
+                        best[at] = best[at - 1]
+                        at -= 1
+                    best[at] = v
+                    if n_best < k:
+                        n_best += 1
+        bar = max(floor, best[k - 1] - 2 * err[i]) if n_best == k else floor
+        top = min(ceiling, low + 2 * err[i])
+        if n + n_near > r.shape[0] or m + n_far > fr.shape[0]:
+            return -1, -1
+        for x in range(n_near):
+            if np.float64(est[i, near[x]]) >= bar:
+                r[n] = i
+                c[n] = near[x]
+                n += 1
+        for x in range(n_far):
+            if np.float64(est[i, far[x]]) <= top:
+                fr[m] = i
+                fc[m] = far[x]
+                m += 1
+    return n, m
+
+
+def candidates(est: np.ndarray, near_last: np.ndarray, far_best: np.ndarray, err: np.ndarray,
+               k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, columns) of the tile that may enter a row's k best, then those that may be its farthest.
+
+    Near: estimate >= bar = max(s_k - e, v_k - 2e), s_k the row's current k-th canonical score (-inf while
+    its list is short), v_k the tile's k-th highest estimate; far: estimate <= min(s_far + e, v_min + 2e).
+    Both bounds stay on the safe side of the final scores (module docstring).
+    """
+    size = est.shape[0] * (2 * k + 16)
+    while True:
+        r, c = np.empty(size, np.int64), np.empty(size, np.int64)
+        fr, fc = np.empty(size, np.int64), np.empty(size, np.int64)
+        got, far = _candidates(est, near_last, far_best, err, k, r, c, fr, fc)
+        if got >= 0:
+            return r[:got], c[:got], fr[:far], fc[:far]
+        size = est.size  # many equal estimates (duplicate rows): room for every pair
+
+
+@njit(cache=True, nogil=True)
+def _insert_near(ids, scores, r, new_ids, new_scores):  # pragma: no cover - compiled
+    """Insert each (row, id, score) into the row's list, kept best first: higher score, then lower id."""
+    k = ids.shape[1]
+    for p in range(len(r)):
+        i = r[p]
+        s = new_scores[p]
+        g = new_ids[p]
+        last_s = scores[i, k - 1]
+        if s < last_s or (s == last_s and g >= ids[i, k - 1]):
+            continue
+        at = k - 1
+        while at > 0 and (scores[i, at - 1] < s or (scores[i, at - 1] == s and ids[i, at - 1] > g)):
+            scores[i, at] = scores[i, at - 1]
+            ids[i, at] = ids[i, at - 1]
+            at -= 1
+        scores[i, at] = s
+        ids[i, at] = g
+
+
+@njit(cache=True, nogil=True)
+def _insert_far(far_ids, far_scores, r, new_ids, new_scores):  # pragma: no cover - compiled
+    """Keep each row's farthest column: lower score, then lower id."""
+    for p in range(len(r)):
+        i = r[p]
+        s = new_scores[p]
+        if s < far_scores[i] or (s == far_scores[i] and new_ids[p] < far_ids[i]):
+            far_scores[i] = s
+            far_ids[i] = new_ids[p]
+
+
 class TopKState:
     """One tile of rows: the current k best (ids, canonical scores) and the farthest column so far."""
 
@@ -88,51 +190,20 @@ class TopKState:
     def update(self, est: np.ndarray, col0: int, cols: np.ndarray, col_norm: float) -> None:
         """Fold one tile: ``est`` the float32 estimates of these rows against columns ``col0 ..`` (``cols``,
         whose largest norm is ``col_norm``)."""
-        n, width = est.shape
         dims = self.rows.shape[1]
-        err = (score_error(dims) * self.norms * col_norm + error_floor(dims))[:, None]
-        bar = self.scores[:, -1].astype(np.float64)[:, None] - err
-        if width >= self.k:
-            kth = np.partition(est, width - self.k, axis=1)[:, width - self.k].astype(np.float64)[:, None]
-            bar = np.maximum(bar, kth - 2 * err)
-        r, c = np.nonzero(est >= bar)
+        err = score_error(dims) * self.norms * col_norm + error_floor(dims)
+        r, c, fr, fc = candidates(est, self.scores[:, -1], self.far_scores, err, self.k)
         if len(r):
-            self._merge_near(r, c + col0, canonical_pairs(self.rows, cols, r, c))
-        top = self.far_scores.astype(np.float64)[:, None] + err
-        top = np.minimum(top, est.min(axis=1).astype(np.float64)[:, None] + 2 * err)
-        r, c = np.nonzero(est <= top)
-        if len(r):
-            self._merge_far(r, c + col0, canonical_pairs(self.rows, cols, r, c))
-
-    def _merge_near(self, r: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> None:
-        """Keep each row's k best of its list and the new pairs: highest score, then lowest id."""
-        n, k = self.ids.shape
-        all_r = np.concatenate([np.repeat(np.arange(n), k), r])
-        all_id = np.concatenate([self.ids.reshape(-1), ids])
-        all_s = np.concatenate([self.scores.reshape(-1), scores])
-        order = np.lexsort((all_id, -all_s.astype(np.float64), all_r))
-        all_r, all_id, all_s = all_r[order], all_id[order], all_s[order]
-        start = np.searchsorted(all_r, np.arange(n))
-        pos = np.arange(len(all_r)) - start[all_r]
-        keep = pos < k
-        self.ids[all_r[keep], pos[keep]] = all_id[keep]
-        self.scores[all_r[keep], pos[keep]] = all_s[keep]
-
-    def _merge_far(self, r: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> None:
-        """Keep each row's farthest column: lowest score, then lowest id."""
-        all_r = np.concatenate([np.arange(len(self.far_ids)), r])
-        all_id = np.concatenate([self.far_ids, ids])
-        all_s = np.concatenate([self.far_scores, scores])
-        order = np.lexsort((all_id, all_s.astype(np.float64), all_r))
-        first = order[np.searchsorted(all_r[order], np.arange(len(self.far_ids)))]
-        self.far_ids = all_id[first]
-        self.far_scores = all_s[first]
+            _insert_near(self.ids, self.scores, r, c + col0, canonical_pairs(self.rows, cols, r, c))
+        if len(fr):
+            _insert_far(self.far_ids, self.far_scores, fr, fc + col0, canonical_pairs(self.rows, cols, fr, fc))
 
     def merge(self, other: TopKState) -> None:
         """Add the state of the same rows over another, disjoint range of columns."""
         n, k = other.ids.shape
-        self._merge_near(np.repeat(np.arange(n), k), other.ids.reshape(-1), other.scores.reshape(-1))
-        self._merge_far(np.arange(n), other.far_ids, other.far_scores)
+        _insert_near(self.ids, self.scores, np.repeat(np.arange(n), k), other.ids.reshape(-1),
+                     other.scores.reshape(-1))
+        _insert_far(self.far_ids, self.far_scores, np.arange(n), other.far_ids, other.far_scores)
 
 
 class NeighborSearch:

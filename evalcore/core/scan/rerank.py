@@ -1,15 +1,20 @@
 """The re-ranked scan: a chunk of queries ranked by k-reciprocal re-ranking's final distance (README, Re-ranking).
 
-Per score tile, the canonical cosine scores of the chunk's queries against
-the tile's gallery rows (``canonical_block``) give original(q, g) = d^2 / M_q;
-the chunk's shared Jaccard terms (``core.rerank.shared_terms``, only the
-pairs with one) are put in place and every other pair takes jaccard = 1, so
-final = (1 - lambda) * jaccard + lambda * original for every pair of the tile
-and nowhere else. The tile is then folded like a given distance matrix
-(``kernels.fold_exact`` on the negated distances, exactly as given): ranks
-are counts, ties follow the policy, rank 1 is the lowest index among the
-smallest distances. Memory: the chunk's shared terms and one tile; no
-query x gallery matrix.
+A pair's final distance is J * (1 - lambda) + lambda * d^2 / M_q with
+d = 2 - 2c: J = 1 unless the pair shares a Jaccard term (the chunk's
+``core.rerank.shared_terms``, only the pairs with one). For a fixed J it only
+falls as the cosine c rises (for c <= 1), so, per score tile, float32 products
+give estimates v of the cosines, each within the error bound e of the
+canonical score (``embeddings.score_error``), and the negated final distance
+lies between its values at v - e and v + e. A pair both values place between
+the same two relevant thresholds is counted at once (``fold_shared_estimates``
+for the shared pairs, each with its own J; ``fold_estimates`` for the rest of
+the tile); only the pairs the bounds leave undecided, the rank-1 candidates
+and intervals that reach c = 1 (where d^2 turns) get canonical cosines and
+exact final distances, folded by ``kernels.fold_settled``. So every
+comparison is made as on exact final distances: ranks are counts, ties follow
+the policy, rank 1 is the lowest index among the smallest distances. Memory:
+the chunk's shared terms and one tile; no query x gallery matrix.
 
 ``finish`` reports distances; ``with_cosines`` then puts the cosine score
 back into ``top1_score`` and ``relevant_score`` (CONTRACT §15) and keeps the
@@ -20,15 +25,148 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 from threadpoolctl import threadpool_limits
 
-from evalcore.core.canonical import canonical_block, canonical_pairs
+from evalcore.core.canonical import canonical_pairs
+from evalcore.core.kernels import NEAR, TOP, beaten_end, fold_settled
 from evalcore.core.protocols import Truth, segment_ids
 from evalcore.core.rerank import RerankParams, SparseRows, final_distance, jaccard, original_distance
 from evalcore.core.scan.base import TILE_COLS, Gallery, Ranked, Span, whole_rows
 from evalcore.core.scan.counts import finish_states, merge_states, tile_mask
-from evalcore.core.scan.embeddings import threshold_scores
+from evalcore.core.scan.embeddings import error_floor, row_norms, score_error, threshold_scores
 from evalcore.core.scan.scores import ScoreState
+
+_NO_JUNK = np.zeros(0, dtype=bool)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _negated(c, jac, scale, lam):  # pragma: no cover - compiled
+    """-final at cosine c for a pair of Jaccard distance ``jac``, the operations in ``final_distance``'s
+    order; increasing in c for c <= 1 (d = 2 - 2c >= 0)."""
+    d = 2.0 - 2.0 * c
+    return -(jac * (1.0 - lam) + (d * d) / scale * lam)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def fold_shared_estimates(indptr, items, t, l0, est, err, junk, col0, pessimistic, thr_start, thresholds, hist,
+                          best, best_idx, scale, lam, out_p, out_f):  # pragma: no cover - compiled
+    """``fold_estimates`` for the pairs that share a term (rows ``l0 ..`` of the chunk's CSR lists ``indptr``,
+    ``items``, ``t``; each pair with its own Jaccard distance 1 - t / (2 - t)) that fall in this tile: counts
+    what the bounds decide, writes the others' positions in the lists and flags (NEAR, TOP) to ``out_*``, and
+    sets every such pair to -inf in ``est`` for ``fold_estimates``. Relevant and junk pairs (-inf) stay out."""
+    n, width = est.shape
+    has_junk = junk.shape[0] > 0
+    pos = 0
+    for i in range(n):
+        a = np.searchsorted(items[indptr[l0 + i]:indptr[l0 + i + 1]], col0) + indptr[l0 + i]
+        z = np.searchsorted(items[indptr[l0 + i]:indptr[l0 + i + 1]], col0 + width) + indptr[l0 + i]
+        e = err[i]
+        m = scale[i]
+        b = best[i]
+        bi = best_idx[i]
+        s0 = thr_start[i]
+        s1 = thr_start[i + 1]
+        lowest = thresholds[s0] if s1 > s0 else np.inf
+        bar = b
+        for p in range(a, z):
+            j = items[p] - col0
+            v = np.float64(est[i, j])
+            if v != -np.inf and not (has_junk and junk[j]) and v - e < 1.0 and m > 0:
+                g = _negated(v - e, 1 - t[p] / (2.0 - t[p]), m, lam)
+                if g > bar:
+                    bar = g
+        for p in range(a, z):
+            j = items[p] - col0
+            v = np.float64(est[i, j])
+            if v == -np.inf or (has_junk and junk[j]):
+                continue
+            est[i, j] = -np.inf
+            hi = v + e
+            flags = 0
+            if not (m > 0) or hi >= 1.0:
+                flags = NEAR | TOP
+            else:
+                jac = 1 - t[p] / (2.0 - t[p])
+                g_hi = _negated(hi, jac, m, lam)
+                if g_hi >= bar and (g_hi > b or (g_hi == b and (bi < 0 or col0 + j < bi))):
+                    flags |= TOP
+                if g_hi > lowest or (pessimistic and g_hi == lowest):
+                    g_lo = _negated(v - e, jac, m, lam)
+                    end_lo = beaten_end(thresholds, s0, s1, g_lo, pessimistic)
+                    if end_lo == beaten_end(thresholds, s0, s1, g_hi, pessimistic):
+                        if end_lo > s0:
+                            hist[end_lo - 1] += 1
+                    else:
+                        flags |= NEAR
+            if flags:
+                out_p[pos] = p
+                out_f[pos] = flags
+                pos += 1
+    return pos
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def fold_estimates(est, err, junk, col0, pessimistic, thr_start, thresholds, hist, best, best_idx, scale, lam,
+                   row0, out_r, out_c, out_f):  # pragma: no cover - compiled
+    """Count a tile of pairs without a shared term from float32 estimates of their cosines, from row ``row0``.
+
+    For such a pair -final = G(c), G increasing in c for c <= 1 (``_negated``, jaccard = 1); the canonical c lies in
+    [v - e, v + e], so G(v - e) <= -final <= G(v + e). A pair both bounds place between the same thresholds
+    is counted here; the rest (``NEAR``), those that may be rank 1 (``TOP``: G(v + e) at least the row's best
+    so far and the tile's highest G(v - e)) and any whose interval reaches c = 1 (where G turns) are written
+    to ``out_*`` for exact values. Returns (pairs written, next row): rows are taken whole, and the call stops
+    early when the next row might not fit.
+    """
+    n, width = est.shape
+    has_junk = junk.shape[0] > 0
+    pos = 0
+    for i in range(row0, n):
+        if pos + width > out_r.shape[0]:
+            return pos, i
+        s0 = thr_start[i]
+        s1 = thr_start[i + 1]
+        lowest = thresholds[s0] if s1 > s0 else np.inf
+        e = err[i]
+        m = scale[i]
+        b = best[i]
+        bi = best_idx[i]
+        row = est[i]
+        exact_all = not (m > 0)
+        vmax = -np.inf
+        for j in range(width):
+            v = row[j]
+            if v != -np.inf and not (has_junk and junk[j]) and v > vmax:
+                vmax = v
+        bar = b
+        if vmax > -np.inf and vmax - e < 1.0 and not exact_all:
+            bar = max(b, _negated(np.float64(vmax) - e, 1.0, m, lam))
+        for j in range(width):
+            v = np.float64(row[j])
+            if v == -np.inf or (has_junk and junk[j]):
+                continue
+            hi = v + e
+            flags = 0
+            if exact_all or hi >= 1.0:
+                flags = NEAR | TOP
+            else:
+                g_hi = _negated(hi, 1.0, m, lam)
+                if g_hi >= bar and (g_hi > b or (g_hi == b and (bi < 0 or col0 + j < bi))):
+                    flags |= TOP
+                if g_hi > lowest or (pessimistic and g_hi == lowest):
+                    g_lo = _negated(v - e, 1.0, m, lam)
+                    end_lo = beaten_end(thresholds, s0, s1, g_lo, pessimistic)
+                    if end_lo == beaten_end(thresholds, s0, s1, g_hi, pessimistic):
+                        if end_lo > s0:
+                            hist[end_lo - 1] += 1
+                    else:
+                        flags |= NEAR
+            if flags:
+                out_r[pos] = i
+                out_c[pos] = j
+                out_f[pos] = flags
+                pos += 1
+    return pos, n
 
 
 @dataclass
@@ -43,27 +181,18 @@ class RerankQueries:
     params: RerankParams
     cosines: np.ndarray | None = field(default=None, repr=False)
 
-    def __post_init__(self) -> None:
-        rows = segment_ids(self.shared.indptr)
-        order = np.argsort(self.shared.cols, kind="stable")
-        self._rows, self._items, self._t = rows[order], self.shared.cols[order], self.shared.vals[order]
-
-    def jaccard_tile(self, col0: int, width: int) -> np.ndarray:
-        """Jaccard distances of the chunk against gallery items col0 .. col0 + width (1 where nothing is shared)."""
-        out = np.ones((len(self.normalized), width))
-        a, b = np.searchsorted(self._items, [col0, col0 + width])
-        out[self._rows[a:b], self._items[a:b] - col0] = jaccard(self._t[a:b])
-        return out
-
     def jaccard_pairs(self, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
-        """Jaccard distances at (chunk row, gallery item) pairs."""
+        """Jaccard distances at (chunk row, gallery item) pairs (1 where nothing is shared)."""
         out = np.ones(len(rows))
-        ind = self.shared.indptr
-        for p, (r, g) in enumerate(zip(rows.tolist(), items.tolist())):
-            seg = self.shared.cols[ind[r]:ind[r + 1]]
-            at = int(np.searchsorted(seg, g))
-            if at < len(seg) and seg[at] == g:
-                out[p] = jaccard(self.shared.vals[ind[r] + at])
+        if not len(rows) or not len(self.shared.cols):
+            return out
+        # items ascend within each row, so (row, item) keys ascend over the whole list
+        width = int(max(self.shared.cols.max(), np.max(items))) + 1
+        keys = segment_ids(self.shared.indptr) * width + self.shared.cols
+        want = np.asarray(rows, dtype=np.int64) * width + items
+        at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        found = keys[at] == want
+        out[found] = jaccard(self.shared.vals[at[found]])
         return out
 
     def final(self, cos: np.ndarray, rows: np.ndarray | None, jac: np.ndarray) -> np.ndarray:
@@ -96,16 +225,21 @@ class RerankScan:
     def scan(self, queries: RerankQueries, states: list[ScoreState], source: Gallery, span: Span | None,
              gallery_junk: np.ndarray | None) -> None:
         blocks = source.blocks() if span is None else source.blocks(*span)
+        q = queries.normalized
+        dims = q.shape[1]
+        q_norms = row_norms(q)
         with threadpool_limits(limits=1, user_api="blas"):
             for g0, block in blocks:
                 for c0 in range(0, len(block), TILE_COLS):
                     rows = block[c0:c0 + TILE_COLS]
                     col0 = g0 + c0
-                    cos = canonical_block(queries.normalized, rows)
-                    values = -queries.final(cos, None, queries.jaccard_tile(col0, len(rows)))
+                    err = score_error(dims) * q_norms * float(row_norms(rows).max()) + error_floor(dims)
                     colmask = tile_mask(col0, len(rows), gallery_junk)
                     for state in states:
-                        state.update(values, col0, colmask)
+                        est = np.matmul(q[state.l0:state.l1], rows.T)
+                        state.mask(est, col0)
+                        fold_shared(queries, state, est, rows, col0, colmask, err[state.l0:state.l1])
+                        fold_plain(queries, state, est, rows, col0, colmask, err[state.l0:state.l1])
 
     def merge(self, parts: list[list[ScoreState]]) -> list[ScoreState]:
         return merge_states(parts)
@@ -115,6 +249,53 @@ class RerankScan:
         ranked.top1_score = -ranked.top1_score
         ranked.relevant_score = -ranked.relevant_score
         return ranked
+
+
+def fold_shared(queries: RerankQueries, state: ScoreState, est: np.ndarray, tile: np.ndarray, col0: int,
+                colmask: np.ndarray | None, err: np.ndarray) -> None:
+    """Fold the tile's pairs that share a Jaccard term (``fold_shared_estimates``, then exact final distances
+    from canonical cosines where the bounds do not decide) and take them out of ``est``."""
+    sh = queries.shared
+    size = int(sh.indptr[state.l1] - sh.indptr[state.l0])
+    if not size:
+        return
+    out_p, out_f = np.empty(size, np.int64), np.empty(size, np.uint8)
+    used = fold_shared_estimates(sh.indptr, sh.cols, sh.vals, state.l0, est, err,
+                                 _NO_JUNK if colmask is None else colmask, col0, state.pessimistic,
+                                 state.row_start, state.thr_sorted, state.hist, state.best, state.best_idx,
+                                 np.ascontiguousarray(queries.scale[state.l0:state.l1], dtype=np.float64),
+                                 queries.params.lambda_value, out_p, out_f)
+    if used:
+        p = out_p[:used]
+        r = np.searchsorted(sh.indptr, p, side="right") - 1 - state.l0
+        c = sh.cols[p] - col0
+        values = -queries.final(canonical_pairs(queries.normalized[state.l0:state.l1], tile, r, c),
+                                r + state.l0, jaccard(sh.vals[p]))
+        fold_settled(r, c + col0, out_f[:used], values, state.pessimistic, state.row_start, state.thr_sorted,
+                     state.hist, state.best, state.best_idx)
+
+
+def fold_plain(queries: RerankQueries, state: ScoreState, est: np.ndarray, tile: np.ndarray, col0: int,
+               colmask: np.ndarray | None, err: np.ndarray) -> None:
+    """Count the tile's remaining pairs (no shared term: jaccard = 1) from their estimates (``fold_estimates``),
+    and fold the undecided ones at exact final distances from canonical cosines."""
+    n, width = est.shape
+    junk = _NO_JUNK if colmask is None else colmask
+    scale = np.ascontiguousarray(queries.scale[state.l0:state.l1], dtype=np.float64)
+    size = max(4 * width, 64 * n)
+    out_r, out_c = np.empty(size, np.int64), np.empty(size, np.int64)
+    out_f = np.empty(size, np.uint8)
+    row = 0
+    while row < n:
+        used, row = fold_estimates(est, err, junk, col0, state.pessimistic, state.row_start, state.thr_sorted,
+                                   state.hist, state.best, state.best_idx, scale, queries.params.lambda_value,
+                                   row, out_r, out_c, out_f)
+        if used:
+            r, c = out_r[:used], out_c[:used]
+            cos = canonical_pairs(queries.normalized[state.l0:state.l1], tile, r, c)
+            values = -queries.final(cos, r + state.l0, np.ones(used))
+            fold_settled(r, c + col0, out_f[:used], values, state.pessimistic, state.row_start, state.thr_sorted,
+                         state.hist, state.best, state.best_idx)
 
 
 RERANK = RerankScan()

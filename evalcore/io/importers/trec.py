@@ -5,8 +5,11 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalcore.core.protocols.qrels import MAX_GRADE
 from evalcore.errors import InputError
@@ -69,7 +72,7 @@ PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+")
 PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
-def trec_records(handle, name: str, layout: str, *, more_ignored: bool = False):
+def trec_records(handle, name: str, layout: str, *, more_ignored: bool = False, start: int = 1):
     """(line number, fields) of a whitespace-separated TREC file, split where trec_eval splits.
 
     Blank lines and lines whose first field starts with ``#`` are skipped. A
@@ -78,7 +81,7 @@ def trec_records(handle, name: str, layout: str, *, more_ignored: bool = False):
     everything after the sixth field), where only the first ones come back.
     """
     expected = len(layout.split())
-    for number, line in enumerate(handle, start=1):
+    for number, line in enumerate(handle, start=start):
         fields = FIELD_SEPARATORS.split(line.strip(" \t\n\v\f\r"))
         if fields == [""] or fields[0].startswith("#"):
             continue
@@ -138,146 +141,401 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
         arrays["query/key"] = np.asarray(qids, dtype=object)
         arrays["gallery/key"] = np.asarray(gids, dtype=object)
         qsource, gsource = str(queries), str(gallery)
-    qpos = {q: i for i, q in enumerate(qids)}
-    gpos = {g: i for i, g in enumerate(gids)}
-
     name = str(qrels_path)
-    rows: list[tuple[int, int, int, int, str]] = []  # (line, query, item, rel, docid), in the file's order
-    skipped: dict[str, int] = {}  # judged query ids absent from the ids -> first line
-    for qid, judgements in _read_trec_qrels(qrels_path).items():
-        if qid not in qpos:  # trec_eval too evaluates only queries that have results
-            skipped[qid] = min(number for _, number in judgements.values())
-            continue
-        rows += [(number, qpos[qid], gpos.get(docid, -1), rel, docid) for docid, (rel, number) in judgements.items()]
-    rows.sort()
-    unknown = [r for r in rows if r[2] < 0]
-    if unknown:  # the first in the file
-        number, docid = unknown[0][0], unknown[0][4]
-        raise InputError(f"{name}: line {number}, field docid: unknown document {docid!r} (not in {gsource})")
-    if not rows:
+    judged = read_qrels_lines(qrels_path)
+    qpos = _positions(judged.qkeys, qids)[judged.qcode]
+    gpos = _positions(judged.dkeys, gids)[judged.dcode]
+    skipped = _first_lines(judged, qpos < 0)  # trec_eval too evaluates only queries that have results
+    kept = qpos >= 0  # judged's rows are in file order: the order of the qrels arrays
+    unknown = np.flatnonzero(kept & (gpos < 0))
+    if unknown.size:  # the first in the file
+        row = int(unknown[0])
+        raise InputError(f"{name}: line {judged.line[row]}, field docid: unknown document "
+                         f"{judged.dkeys[int(judged.dcode[row])].as_py()!r} (not in {gsource})")
+    if not kept.any():
         raise InputError(f"{name}: no judgements for the queries of {qsource}")
-    arrays["qrels/query"] = np.asarray([r[1] for r in rows], dtype=np.int64)
-    arrays["qrels/item"] = np.asarray([r[2] for r in rows], dtype=np.int64)
-    arrays["qrels/rel"] = np.asarray([r[3] for r in rows], dtype=np.int8)
-    skipped = dict(sorted(skipped.items(), key=lambda item: item[1]))
+    arrays["qrels/query"] = qpos[kept].astype(np.int64)
+    arrays["qrels/item"] = gpos[kept].astype(np.int64)
+    arrays["qrels/rel"] = judged.value[kept]
     warnings = [_skipped_queries(name, skipped, f"not in {qsource}")] if skipped else []
     return arrays, {**attrs, "protocol": "qrels", WARNINGS: warnings}
 
 
-def _open_text(path):
-    """A TREC file for reading; lines end at ``\\n`` only, as trec_eval reads them (a ``\\r`` is whitespace)."""
+#: bytes read and split at a time: the columns of one piece stay far below the file's size in memory
+PIECE_BYTES = 1 << 24
+
+
+@dataclass(frozen=True)
+class TrecLines:
+    """The kept lines of a TREC run or qrels file as columns, one entry a line in file order.
+
+    ``qkeys``/``dkeys`` hold each distinct qid/docno once (``qkeys`` sorted
+    by code point, UTF-8 byte order, as Python sorts str; ``dkeys`` in no set
+    order); ``qcode``/``dcode`` index them. ``value`` is the score (float64, run) or ``qrels/rel`` (int8,
+    qrels); ``line`` the 1-based line number.
+    """
+
+    line: np.ndarray
+    qkeys: pa.Array
+    qcode: np.ndarray
+    dkeys: pa.Array
+    dcode: np.ndarray
+    value: np.ndarray
+
+
+def _line_text(path, number: int) -> str:
+    """Line ``number`` (1-based, lines end at ``\\n``) of an already validated UTF-8 file: the error path only."""
+    buffer = np.fromfile(path, dtype=np.uint8)
+    ends = np.flatnonzero(buffer == 10)
+    start = 0 if number == 1 else int(ends[number - 2]) + 1
+    stop = int(ends[number - 1]) if number - 1 < ends.size else buffer.size
+    return buffer[start:stop].tobytes().decode("utf-8")
+
+
+def _field_tokens(piece: np.ndarray, fields: int, more_ignored: bool):
+    """(start and end offsets of the wanted fields, 0-based line index, first bad line index or -1) of one piece.
+
+    Fields are the runs of non-whitespace bytes (C ``isspace``: space and
+    bytes 9-13); lines end at ``\\n``. Blank lines and lines whose first field
+    starts with ``#`` are skipped; a line with fewer fields than ``fields``
+    (or more, unless ``more_ignored``) is bad.
+    """
+    space = (piece == 32) | ((piece - np.uint8(9)) <= 4)
+    edge = np.diff(space.view(np.int8), prepend=np.int8(1), append=np.int8(1))
+    starts, ends = np.flatnonzero(edge == -1), np.flatnonzero(edge == 1)
+    del space, edge
+    bounds = np.concatenate(([0], np.searchsorted(starts, np.flatnonzero(piece == 10)), [starts.size]))
+    count = np.diff(bounds)                                  # fields of each line (lines end at \n)
+    line_index = np.flatnonzero(count)                       # the non-blank lines
+    first, count = bounds[line_index], count[line_index]     # each one's first field, and how many
+    kept = piece[starts[first]] != 35                                       # not a '#' line
+    bad = kept & ((count < fields) if more_ignored else (count != fields))
+    bad_line = int(line_index[np.argmax(bad)]) if bad.any() else -1
+    good = kept & ~bad
+    return starts, ends, first[good], line_index[good], bad_line
+
+
+def _tokens_array(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The byte strings data[starts[i]:ends[i]] as one Arrow binary array (gaps between them left out)."""
+    offsets = np.empty(2 * starts.size + 1, dtype=np.int64)
+    offsets[0], offsets[1::2], offsets[2::2] = 0, starts, ends
+    spans = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * starts.size, [None, pa.py_buffer(offsets), data])
+    return spans.take(pa.array(np.arange(1, 2 * starts.size, 2)))
+
+
+def _codes(values: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """(distinct values as UTF-8 strings, in no set order; each value's index among them).
+
+    Arrow's dictionary encoding of chunks shares one dictionary, the last
+    chunk's holding every value."""
+    if len(values) == 0:
+        return pa.array([], pa.large_string()), np.zeros(0, dtype=np.int64)
+    encoded = pc.dictionary_encode(values)
+    codes = np.concatenate([chunk.indices.to_numpy() for chunk in encoded.chunks]).astype(np.int64)
+    return encoded.chunks[-1].dictionary.cast(pa.large_string()), codes
+
+
+def _sorted_codes(values: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """(distinct values sorted by bytes, as UTF-8 strings; each value's index among them)."""
+    keys, codes = _codes(values)
+    order = pc.sort_indices(keys).to_numpy()
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return keys.take(pa.array(order)), rank[codes]
+
+
+def _read_columns(path, layout: str, wanted: tuple[int, int, int], *, more_ignored: bool):
+    """(line numbers, qid, docno and value fields as Arrow binary, first bad line or None) of a TREC file.
+
+    Read in pieces of ``PIECE_BYTES`` cut at line ends. The whole file must
+    be UTF-8 (checked once, only when a byte above 127 is there).
+    """
     name = str(path)
     if not os.path.isfile(path):
         raise InputError(f"{name}: no such file")
-    return open(path, encoding="utf-8", newline="\n")
+    buffer = np.fromfile(path, dtype=np.uint8)
+    if (buffer >= 128).any():
+        try:
+            buffer.tobytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{name}: not UTF-8 text ({exc})") from None
+    fields = len(layout.split())
+    lines: list[np.ndarray] = []
+    columns: list[list[pa.Array]] = [[], [], []]
+    bad: int | None = None
+    start, line_base = 0, 1
+    while start < buffer.size and bad is None:
+        stop = min(start + PIECE_BYTES, buffer.size)
+        if stop < buffer.size:
+            last = np.flatnonzero(buffer[start:stop] == 10)
+            stop = start + int(last[-1]) + 1 if last.size else buffer.size
+        piece = buffer[start:stop]
+        starts, ends, first, token_line, bad_line = _field_tokens(piece, fields, more_ignored)
+        if bad_line >= 0:  # later pieces cannot hold an earlier error
+            bad = line_base + bad_line
+        data = pa.py_buffer(piece)
+        for column, field in zip(columns, wanted):
+            column.append(_tokens_array(data, starts[first + field], ends[first + field]))
+        lines.append(line_base + token_line)
+        line_base += int(np.count_nonzero(piece == 10))
+        start = stop
+    line = np.concatenate(lines) if lines else np.zeros(0, dtype=np.int64)
+    return line, [pa.chunked_array(c, type=pa.large_binary()) for c in columns], bad
 
 
-def _read_trec_qrels(path) -> dict[str, dict[str, tuple[int, int]]]:
-    """qid -> docno -> (qrels/rel, line) from a TREC qrels file (``qid iter docno grade``)."""
+def _first_problem(candidates) -> int | None:
+    """The smallest line number among arrays of line numbers (None when all are empty)."""
+    found = [int(c.min()) for c in candidates if c.size]
+    return min(found) if found else None
+
+
+def _raise_at(path, number: int, layout: str, more_ignored: bool, check) -> None:
+    """Re-read line ``number`` alone with the per-line rules (``trec_records`` and ``check``), which raise
+    their message if it breaks one; returns if it does not (the problem is then one across lines)."""
     name = str(path)
-    judged: dict[str, dict[str, tuple[int, int]]] = {}
-    try:
-        with _open_text(path) as handle:
-            for number, fields in trec_records(handle, name, "qid iter docno rel"):
-                qid, _, docno, grade = fields
-                if not PLAIN_INTEGER.fullmatch(grade):  # int() would read 0_1 as 1, trec_eval's atol as 0
-                    raise InputError(f"{name}: line {number}, field rel: {grade!r} is not an integer")
-                rel = trec_relevance(int(grade))
-                if rel > MAX_GRADE:
-                    raise InputError(f"{name}: line {number}, field rel: grade {grade} is above {MAX_GRADE}")
-                seen = judged.setdefault(qid, {})
-                if docno in seen and seen[docno][0] != rel:
-                    raise InputError(f"{name}: line {number}, field rel: ({qid}, {docno}) judged {grade} here "
-                                     f"but differently on line {seen[docno][1]}")
-                seen.setdefault(docno, (rel, number))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{name}: not UTF-8 text ({exc})") from None
-    if not judged:
-        raise InputError(f"{name}: no judgements")
-    return judged
+    for n, fields in trec_records([_line_text(path, number)], name, layout, more_ignored=more_ignored, start=number):
+        check(fields, name, n)
 
 
-def _read_trec_lines(path) -> dict[str, list[tuple[str, float, int]]]:
-    """qid -> [(docno, score, line), ...] in file order, from ``qid Q0 docno rank score tag`` lines.
+def _duplicates(qcode: np.ndarray, dcode: np.ndarray, ndocs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row of each repeat of a (qid, docno) pair, row of that pair's first occurrence); rows in file order."""
+    pair = qcode * max(ndocs, 1) + dcode
+    ordered = np.sort(pair)
+    if not (ordered[1:] == ordered[:-1]).any():  # the usual file has no repeat: no stable argsort needed
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.argsort(pair, kind="stable")
+    repeat = np.flatnonzero(pair[order][1:] == pair[order][:-1]) + 1
+    group_first = np.maximum.accumulate(np.where(np.diff(pair[order], prepend=-1) != 0, np.arange(pair.size), 0))
+    return order[repeat], order[group_first[repeat]]
+
+
+def _matches(text: pa.Array | pa.ChunkedArray, pattern: re.Pattern) -> np.ndarray:
+    """Whether each value matches ``pattern`` whole (RE2, the same syntax as the Python pattern here)."""
+    return pc.match_substring_regex(text, f"^(?:{pattern.pattern})$").to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _byte_set(allowed: bytes) -> np.ndarray:
+    table = np.zeros(256, dtype=bool)
+    table[np.frombuffer(allowed, dtype=np.uint8)] = True
+    return table
+
+
+#: the bytes plain decimal numbers and integers are made of (values of other bytes go to the regex)
+DECIMAL_BYTES, INTEGER_BYTES = _byte_set(b"0123456789.eE+-"), _byte_set(b"0123456789-")
+
+
+def _plain_numbers(text: pa.Array, pattern: re.Pattern, allowed: np.ndarray, kind: pa.DataType) -> np.ndarray:
+    """Each value parsed as ``kind`` (returned as float64), NaN where it does not match ``pattern`` whole.
+
+    The fast path: when every byte is ``allowed`` and Arrow parses every value
+    (its grammar on those bytes is the pattern's: sign, digits, point,
+    exponent; floats correctly rounded), no value needs the regex. Otherwise
+    each value is matched (RE2) and only the matching ones parsed.
+    """
+    if len(text) == 0:
+        return np.zeros(0, dtype=np.float64)
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[text.offset:text.offset + len(text) + 1]
+    data = np.frombuffer(text.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    if allowed[data].all():
+        try:
+            return text.cast(kind).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    plain = _matches(text, pattern)
+    parsed = pc.if_else(pa.array(plain), text, "0").cast(kind).cast(pa.float64()).to_numpy(zero_copy_only=False)
+    return np.where(plain, parsed, np.nan)
+
+
+def _check_score(fields: list[str], name: str, number: int) -> None:
+    trec_score(fields[4], name, number)
+
+
+def read_run_lines(path) -> TrecLines:
+    """A TREC run (``qid Q0 docno rank score tag``) as columns; scores read whole as float64 (``trec_score``).
 
     The rank field is ignored, as trec_eval ignores it, and so is every field
-    after the sixth (trec_eval's ``results.trunc`` has nine). The score is
-    read whole as a float64 (``trec_score``). A docno listed twice for one
-    query is an error naming both lines: trec_eval refuses such a run too,
-    and counting it twice would count a hit twice.
+    after the sixth (trec_eval's ``results.trunc`` has nine). A docno listed
+    twice for one query is an error naming both lines: trec_eval refuses such
+    a run too, and counting it twice would count a hit twice. The first
+    problem in the file is reported, found again by the per-line rules.
     """
-    name = str(path)
-    runs: dict[str, list[tuple[str, float, int]]] = {}
-    first_line: dict[tuple[str, str], int] = {}
-    try:
-        with _open_text(path) as handle:
-            for number, fields in trec_records(handle, name, "qid Q0 docno rank score tag", more_ignored=True):
-                qid, _, docno, _, score_text, _ = fields
-                score = trec_score(score_text, name, number)
-                earlier = first_line.setdefault((qid, docno), number)
-                if earlier != number:
-                    raise InputError(f"{name}: line {number}, field docno: {docno!r} listed twice for query "
-                                     f"{qid!r} (also line {earlier}); each document may appear once per query")
-                runs.setdefault(qid, []).append((docno, score, number))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{name}: not UTF-8 text ({exc})") from None
-    if not runs:
+    name, layout = str(path), "qid Q0 docno rank score tag"
+    line, (qid, docno, text), bad = _read_columns(path, layout, (0, 2, 4), more_ignored=True)
+    text = text.cast(pa.large_string())
+    score = np.concatenate([np.zeros(0), *(_plain_numbers(chunk, PLAIN_DECIMAL, DECIMAL_BYTES, pa.float64())
+                                           for chunk in text.chunks)])
+    plain = ~np.isnan(score)
+    qkeys, qcode = _sorted_codes(qid)
+    dkeys, dcode = _codes(docno)
+    del qid, docno, text  # codes and scores hold what is needed; an error message re-reads its line
+    repeat, earlier = _duplicates(qcode, dcode, len(dkeys))
+    per_line = [line[~plain], line[~np.isfinite(score)]]
+    problem = _first_problem([np.array([bad or 0])[:1 if bad else 0], *per_line, line[repeat]])
+    if problem is not None:
+        _raise_at(path, problem, layout, True, _check_score)
+        at = int(np.flatnonzero(line[repeat] == problem)[0])
+        row, first = repeat[at], earlier[at]
+        raise InputError(f"{name}: line {problem}, field docno: {dkeys[dcode[row]].as_py()!r} listed twice for "
+                         f"query {qkeys[qcode[row]].as_py()!r} (also line {line[first]}); each document may "
+                         "appear once per query")
+    if not line.size:
         raise InputError(f"{name}: no results")
-    return runs
+    return TrecLines(line, qkeys, qcode, dkeys, dcode, score)
 
 
-def trec_order(results: list[tuple[str, float, int]], order: str) -> list[tuple[str, float, int]]:
-    """One query's results best first.
+def _check_grade(fields: list[str], name: str, number: int) -> None:
+    grade = fields[3]
+    if not PLAIN_INTEGER.fullmatch(grade):  # int() would read 0_1 as 1, trec_eval's atol as 0
+        raise InputError(f"{name}: line {number}, field rel: {grade!r} is not an integer")
+    if trec_relevance(int(grade)) > MAX_GRADE:
+        raise InputError(f"{name}: line {number}, field rel: grade {grade} is above {MAX_GRADE}")
 
-    ``score``: score descending (exact ties keep the file order; equal scores,
-    compared as the float64 values read, are tie groups that ``--ties``
-    orders at evaluation). ``trec_eval``:
-    score descending, equal scores by docno descending (byte order), which is
-    trec_eval's own sort, so its numbers come out exactly.
+
+def read_qrels_lines(path) -> TrecLines:
+    """A TREC qrels file (``qid iter docno grade``) as columns, ``value`` the qrels/rel (``trec_relevance``).
+
+    A pair judged twice alike keeps its first line; judged differently it is
+    an error naming both lines. The first problem in the file is reported.
     """
-    if order == "trec_eval":
-        by_docno = sorted(results, key=lambda r: r[0].encode(), reverse=True)
-        return sorted(by_docno, key=lambda r: -r[1])
-    return sorted(results, key=lambda r: -r[1])
+    name, layout = str(path), "qid iter docno rel"
+    line, (qid, docno, text), bad = _read_columns(path, layout, (0, 2, 3), more_ignored=False)
+    text = text.combine_chunks().cast(pa.large_string())
+    short = pc.utf8_length(text).to_numpy(zero_copy_only=False) <= 18  # longer: beyond int64, only the sign matters
+    parsed = _plain_numbers(text.filter(pa.array(short)), PLAIN_INTEGER, INTEGER_BYTES, pa.int64())
+    integer = np.zeros(line.size, dtype=bool)
+    integer[short] = ~np.isnan(parsed)
+    integer[~short] = _matches(text.filter(pa.array(~short)), PLAIN_INTEGER)
+    grade = np.zeros(line.size, dtype=np.int64)
+    grade[integer & short] = parsed[~np.isnan(parsed)]
+    for row in np.flatnonzero(integer & ~short):  # beyond int64: only its sign matters (0 or too high)
+        grade[row] = min(max(int(text[int(row)].as_py()), -1), MAX_GRADE + 1)
+    rel = np.maximum(grade, 0)
+    qkeys, qcode = _sorted_codes(qid)
+    dkeys, dcode = _codes(docno)
+    repeat, earlier = _duplicates(qcode, dcode, len(dkeys))
+    conflict = rel[repeat] != rel[earlier]
+    per_line = [line[~integer], line[rel > MAX_GRADE]]
+    problem = _first_problem([np.array([bad or 0])[:1 if bad else 0], *per_line, line[repeat[conflict]]])
+    if problem is not None:
+        _raise_at(path, problem, layout, False, _check_grade)
+        at = int(np.flatnonzero(line[repeat[conflict]] == problem)[0])
+        row, first = repeat[conflict][at], earlier[conflict][at]
+        raise InputError(f"{name}: line {problem}, field rel: ({qkeys[qcode[row]].as_py()}, "
+                         f"{dkeys[dcode[row]].as_py()}) judged {text[int(row)].as_py()} here "
+                         f"but differently on line {line[first]}")
+    if not line.size:
+        raise InputError(f"{name}: no judgements")
+    keep = np.ones(line.size, dtype=bool)
+    keep[repeat] = False
+    return TrecLines(line[keep], qkeys, qcode[keep], dkeys, dcode[keep], rel[keep].astype(np.int8))
 
 
-def read_trec_run(run_path, *, qrels=None, order: str = "score") -> tuple[dict[str, np.ndarray], dict]:
-    """A TREC run file plus its qrels as precomputed rankings with TREC judgements (protocol qrels)."""
+def _positions(keys: pa.Array, ids) -> np.ndarray:
+    """Each key's index in ``ids`` (a list or Arrow array of str), -1 where it is not there."""
+    value_set = ids if isinstance(ids, pa.Array) else pa.array(list(ids), pa.large_string())
+    return pc.index_in(keys, value_set=value_set).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _first_lines(lines: TrecLines, rows: np.ndarray) -> dict[str, int]:
+    """qid -> its first line, for the qids of the selected rows (a bool mask), ordered by that line."""
+    first: dict[str, int] = {}
+    for row in np.flatnonzero(rows):  # only the left-out queries' rows: usually none or few
+        first.setdefault(lines.qkeys[int(lines.qcode[row])].as_py(), int(lines.line[row]))
+    return dict(sorted(first.items(), key=lambda item: item[1]))
+
+
+def _best_first(query: np.ndarray, score: np.ndarray, item: np.ndarray, order: str) -> np.ndarray:
+    """The permutation listing each query's results best first, queries by row.
+
+    Score descending; equal scores in file order (``score``) or by docno
+    descending (``trec_eval``; ``item`` indexes the sorted docnos). A run whose
+    queries are contiguous blocks already listed so (the usual layout) only
+    has its blocks put in query order; any other is sorted whole.
+    """
+    if query.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    block_start = np.flatnonzero(np.diff(query, prepend=-1) != 0)
+    block_query = query[block_start]
+    same = query[1:] == query[:-1]
+    in_order = np.unique(block_query).size == block_query.size and not (same & (score[1:] > score[:-1])).any()
+    if in_order and order == "trec_eval":
+        in_order = not (same & (score[1:] == score[:-1]) & (item[1:] > item[:-1])).any()
+    if in_order:
+        by_query = np.argsort(block_query)
+        starts = block_start[by_query]
+        sizes = np.diff(np.append(block_start, query.size))[by_query]
+        return np.repeat(starts - (np.cumsum(sizes) - sizes), sizes) + np.arange(query.size)
+    tie_break = np.arange(query.size) if order == "score" else -item
+    return np.lexsort((tie_break, -score, query))
+
+
+def read_trec_run(run_path, *, qrels=None, order: str = "score",
+                  complete: bool | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """A TREC run file plus its qrels as precomputed rankings with TREC judgements (protocol qrels).
+
+    The queries are those with both results and judgements, sorted by qid
+    (``complete``: every judged query, those without results as an empty
+    ranking row, trec_eval's ``-c``). ``order`` ``score``: each list by score
+    descending, exact ties (equal float64 values) in file order, left to
+    ``--ties``; ``trec_eval``: equal scores by docno descending (byte order),
+    trec_eval's own sort, and no ``ranking/score``.
+    """
     if qrels is None:
         raise InputError("trec-run: --qrels FILE is required (qid iter docno rel)")
     if order not in ("score", "trec_eval"):
         raise InputError(f"--order: {order!r} is not score or trec_eval")
-    judged = _read_trec_qrels(qrels)
-    runs = _read_trec_lines(run_path)
-    # trec_eval evaluates the queries that have both results and judgements
-    qids = sorted(q for q in runs if q in judged)
-    if not qids:
+    judged = read_qrels_lines(qrels)
+    runs = read_run_lines(run_path)
+    judged_query = _positions(runs.qkeys, judged.qkeys)        # run qid -> judged qid, -1 if unjudged
+    in_run = np.zeros(len(judged.qkeys), dtype=bool)
+    in_run[judged_query[judged_query >= 0]] = True
+    if not in_run.any():
         raise InputError(f"{str(run_path)}: no query of the run is judged in {str(qrels)}")
+    chosen = np.ones_like(in_run) if complete else in_run
+    query_row = np.where(chosen, np.cumsum(chosen) - 1, -1)   # judged qid -> row of query/key
     warnings = []
-    unjudged = {q: runs[q][0][2] for q in runs if q not in judged}
+    unjudged = _first_lines(runs, (judged_query < 0)[runs.qcode])
     if unjudged:
         warnings.append(_skipped_queries(str(run_path), unjudged, f"without judgements in {str(qrels)}")
                         .replace("judged queries", "queries"))
-    no_results = {q: min(n for _, n in judged[q].values()) for q in judged if q not in runs}
+    no_results = _first_lines(judged, ~chosen[judged.qcode])
     if no_results:
         warnings.append(_skipped_queries(str(qrels), no_results, f"without results in {str(run_path)}"))
-    ranked = {q: trec_order(runs[q], order) for q in qids}
-    gids = sorted({d for q in qids for d, _, _ in ranked[q]} | {d for q in qids for d in judged[q]})
-    gpos = {g: i for i, g in enumerate(gids)}
-    k = max(len(ranked[q]) for q in qids)
-    item = np.full((len(qids), k), -1, dtype=np.int64)
-    score = np.full((len(qids), k), np.nan, dtype=np.float64)  # every score as read: none may merge into a tie
-    for i, q in enumerate(qids):
-        item[i, :len(ranked[q])] = [gpos[d] for d, _, _ in ranked[q]]
-        score[i, :len(ranked[q])] = [s for _, s, _ in ranked[q]]
-    pairs = [(i, gpos[d], rel) for i, q in enumerate(qids) for d, (rel, _) in sorted(judged[q].items())]
+    run_rows = np.where(judged_query >= 0, query_row[judged_query], -1)[runs.qcode]
+    qrels_rows = query_row[judged.qcode]
+    kept_run, kept_qrels = run_rows >= 0, qrels_rows >= 0
+    used_run = np.zeros(len(runs.dkeys), dtype=bool)
+    used_run[runs.dcode[kept_run]] = True
+    used_qrels = np.zeros(len(judged.dkeys), dtype=bool)
+    used_qrels[judged.dcode[kept_qrels]] = True
+    gallery = pc.unique(pa.concat_arrays([runs.dkeys.filter(pa.array(used_run)),
+                                          judged.dkeys.filter(pa.array(used_qrels))]))
+    gallery = gallery.take(pc.sort_indices(gallery))
+    query, item = run_rows[kept_run], _positions(runs.dkeys, gallery)[runs.dcode[kept_run]]
+    score = runs.value[kept_run]
+    best_first = _best_first(query, score, item, order)
+    query, item, score = query[best_first], item[best_first], score[best_first]
+    n_queries = int(chosen.sum())
+    counts = np.bincount(query, minlength=n_queries)
+    place = np.arange(query.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    ranking_item = np.full((n_queries, int(counts.max())), -1, dtype=np.int64)
+    ranking_item[query, place] = item
+    ranking_score = np.full(ranking_item.shape, np.nan, dtype=np.float64)  # every score as read: no merged ties
+    ranking_score[query, place] = score
+    qrels_query = qrels_rows[kept_qrels]
+    qrels_item = _positions(judged.dkeys, gallery)[judged.dcode[kept_qrels]]
+    by_pair = np.lexsort((qrels_item, qrels_query))
     arrays = {
-        "query/key": np.asarray(qids, dtype=object), "gallery/key": np.asarray(gids, dtype=object),
-        "ranking/item": item,
-        "qrels/query": np.asarray([p[0] for p in pairs], dtype=np.int64),
-        "qrels/item": np.asarray([p[1] for p in pairs], dtype=np.int64),
-        "qrels/rel": np.asarray([p[2] for p in pairs], dtype=np.int8),
+        "query/key": judged.qkeys.filter(pa.array(chosen)).to_numpy(zero_copy_only=False).astype(object),
+        "gallery/key": gallery.to_numpy(zero_copy_only=False).astype(object),
+        "ranking/item": ranking_item,
+        "qrels/query": qrels_query[by_pair].astype(np.int64),
+        "qrels/item": qrels_item[by_pair].astype(np.int64),
+        "qrels/rel": judged.value[kept_qrels][by_pair].astype(np.int8),
     }
     if order == "score":
-        arrays["ranking/score"] = score
-    return arrays, {"protocol": "qrels", "trec_order": order, WARNINGS: warnings}
+        arrays["ranking/score"] = ranking_score
+    attrs: dict = {"protocol": "qrels", "trec_order": order, WARNINGS: warnings}
+    if complete:
+        attrs["trec_complete"] = True
+    return arrays, attrs

@@ -1,0 +1,152 @@
+"""``evalcore bench --shape trec``: ``import trec-run`` + ``evaluate`` as whole processes on a synthetic TREC run.
+
+The run has ``queries`` queries x top-100 (``qid Q0 docno rank score tag``,
+scores with 6 decimals, a few ties), the qrels 20 judgements a query (grades
+0-3) over a 1,000,000-document corpus, so 100,000 queries is the issue's
+10M-line run with 2M qrels lines. Each repeat times evalcore (import, then
+evaluate) and, when ``pytrec_eval`` is importable, pytrec_eval's whole process
+on the same files, one after the other, so both see the same load.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from evalcore.errors import InputError
+from evalcore.jobs.bench import Peak
+from evalcore.jobs.common import parse_number
+
+#: results a query, judgements a query, documents in the corpus
+TOP, JUDGED, CORPUS = 100, 20, 1_000_000
+#: the measures both tools compute (evalcore --metrics; pytrec_eval's names)
+METRICS, KS = "map,mrr,precision@10,recall@100", "10,100"
+PYTREC_MEASURES = ("map", "recip_rank", "P_10", "recall_100")
+
+PYTREC_SCRIPT = """
+import sys, pytrec_eval
+with open(sys.argv[1]) as f: run = pytrec_eval.parse_run(f)
+with open(sys.argv[2]) as f: qrels = pytrec_eval.parse_qrel(f)
+per_query = pytrec_eval.RelevanceEvaluator(qrels, {'map', 'recip_rank', 'P', 'recall'}).evaluate(run)
+for m in ('map', 'recip_rank', 'P_10', 'recall_100'):
+    print(m, sum(q[m] for q in per_query.values()) / len(per_query))
+"""
+
+
+def write_trec_files(folder: str, queries: int, seed: int = 1) -> tuple[str, str]:
+    """The synthetic run and qrels files (written with Arrow's CSV writer, space-delimited)."""
+    rng = np.random.default_rng(seed)
+    corpus = pa.array([f"DOC{i:07d}" for i in range(CORPUS)])
+    qids = pa.array([f"{100000 + q}" for q in range(queries)])
+    docs = rng.integers(0, CORPUS, size=(queries, TOP))
+    docs = np.sort(docs, axis=1)  # drop repeats within a query: shift each repeat to a fresh document
+    docs[:, 1:] += np.cumsum(docs[:, 1:] <= docs[:, :-1], axis=1)
+    docs %= CORPUS
+    score = -np.sort(-np.round(rng.random((queries, TOP)) * 20, 4), axis=1)   # descending, some equal
+    run = pa.table({"qid": qids.take(pa.array(np.repeat(np.arange(queries), TOP))),
+                    "q0": pa.array(np.full(queries * TOP, "Q0")),
+                    "docno": corpus.take(pa.array(rng.permuted(docs, axis=1).ravel())),
+                    "rank": pa.array(np.tile(np.arange(1, TOP + 1), queries)),
+                    "score": pa.array(score.ravel()),
+                    "tag": pa.array(np.full(queries * TOP, "bench"))})
+    # judged: half from the run's top 40 (some relevant), half from elsewhere in the corpus
+    near = docs[np.arange(queries)[:, None], np.argsort(rng.random((queries, 40)), axis=1)[:, :JUDGED // 2]]
+    far = rng.integers(0, CORPUS, size=(queries, JUDGED - JUDGED // 2))
+    judged = np.concatenate([near, far], axis=1)
+    qrels = pa.table({"qid": qids.take(pa.array(np.repeat(np.arange(queries), JUDGED))),
+                      "iter": pa.array(np.zeros(queries * JUDGED, dtype=np.int64)),
+                      "docno": corpus.take(pa.array(judged.ravel())),
+                      "rel": pa.array(rng.integers(0, 4, size=queries * JUDGED))})
+    # a document judged twice for a query (near and far drew it) is judged once
+    keys = np.char.add(np.asarray(qrels.column("qid")).astype(str), np.asarray(qrels.column("docno")).astype(str))
+    _, first = np.unique(keys, return_index=True)
+    qrels = qrels.take(pa.array(np.sort(first)))
+    options = pa_csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
+    run_path, qrels_path = os.path.join(folder, "run.txt"), os.path.join(folder, "qrels.txt")
+    pa_csv.write_csv(run, run_path, write_options=options)
+    pa_csv.write_csv(qrels, qrels_path, write_options=options)
+    return run_path, qrels_path
+
+
+def timed_process(command: list[str]) -> tuple[float, int, str]:
+    """(wall seconds start to exit, peak resident bytes sampled every 50 ms, stdout) of a fresh process."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with Peak([proc.pid]) as peak:
+        out, err = proc.communicate()
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:3])} exited {proc.returncode}: {err.strip()[-500:]}")
+    return seconds, peak.peak, out
+
+
+def spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):7.2f} s  (min-max {min(values):.2f}-{max(values):.2f})"
+
+
+def evalcore_command() -> list[str]:
+    return [sys.executable, "-c", "import sys; from evalcore.cli.main import main; sys.exit(main())"]
+
+
+def run(args) -> int:
+    """``evalcore bench --shape trec [--queries N] [--repeat N]``."""
+    queries = parse_number("--queries", args.queries or "100000", int)
+    repeat = parse_number("--repeat", args.repeat or "3", int)
+    if queries < 1 or repeat < 1:
+        raise InputError(f"--queries/--repeat: {queries}/{repeat} must be at least 1")
+    return run_trec(queries, repeat)
+
+
+def run_trec(queries: int, repeat: int, evalcore: list[str] | None = None) -> int:
+    """Time ``repeat`` paired rounds of evalcore (import + evaluate) and pytrec_eval, and print medians."""
+    evalcore = evalcore or evalcore_command()
+    have_pytrec = importlib.util.find_spec("pytrec_eval") is not None
+    with tempfile.TemporaryDirectory(prefix="evalcore-bench-trec-") as folder:
+        t = time.perf_counter()
+        run_path, qrels_path = write_trec_files(folder, queries)
+        lines = sum(1 for _ in open(qrels_path))
+        print(f"shape trec: {queries:,} queries x top-{TOP} ({queries * TOP:,} run lines, "
+              f"{os.path.getsize(run_path) / 2**20:,.0f} MiB), {lines:,} qrels lines; generated in "
+              f"{time.perf_counter() - t:.1f} s; {repeat} paired rounds", flush=True)
+        data, report = os.path.join(folder, "run.zarr"), os.path.join(folder, "report")
+        t_import, t_eval, t_pytrec = [], [], []
+        peak_ours, peak_pytrec, means = 0, 0, ""
+        for _ in range(repeat):
+            s, p, _ = timed_process([*evalcore, "import", "trec-run", run_path, "--qrels", qrels_path,
+                                     "--out", data, "--overwrite"])
+            t_import.append(s)
+            peak_ours = max(peak_ours, p)
+            s, p, out = timed_process([*evalcore, "evaluate", data, "--out", report, "--overwrite", "--quiet",
+                                       "--ks", KS, "--metrics", METRICS, "--empty-queries", "zero"])
+            t_eval.append(s)
+            peak_ours = max(peak_ours, p)
+            if have_pytrec:
+                s, p, means = timed_process([sys.executable, "-c", PYTREC_SCRIPT, run_path, qrels_path])
+                t_pytrec.append(s)
+                peak_pytrec = max(peak_pytrec, p)
+            print(f"  round: import {t_import[-1]:.2f} s, evaluate {t_eval[-1]:.2f} s"
+                  + (f", pytrec_eval {t_pytrec[-1]:.2f} s" if have_pytrec else ""), flush=True)
+        total = [a + b for a, b in zip(t_import, t_eval)]
+        summary = pq.read_table(os.path.join(report, "summary.parquet")).to_pylist()[0]
+        print("  evalcore means: " + " ".join(f"{name} {summary[column]:.6f}" for name, column in
+                                              zip(PYTREC_MEASURES, ("map", "mrr", "precision_at_10", "recall_at_100"))))
+        print(f"  evalcore import trec-run     {spread(t_import)}")
+        print(f"  evalcore evaluate            {spread(t_eval)}")
+        print(f"  evalcore import + evaluate   {spread(total)}   largest process {peak_ours / 2**20:,.0f} MiB")
+        if have_pytrec:
+            ratios = [p / o for p, o in zip(t_pytrec, total)]
+            print(f"  pytrec_eval whole process    {spread(t_pytrec)}   largest process "
+                  f"{peak_pytrec / 2**20:,.0f} MiB   pytrec_eval / evalcore: median {statistics.median(ratios):.2f}")
+            print("  pytrec_eval means: " + " ".join(means.split()))
+        else:
+            print("  pytrec_eval whole process    skipped (pytrec_eval is not importable here)")
+    return 0
