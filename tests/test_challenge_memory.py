@@ -18,7 +18,7 @@ from evalcore.io import dataset as ds
 N_QUERY, N_GALLERY, DIMS, JUDGED = 120, 400_000, 256, 20
 GALLERY_MIB = N_GALLERY * DIMS * 4 / 2**20   # 391 MiB of float32
 BLOCK_ROWS, CHUNK_MIB = 8192, 8              # 4 MiB blocks, 8 MiB of judged rows per query chunk
-BOUND_MIB = 256   # what the process may grow by while checking and scoring (measured ~190; from memory: ~510)
+BOUND_MIB = 256   # what the process may grow by while checking and scoring (measured ~145; from memory: ~510)
 
 SCRIPT = """
 import json, sys, threading, time
@@ -31,6 +31,7 @@ ch.BLOCK_ROWS = int(sys.argv[6])
 service.score_path(service.load_truth(truth_small), sub_small)   # kernels loaded, imports done
 loaded = service.load_truth(truth)
 service.SPILL_BYTES, service.CHUNK_BYTES = int(sys.argv[8]), int(sys.argv[7]) << 20
+service.SPILL_CHUNK_ROWS = 2048   # 2 MiB chunks of the temporary copy: zarr decodes several at once
 me, peak, stop = psutil.Process(), [0], []
 def sample():  # resident memory every 5 ms while the submission is checked and scored
     while not stop:
