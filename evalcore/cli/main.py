@@ -28,7 +28,7 @@ from evalcore.io import neighbors as neighbors_out
 from evalcore.io import report
 from evalcore.io.history import atomic_write
 from evalcore.io.importers import check_import_out
-from evalcore.jobs import bench, bench_trec, leaderboard, nightly, score, service, synthetic
+from evalcore.jobs import bench, bench_challenge, bench_trec, leaderboard, nightly, score, service, synthetic
 from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
@@ -244,6 +244,8 @@ def cmd_bench(args) -> int:
             raise InputError(f"--{option.replace('_', '-')}: only with --compare")
     if args.shape == "trec":  # import trec-run + evaluate as whole processes, beside pytrec_eval
         return bench_trec.run(args)
+    if (args.shape or "").startswith("challenge") and not args.sweep:
+        return bench_challenge.run(args)
     return bench.run(args)
 
 
@@ -347,9 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_neighbors)
 
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
-    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "trec"],
+    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "trec", "challenge",
+                                       "challenge-product", "challenge-big"],
                    help="the one shape to measure (default market; not with --sweep); trec: import trec-run + "
-                   "evaluate of a synthetic run (--queries x top-100) as whole processes, beside pytrec_eval")
+                   "evaluate of a synthetic run (--queries x top-100) as whole processes, beside pytrec_eval; "
+                   "challenge, challenge-product, challenge-big: the scoring service against evalcore score per "
+                   "submission")
     p.add_argument("--workers", help="worker processes (default 2); with --sweep a comma list like --workers-list")
     p.add_argument("--memory-limit", default=None, help="per worker (xl uses 2GiB; --sweep defaults to 2GiB)")
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "

@@ -173,8 +173,10 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
     # no worker yet (still starting, or all gone): plan for one; the cluster's watch gives up if none comes
     chunks = plan_chunks(shape.n_queries, chunk_rows or zarr_rows, max(1, n_workers))
-    # re-ranking ranks whole-gallery chunks against its model (no gallery shards: README, Re-ranking)
-    shards = None if options.rerank else plan_shards(group, shape, ctx.cache_bytes, gallery_shards, n_workers)
+    # re-ranking ranks whole-gallery chunks against its model (no gallery shards: README, Re-ranking); judged-only
+    # ranking reads each chunk's judged rows alone (io.truth.rank_among_allowed), which a shard's scan would not
+    shards = None if options.rerank or options.judged_only \
+        else plan_shards(group, shape, ctx.cache_bytes, gallery_shards, n_workers)
     owners = shard_owners(len(shards), sorted(client.scheduler_info()["workers"])) \
         if shards and client is not None else None
     model = None

@@ -290,6 +290,43 @@ def check_zarr_array(name: str, array) -> np.dtype:
     return dtype
 
 
+@dataclass(frozen=True)
+class NpyRows:
+    """The rows of a C-order ``.npy`` file whose header ``check_npy_header`` passed, read on demand.
+
+    ``rows[a:b]`` reads bytes ``offset + a * row_bytes`` to ``offset + b *
+    row_bytes`` with one ``pread``: only the block asked for is ever in memory
+    (a memory map would keep every page read resident in the process).
+    """
+
+    path: str
+    shape: tuple
+    dtype: np.dtype
+    offset: int
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return int(self.shape[0])
+
+    def __getitem__(self, rows) -> np.ndarray:
+        if not isinstance(rows, slice) or rows.step not in (None, 1):
+            raise TypeError("NpyRows reads contiguous row slices only")
+        start, stop, _ = rows.indices(self.shape[0])
+        stop = max(start, stop)
+        row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, (stop - start) * row_bytes, self.offset + start * row_bytes)
+        finally:
+            os.close(fd)
+        if len(data) != (stop - start) * row_bytes:
+            raise OSError(f"{self.path}: shorter than its header says (changed while read?)")
+        return np.frombuffer(data, dtype=self.dtype).reshape((stop - start, *self.shape[1:]))
+
+
 @dataclass
 class Submission:
     """A submission opened for reading: one array-like per side, with the names used in messages."""
@@ -312,9 +349,11 @@ def open_submission(path) -> Submission:
         for side in SIDES:
             name = f"{side}.npy"
             shape, dtype, fortran, offset = check_npy_header(name, root / name)
-            del shape, dtype, fortran, offset
             try:
-                sub.arrays[side] = np.load(root / name, mmap_mode="r", allow_pickle=False)
+                # C order (what numpy.save writes for most arrays): rows read by position, a block at a time;
+                # Fortran order has no contiguous rows, so it is mapped
+                sub.arrays[side] = NpyRows(str(root / name), shape, dtype, offset) if not fortran \
+                    else np.load(root / name, mmap_mode="r", allow_pickle=False)
             except (ValueError, OSError) as exc:
                 raise InputError(f"{name}: cannot be read ({exc})") from None
             sub.names[side] = name

@@ -31,7 +31,9 @@ path. One submission is decided at a time, in order of arrival:
 The scorer is one long-lived child process holding the truth (and the Dask
 client of ``--scheduler`` / ``--workers``); past ``--timeout`` it is stopped
 (SIGTERM, then SIGKILL) and started afresh, and the submission is
-``timed_out``. A submission the scorer fails on is ``failed``. After a crash the
+``timed_out``. A submission the scorer fails on is ``failed``; one the scorer process dies on (killed, out of
+memory, a crash in native code) is tried again with a fresh scorer up to ``--retries`` times, each death kept
+in ``organizer/crashes/`` (so restarts of the service count too), then ``failed``. After a crash the
 service starts over from the ledger: a submission with a row is never
 scored again, one without is scored from the start (its files are rewritten).
 """
@@ -44,9 +46,11 @@ import fcntl
 import multiprocessing as mp
 import os
 import re
+import shutil
 import signal
 import stat
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,10 +94,18 @@ class ServiceConfig:
     once: bool = False
     poll: float = 10.0
     settle: float = 10.0
+    #: times a submission is tried again after the scorer process died on it (then it is ``failed``)
+    retries: int = 2
 
     @property
     def ledger(self) -> Path:
         return self.out / "organizer" / "ledger.parquet"
+
+    @property
+    def work(self) -> Path:
+        """Temporary copies of big submissions (``service.SPILL_BYTES``); what is there at start is a killed
+        scorer's, removed."""
+        return self.out / ".work"
 
 
 def check_phase(phase: str) -> str:
@@ -121,9 +133,12 @@ def config_from_args(args) -> ServiceConfig:
     poll, settle = parse_number("--poll", args.poll), parse_number("--settle", args.settle)
     if poll <= 0 or settle < 0:
         raise InputError("--poll: must be positive and --settle not negative")
+    retries = parse_number("--retries", args.retries, int)
+    if retries < 0:
+        raise InputError(f"--retries: {retries} must be 0 or more")
     return ServiceConfig(submissions, str(args.truth), out, check_phase(args.phase), settings.scheduler,
                          settings.workers, settings.memory_limit, float(timeout), limit, bool(args.once),
-                         float(poll), float(settle))
+                         float(poll), float(settle), int(retries))
 
 
 # =========================================================================== finding and inspecting submissions
@@ -256,14 +271,59 @@ def load_truth(path: str) -> LoadedTruth:
     return LoadedTruth(arrays, n_query, n_gallery, dims, splits)
 
 
+#: a submission whose float32 copy (query + gallery) is larger than this is scored from a temporary Zarr
+#: under ``--out`` (``spilled_dataset``), a gallery shard at a time, instead of from memory
+SPILL_BYTES = 1 << 30
+#: float32 bytes of judged gallery rows one query chunk of a spilled submission reads (judged-only ranking
+#: reads a chunk's judged rows alone): the chunk's rows are chosen to fit it
+CHUNK_BYTES = 128 << 20
+#: gallery rows per Zarr chunk of a spilled submission (shards are cut at whole chunks)
+SPILL_CHUNK_ROWS = 8192
+
+
+def float32_bytes(truth: LoadedTruth) -> int:
+    """Bytes of the submission's vectors as float32: (queries + gallery images) x dims x 4."""
+    return (truth.n_query + truth.n_gallery) * truth.dims * 4
+
+
+def copy_rows(target, source, rows: int = ch.BLOCK_ROWS) -> None:
+    """``target[:] = source`` as float32, ``rows`` rows at a time (the source is never read whole)."""
+    for start in range(0, source.shape[0], rows):
+        target[start:start + rows] = np.asarray(source[start:start + rows], dtype=np.float32)
+
+
+def spilled_chunk_rows(truth: LoadedTruth) -> int:
+    """Queries per chunk of a spilled submission: as many as keep their judged gallery rows (at most the
+    most-judged query's count each) within ``CHUNK_BYTES`` of float32."""
+    judged = np.bincount(np.asarray(truth.arrays["qrels/query"], dtype=np.int64), minlength=1).max()
+    return int(max(1, CHUNK_BYTES // (max(1, int(judged)) * truth.dims * 4)))
+
+
+def scoring_attrs(truth: LoadedTruth) -> dict:
+    return {"protocol": "qrels", "similarity": "cosine", "dims": truth.dims}
+
+
 def scoring_dataset(truth: LoadedTruth, sub: ch.Submission) -> zarr.Group:
     """The submission's vectors (float32) and the truth's arrays as one in-memory dataset (nothing on disk)."""
     arrays = dict(truth.arrays)
-    for side in ch.SIDES:
-        arrays[f"{side}/emb"] = np.asarray(sub.arrays[side], dtype=np.float32)
+    for side, n in (("query", truth.n_query), ("gallery", truth.n_gallery)):
+        arrays[f"{side}/emb"] = np.empty((n, truth.dims), np.float32)
+        copy_rows(arrays[f"{side}/emb"], sub.arrays[side])
     rows = max(1, truth.n_query, truth.n_gallery)
-    return ds.write_dataset(zarr.storage.MemoryStore(), arrays, {"protocol": "qrels", "similarity": "cosine",
-                                                                 "dims": truth.dims}, chunk_rows=rows)
+    return ds.write_dataset(zarr.storage.MemoryStore(), arrays, scoring_attrs(truth), chunk_rows=rows)
+
+
+def spilled_dataset(path: Path, truth: LoadedTruth, sub: ch.Submission) -> zarr.Group:
+    """The same dataset as ``scoring_dataset`` written to ``path`` (uncompressed float32 chunks of
+    ``SPILL_CHUNK_ROWS`` rows), a block of the submission at a time: memory stays a block, whatever its size."""
+    root = ds.write_dataset(str(path), truth.arrays, scoring_attrs(truth))
+    for side, n in (("query", truth.n_query), ("gallery", truth.n_gallery)):
+        out = root.create_array(f"{side}/emb", shape=(n, truth.dims), dtype="float32",
+                                chunks=(max(1, min(SPILL_CHUNK_ROWS, n)), truth.dims), compressors=None,
+                                fill_value=0, config={"write_empty_chunks": True})
+        # whole chunks per block: no chunk is read back to be completed
+        copy_rows(out, sub.arrays[side], max(SPILL_CHUNK_ROWS, ch.BLOCK_ROWS // SPILL_CHUNK_ROWS * SPILL_CHUNK_ROWS))
+    return root
 
 
 def split_maps(per_query: pa.Table, splits: np.ndarray, options) -> tuple[tuple[str, float | None], ...]:
@@ -300,23 +360,42 @@ def score_options():
     return replace(o, protocol="qrels", similarity="cosine").checked()
 
 
-def evaluate_submission(truth: LoadedTruth, sub: ch.Submission, client=None) -> tuple[pa.Table, dict, Any]:
-    """Evaluate a checked submission; returns (per_query with a ``split`` column, run record, summary's all row)."""
+def evaluate_submission(truth: LoadedTruth, sub: ch.Submission, client=None,
+                        work: Path | None = None) -> tuple[pa.Table, dict, Any]:
+    """Evaluate a checked submission; returns (per_query with a ``split`` column, run record, summary's all row).
+
+    In memory when its float32 copy fits ``SPILL_BYTES``; else from a temporary Zarr in ``work`` (or the
+    system's temporary folder), removed afterwards, in query chunks of ``spilled_chunk_rows``.
+    """
     from evalcore import api
     from evalcore.engine import evaluate as engine
 
-    group = scoring_dataset(truth, sub)
     options = score_options()
-    threads = 1 if client is not None else max(1, api.choose_threads(group))
-    result = engine.evaluate(group, options, client=client, threads=threads)
+    if float32_bytes(truth) <= SPILL_BYTES:
+        group = scoring_dataset(truth, sub)
+        threads = 1 if client is not None else max(1, api.choose_threads(group))
+        result = engine.evaluate(group, options, client=client, threads=threads)
+    else:
+        if work is not None:
+            work.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="spill-", dir=work))
+        try:
+            path = folder / "submission.zarr"
+            spilled_dataset(path, truth, sub)
+            threads = 1 if client is not None else max(1, min(2, os.cpu_count() or 1))
+            result = engine.evaluate(str(path), options, client=client, threads=threads,
+                                     chunk_rows=spilled_chunk_rows(truth))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     per_query = result.per_query.append_column("split", pa.array(truth.splits.tolist(), pa.string()))
     return per_query, result.run, result.metrics
 
 
-def score_checked(truth: LoadedTruth, sub: ch.Submission, fingerprint: str, client=None) -> Scored:
+def score_checked(truth: LoadedTruth, sub: ch.Submission, fingerprint: str, client=None,
+                  work: Path | None = None) -> Scored:
     """Score a submission ``check_submission`` passed: mAP over all queries and per split."""
     started = time.perf_counter()
-    per_query, run, metrics = evaluate_submission(truth, sub, client)
+    per_query, run, metrics = evaluate_submission(truth, sub, client, work)
     maps = split_maps(per_query, truth.splits, score_options())
     run = {**run, "timings": {**run.get("timings", {}), "service_s": time.perf_counter() - started}}
     value = metrics.get("map")
@@ -330,7 +409,8 @@ def score_path(truth: LoadedTruth, path) -> Scored:
     return score_checked(truth, sub, ch.check_submission(sub, truth.n_query, truth.n_gallery, truth.dims))
 
 
-def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | None, memory_limit) -> None:
+def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | None, memory_limit,
+                work: str | None = None) -> None:
     """The scorer process: load the truth (and join or start the cluster) once, then answer requests.
 
     ("check", path) -> ("ok", fingerprint) | ("rejected", reason) | ("failed", reason);
@@ -363,12 +443,22 @@ def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | Non
                     conn.send(("ok", fingerprint))
                 else:
                     assert sub is not None and fingerprint is not None
-                    conn.send(("ok", score_checked(truth, sub, fingerprint, client)))
+                    conn.send(("ok", score_checked(truth, sub, fingerprint, client, None if work is None else Path(work))))
                     sub = None
             except InputError as exc:
                 conn.send(("rejected", lg.one_line(str(exc))))
             except Exception as exc:  # noqa: BLE001 - a failed submission is a row, not the end of the scorer
                 conn.send(("failed", lg.one_line(f"{exc.__class__.__name__}: {exc}")))
+
+
+def death(exitcode: int) -> str:
+    """How a process ended, in words: ``signal 9 (SIGKILL)`` or ``exit code 1``."""
+    if exitcode < 0:
+        try:
+            return f"signal {-exitcode} ({signal.Signals(-exitcode).name})"
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"
 
 
 class ScorerTimeout(Exception):
@@ -391,12 +481,21 @@ class Scorer:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         c = self.config
-        self.process = ctx.Process(target=scorer_main, args=(child, c.truth, c.scheduler, c.workers, c.memory_limit),
+        self.process = ctx.Process(target=scorer_main, args=(child, c.truth, c.scheduler, c.workers, c.memory_limit,
+                                                                 str(c.work)),
                                    name="evalcore-scorer", daemon=False)
         self.process.start()
         child.close()
         self.conn = parent
-        status, value = self._answer(max(300.0, c.timeout))
+        try:
+            status, value = self._answer(max(300.0, c.timeout))
+        except (ScorerDied, ScorerTimeout) as exc:
+            self.process.join(STOP_GRACE)
+            code = self.process.exitcode
+            self.stop()
+            how = "did not answer" if isinstance(exc, ScorerTimeout) else \
+                f"ended ({death(code) if code is not None else 'its pipe closed'})"
+            raise RuntimeError(f"the scorer process {how} while loading the truth and starting") from None
         if status != "ok":
             self.stop()
             raise InputError(value) if value.startswith(("--truth", "truth")) else RuntimeError(value)
@@ -416,10 +515,16 @@ class Scorer:
         try:
             self.conn.send(request)
             return self._answer(timeout)
-        except (ScorerTimeout, ScorerDied, BrokenPipeError):
+        except ScorerTimeout:
+            self.stop()
+            raise
+        except (ScorerDied, BrokenPipeError, ConnectionError):
+            # the pipe closed: the process is ending; its exit code comes once it is reaped (before that it
+            # reads None, which was once taken for a timeout)
+            self.process.join(STOP_GRACE)
             code = self.process.exitcode
             self.stop()
-            raise ScorerTimeout() if code is None else ScorerDied(f"exit code {code}") from None
+            raise ScorerDied(death(code) if code is not None else "its pipe closed") from None
 
     def stop(self) -> None:
         """Stop the scorer: SIGTERM (it closes its cluster), SIGKILL after ``STOP_GRACE`` seconds."""
@@ -462,22 +567,31 @@ def decide(config: ServiceConfig, scorer: Scorer, c: Candidate, entries: list[lg
         return entry(config, c, "rejected", f"daily limit reached: {config.max_per_day} submission(s) per team "
                      f"per day (UTC {received.date()}); submit again tomorrow", received, started)
     before = signature(c.path)
-    deadline = time.monotonic() + config.timeout
-    try:
-        status, value = scorer.ask(("check", str(c.path)), config.timeout)
-        if status != "ok":
-            return entry(config, c, status, value, received, started)
-        fingerprint = value
-        same = lg.scored_fingerprints(entries, config.phase).get(fingerprint)
-        if same is not None:
-            return entry(config, c, "rejected", "identical to a submission already scored in this phase (same "
-                         "fingerprint); not scored again", received, started, fingerprint=fingerprint)
-        status, value = scorer.ask(("score",), deadline - time.monotonic())
-    except ScorerTimeout:
-        return entry(config, c, "timed_out", f"scoring took longer than --timeout {config.timeout:g} s and was "
-                     "stopped", received, started)
-    except ScorerDied as exc:
-        return entry(config, c, "failed", f"the scorer process ended while scoring it ({exc})", received, started)
+    sid = lg.submission_id(config.phase, c.team, c.name)
+    deaths, last = crash_record(config, sid)
+    while True:
+        if deaths > config.retries:
+            return entry(config, c, "failed", f"the scorer process died on it {deaths} time(s), last with {last}; "
+                         f"not retried again (--retries {config.retries})", received, started)
+        deadline = time.monotonic() + config.timeout  # each attempt has the whole --timeout
+        try:
+            status, value = scorer.ask(("check", str(c.path)), config.timeout)
+            if status != "ok":
+                return entry(config, c, status, value, received, started)
+            fingerprint = value
+            same = lg.scored_fingerprints(entries, config.phase).get(fingerprint)
+            if same is not None:
+                return entry(config, c, "rejected", "identical to a submission already scored in this phase (same "
+                             "fingerprint); not scored again", received, started, fingerprint=fingerprint)
+            status, value = scorer.ask(("score",), deadline - time.monotonic())
+            break
+        except ScorerTimeout:
+            return entry(config, c, "timed_out", f"scoring took longer than --timeout {config.timeout:g} s and was "
+                         "stopped", received, started)
+        except ScorerDied as exc:
+            # kept on disk before the retry: a submission that also takes the service down with it is not
+            # retried for ever across restarts
+            deaths, last = note_crash(config, sid, str(exc))
     if status != "ok":
         return entry(config, c, status, value, received, started)
     if signature(c.path) != before:
@@ -487,6 +601,30 @@ def decide(config: ServiceConfig, scorer: Scorer, c: Candidate, entries: list[lg
     result = entry(config, c, "scored", "", received, started, scored)
     write_scored(config, result, scored)
     return result
+
+
+def crash_path(config: ServiceConfig, sid: str) -> Path:
+    return config.out / "organizer" / "crashes" / config.phase / f"{sid}.json"
+
+
+def crash_record(config: ServiceConfig, sid: str) -> tuple[int, str]:
+    """(how many times the scorer process died on this submission, how it died last), from its crash file."""
+    import json
+
+    try:
+        record = json.loads(crash_path(config, sid).read_text())
+        return int(record["deaths"]), str(record["last"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0, ""
+
+
+def note_crash(config: ServiceConfig, sid: str, how: str) -> tuple[int, str]:
+    """One more death of the scorer on this submission, written (atomically) before it is retried."""
+    import json
+
+    deaths = crash_record(config, sid)[0] + 1
+    atomic_write(crash_path(config, sid), (json.dumps({"deaths": deaths, "last": how}) + "\n").encode())
+    return deaths, how
 
 
 def organizer_dir(config: ServiceConfig, e: lg.Entry) -> Path:
@@ -557,6 +695,7 @@ def run_service(config: ServiceConfig, say=print) -> int:
     with service_lock(config.out):
         # a crash between the ledger row and the public leaderboard: the leaderboard is rebuilt from the ledger
         publish(lg.read_ledger(config.ledger), config.out, config.phase, reveal=False)
+        shutil.rmtree(config.work, ignore_errors=True)  # a killed scorer's spilled copy
         scorer = Scorer(config)
         scorer.start()
         say(f"score-service: phase {config.phase}, truth {config.truth}, watching {config.submissions}",
@@ -587,6 +726,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--phase", default="main", help="phase name: each phase has its own leaderboard (default main)")
     p.add_argument("--timeout", default="600", help="seconds one submission may take (default 600)")
     p.add_argument("--max-per-day", default=None, help="submissions per team per UTC day (default: no limit)")
+    p.add_argument("--retries", default="2", help="times a submission is scored again after the scorer process "
+                   "died on it, then it is failed (default 2)")
     p.add_argument("--once", action="store_true", help="one pass over the ready submissions, then exit")
     p.add_argument("--poll", default="10", help="seconds between passes (default 10)")
     p.add_argument("--settle", default="10", help="a submission without READY is ready after this many "
