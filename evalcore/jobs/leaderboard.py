@@ -5,18 +5,32 @@ the folder SCORED holding it. The public ranking (ranked by the ``public``
 split, no other split's score) goes to ``SCORED/leaderboard-PHASE.parquet``
 and ``.html``, where participants may read it; the revealed one (``--reveal``:
 every split, ranked by ``private``) to ``SCORED/organizer/`` beside the ledger.
+
+``--ci [LEVEL]`` adds error bars to each ranked row: the percentile bootstrap
+interval of the ranking split's mAP over that split's queries
+(``map_<split>_low``, ``map_<split>_high``), and ``tied_with_leader``: whether
+the two-sided sign-flip test of the per-query AP differences between the row
+and rank 1, on the same queries, does not reject at 1 - LEVEL
+(``core.intervals.statistically_tied``). The per-query APs come from the
+organizer's reports (``SCORED/organizer/PHASE/ID/per_query.parquet``); the
+public view uses the public queries alone, so nothing of the private split
+reaches it.
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from evalcore.core.intervals import Method, mean_interval, statistically_tied
 from evalcore.errors import InputError
 from evalcore.io import ledger as lg
 from evalcore.io.history import atomic_write
-from evalcore.jobs.common import EXIT_OK
+from evalcore.jobs.common import EXIT_OK, parse_number
 from evalcore.render.leaderboard import leaderboard_html
 
 
@@ -37,9 +51,51 @@ def board_paths(scored: Path, phase: str, reveal: bool) -> tuple[Path, Path]:
     return folder / f"{stem}.parquet", folder / f"{stem}.html"
 
 
-def publish(entries: list[lg.Entry], scored: Path, phase: str, reveal: bool) -> pa.Table:
-    """Write a phase's leaderboard (Parquet + HTML) atomically; returns its table."""
+def split_aps(scored: Path, e: lg.Entry, split: str) -> np.ndarray:
+    """AP of each query of ``split`` (query order; NaN where a query has no AP) of a scored entry, from the
+    organizer's per-query report."""
+    path = scored / "organizer" / e.phase / e.submission_id / "per_query.parquet"
+    try:
+        table = pq.read_table(path, columns=["query", "ap", "split"])
+    except (OSError, pa.ArrowException, KeyError) as exc:
+        raise InputError(f"--ci: the per-query report of {e.team!r} / {e.submission!r} ({path}) cannot be read "
+                         f"({exc.__class__.__name__}); error bars need every ranked row's report") from None
+    table = table.filter(pc.equal(table.column("split"), split)).sort_by("query")
+    return np.asarray(table.column("ap").to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def with_error_bars(table: pa.Table, entries: list[lg.Entry], scored: Path, split: str, method: Method) -> pa.Table:
+    """``table`` (a leaderboard) with ``map_<split>_low``, ``map_<split>_high`` and ``tied_with_leader`` for its
+    ranked rows (null elsewhere, and ``tied_with_leader`` null on rank 1)."""
+    by_key = {(e.phase, e.team, e.submission): e for e in entries}
+    rows = table.to_pylist()
+    aps = {i: split_aps(scored, by_key[r["phase"], r["team"], r["submission"]], split)
+           for i, r in enumerate(rows) if r["rank"] is not None}
+    leader = next((aps[i] for i, r in enumerate(rows) if r["rank"] == 1), None)
+    low: list[float | None] = [None] * len(rows)
+    high: list[float | None] = [None] * len(rows)
+    tied: list[bool | None] = [None] * len(rows)
+    for i, values in aps.items():
+        defined = values[~np.isnan(values)]
+        if defined.size:
+            lo, hi = mean_interval(defined[:, None], method.level, method.resamples, method.seed)
+            low[i], high[i] = float(lo[0]), float(hi[0])
+        if rows[i]["rank"] != 1 and leader is not None:
+            both = ~np.isnan(leader) & ~np.isnan(values)  # queries with an AP in both (the same split's queries)
+            tied[i] = statistically_tied(leader[both], values[both], 1 - method.level, method)
+    name = lg.SPLIT_PREFIX + split
+    table = table.append_column(pa.field(f"{name}_low", pa.float64()), pa.array(low, pa.float64()))
+    table = table.append_column(pa.field(f"{name}_high", pa.float64()), pa.array(high, pa.float64()))
+    return table.append_column(pa.field("tied_with_leader", pa.bool_()), pa.array(tied, pa.bool_()))
+
+
+def publish(entries: list[lg.Entry], scored: Path, phase: str, reveal: bool,
+            method: Method | None = None) -> pa.Table:
+    """Write a phase's leaderboard (Parquet + HTML) atomically, with error bars when ``method`` is given;
+    returns its table."""
     table = lg.leaderboard_table(entries, phase, reveal)
+    if method is not None:
+        table = with_error_bars(table, entries, scored, lg.rank_split(reveal), method)
     parquet, page = board_paths(scored, phase, reveal)
     atomic_write(parquet, table)
     title = f"{phase}: {'private split (revealed)' if reveal else 'public split'}"
@@ -51,10 +107,16 @@ def format_board(table: pa.Table, reveal: bool) -> list[str]:
     """The printed ranking: one line per ranked team, then a count of the rows that are not ranked."""
     split = lg.rank_split(reveal)
     rows = table.to_pylist()
-    lines = [f"{'rank':>4}  {'map_' + split:>12}  team / submission"]
+    name = lg.SPLIT_PREFIX + split
+    bars = f"{name}_low" in table.column_names
+    lines = [f"{'rank':>4}  {name:>12}  " + (f"{'interval':>19}  {'tied':>4}  " if bars else "") + "team / submission"]
     for r in rows:
         if r["rank"] is not None:
-            lines.append(f"{r['rank']:>4}  {r[lg.SPLIT_PREFIX + split]:>12.6f}  {r['team']} / {r['submission']}")
+            extra = ""
+            if bars:
+                interval = "" if r[f"{name}_low"] is None else f"[{r[f'{name}_low']:.4f}, {r[f'{name}_high']:.4f}]"
+                extra = f"{interval:>19}  {'=' if r['tied_with_leader'] else '':>4}  "
+            lines.append(f"{r['rank']:>4}  {r[name]:>12.6f}  {extra}{r['team']} / {r['submission']}")
     others: dict[str, int] = {}
     for r in rows:
         if r["rank"] is None:
@@ -69,9 +131,18 @@ def cmd_leaderboard(args) -> int:
     entries = lg.read_ledger(path)
     phase = lg.pick_phase(entries, args.phase, str(path))
     scored = path.parent.parent
-    table = publish(entries, scored, phase, bool(args.reveal))
+    method = None
+    if args.ci is not None:
+        level = parse_number("--ci", args.ci)
+        method = Method(level=level, resamples=parse_number("--resamples", args.resamples, int),
+                        permutations=parse_number("--resamples", args.resamples, int), seed=0).checked()
+    table = publish(entries, scored, phase, bool(args.reveal), method)
     for line in format_board(table, bool(args.reveal)):
         print(line)
+    if method is not None:
+        print(f"intervals: {method.level:g} percentile bootstrap of the {lg.rank_split(bool(args.reveal))} split's "
+              f"queries ({method.resamples} resamples, seed 0); '=': tied with rank 1 (two-sided sign-flip test of "
+              f"the per-query AP differences, not rejected at {1 - method.level:.2g})")
     parquet, page = board_paths(scored, phase, bool(args.reveal))
     print(f"written {parquet} and {page}")
     return EXIT_OK
@@ -84,5 +155,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("leaderboard", metavar="LEADERBOARD", help="SCORED folder of score-service, or its ledger")
     p.add_argument("--reveal", action="store_true", help="rank by the private split and show every split")
     p.add_argument("--phase", help="the phase (default: the ledger's only phase)")
+    p.add_argument("--ci", nargs="?", const="0.95", metavar="LEVEL",
+                   help="error bars: each ranked row's bootstrap interval at LEVEL (default 0.95) and whether it is "
+                   "statistically tied with rank 1, from the ranking split's queries alone")
+    p.add_argument("--resamples", default="10000", help="--ci: bootstrap resamples and sign-flip permutations "
+                   "(default 10000)")
     p.set_defaults(func=cmd_leaderboard)
     return p
