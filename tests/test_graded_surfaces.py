@@ -69,12 +69,17 @@ def test_terminal_summary_and_report_page_show_the_graded_measures(tmp_path, gra
         assert shown.get(label) == f"{means[name]:.4f}", (label, shown)
 
     # report.html: the Metrics table has every summary column under its label, with the reference's value
+    # (a wide summary wraps into several tables of at most SUMMARY_COLUMNS metrics: read them all)
     html = (out / "report.html").read_text()
-    head = re.findall(r'<th title="([^"]+)">([^<]+)</th>', html)
-    cells = re.search(r"<tbody>\s*<tr><td>all</td>(.*?)</tr>", html, re.S).group(1)
-    values = re.findall(r'<td class="num">([^<]+)</td>', cells)
-    table = dict(zip([title for title, _ in head][1:], values))
-    labels = dict(head)
+    table, labels = {}, {}
+    for block in re.findall(r"<table.*?</table>", html, re.S):
+        head = re.findall(r'<th title="([^"]+)">([^<]+)</th>', block)
+        row = re.search(r"<tbody>\s*<tr><td>all</td>(.*?)</tr>", block, re.S)
+        if not head or row is None:
+            continue
+        values = re.findall(r'<td class="num">([^<]+)</td>', row.group(1))
+        table.update(zip([title for title, _ in head][1:], values))
+        labels.update(head)
     for name, (label, _) in SHOWN.items():
         assert labels[name] == label and table[name] == f"{means[name]:.4f}", name
     # the CMC (hit@k among the metrics) is drawn
