@@ -340,15 +340,7 @@ def search_product_floor(path: str, threads: int) -> float:
     root = zarr.open_group(path, mode="r")
     rows = np.concatenate([np.asarray(_read(root, "query/emb"), dtype=np.float32),
                            np.asarray(_read(root, "gallery/emb"), dtype=np.float32)])
-    best = float("inf")
-    with threadpool_limits(limits=threads, user_api="blas"):
-        for tile_rows, tile_cols in ((512, 4096), (2048, 16384)):
-            started = time.perf_counter()
-            for a in range(0, rows.shape[0], tile_rows):
-                for b in range(0, rows.shape[0], tile_cols):
-                    rows[a:a + tile_rows] @ rows[b:b + tile_cols].T
-            best = min(best, time.perf_counter() - started)
-    return best
+    return matrix_product_floor(path, threads, rows, rows)
 
 
 def bench_rerank(path: str, workers: int, limit: str, t_plain: float, plain_map: float) -> None:

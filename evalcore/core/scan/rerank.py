@@ -48,6 +48,25 @@ def _negated(c, jac, scale, lam):  # pragma: no cover - compiled
     return -(jac * (1.0 - lam) + (d * d) / scale * lam)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _bounded_flags(v, e, jac, m, lam, bar, b, bi, col, lowest, thresholds, s0, s1, pessimistic, hist):
+    """One pair whose cosine lies in [v - e, v + e] (v + e < 1, so -final is increasing in it): counted in
+    ``hist`` when both bounds fall between the same thresholds (flags 0), else NEAR; TOP when it may be rank 1
+    (its upper bound reaches the bar and beats the row's best so far, lower column first on a tie)."""
+    flags = 0
+    g_hi = _negated(v + e, jac, m, lam)
+    if g_hi >= bar and (g_hi > b or (g_hi == b and (bi < 0 or col < bi))):
+        flags |= TOP
+    if g_hi > lowest or (pessimistic and g_hi == lowest):
+        end_lo = beaten_end(thresholds, s0, s1, _negated(v - e, jac, m, lam), pessimistic)
+        if end_lo == beaten_end(thresholds, s0, s1, g_hi, pessimistic):
+            if end_lo > s0:
+                hist[end_lo - 1] += 1
+        else:
+            flags |= NEAR
+    return flags
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
 def fold_shared_estimates(indptr, items, t, l0, est, err, junk, col0, pessimistic, thr_start, thresholds, hist,
                           best, best_idx, scale, lam, out_p, out_f):  # pragma: no cover - compiled
@@ -87,18 +106,8 @@ def fold_shared_estimates(indptr, items, t, l0, est, err, junk, col0, pessimisti
             if not (m > 0) or hi >= 1.0:
                 flags = NEAR | TOP
             else:
-                jac = 1 - t[p] / (2.0 - t[p])
-                g_hi = _negated(hi, jac, m, lam)
-                if g_hi >= bar and (g_hi > b or (g_hi == b and (bi < 0 or col0 + j < bi))):
-                    flags |= TOP
-                if g_hi > lowest or (pessimistic and g_hi == lowest):
-                    g_lo = _negated(v - e, jac, m, lam)
-                    end_lo = beaten_end(thresholds, s0, s1, g_lo, pessimistic)
-                    if end_lo == beaten_end(thresholds, s0, s1, g_hi, pessimistic):
-                        if end_lo > s0:
-                            hist[end_lo - 1] += 1
-                    else:
-                        flags |= NEAR
+                flags = _bounded_flags(v, e, 1 - t[p] / (2.0 - t[p]), m, lam, bar, b, bi, col0 + j, lowest,
+                                       thresholds, s0, s1, pessimistic, hist)
             if flags:
                 out_p[pos] = p
                 out_f[pos] = flags
@@ -150,17 +159,8 @@ def fold_estimates(est, err, junk, col0, pessimistic, thr_start, thresholds, his
             if exact_all or hi >= 1.0:
                 flags = NEAR | TOP
             else:
-                g_hi = _negated(hi, 1.0, m, lam)
-                if g_hi >= bar and (g_hi > b or (g_hi == b and (bi < 0 or col0 + j < bi))):
-                    flags |= TOP
-                if g_hi > lowest or (pessimistic and g_hi == lowest):
-                    g_lo = _negated(v - e, 1.0, m, lam)
-                    end_lo = beaten_end(thresholds, s0, s1, g_lo, pessimistic)
-                    if end_lo == beaten_end(thresholds, s0, s1, g_hi, pessimistic):
-                        if end_lo > s0:
-                            hist[end_lo - 1] += 1
-                    else:
-                        flags |= NEAR
+                flags = _bounded_flags(v, e, 1.0, m, lam, bar, b, bi, col0 + j, lowest, thresholds, s0, s1,
+                                       pessimistic, hist)
             if flags:
                 out_r[pos] = i
                 out_c[pos] = j
