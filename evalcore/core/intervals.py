@@ -17,6 +17,8 @@ drawn by a compiled loop from one 64-bit seed per resample, those seeds from
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import overload
 
@@ -200,6 +202,42 @@ def _sliced_product(rows: np.ndarray, values: np.ndarray, scratch: np.ndarray) -
     return out
 
 
+# --------------------------------------------------------------------------- the work on every core
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def block_spans(count: int) -> list[slice]:
+    """``count`` resamples as one contiguous run of whole blocks per core: each resample is drawn from its own
+    seed, so how they are split changes no number."""
+    blocks = -(-count // BLOCK)
+    parts = max(1, min(_cores(), blocks))
+    step = -(-blocks // parts) * BLOCK
+    return [slice(start, min(start + step, count)) for start in range(0, count, step)]
+
+
+def on_every_core(work, spans: list[slice]) -> list:
+    """``work(span)`` for each span, side by side on threads (the draws are compiled without the GIL and the
+    products are BLAS calls, so threads use every core; one BLAS thread each, see ``one_blas_thread``)."""
+    with one_blas_thread():
+        if len(spans) == 1:
+            return [work(spans[0])]
+        with ThreadPoolExecutor(len(spans)) as pool:
+            return list(pool.map(work, spans))
+
+
+def distinct_columns(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, index): the first column of each distinct value among ``matrix``'s columns, and for column j the
+    position of its value in ``first``. Equal columns have equal products, so each is multiplied once (a report's
+    hit@1, P@1, nDCG@1 and RR@1 are the same column on binary judgements)."""
+    seen: dict[bytes, int] = {}
+    index = np.array([seen.setdefault(np.ascontiguousarray(matrix[:, j]).tobytes(), len(seen))
+                      for j in range(matrix.shape[1])], np.int64)
+    return np.unique(index, return_index=True)[1], index
+
+
 # --------------------------------------------------------------------------- bootstrap
 
 
@@ -272,9 +310,22 @@ def bootstrap_means(values, resamples: int, seed: int, codes=None, n_codes: int 
     seeds = stream_seeds(seed, resamples, 0)
     # one product gives the sums and, where values are missing, the number of defined values drawn
     matrix = filled if complete else np.hstack([filled, defined.astype(np.float64)])
-    coded = None if codes is None else (*_code_order(np.asarray(codes, np.int64), n_codes), shares)
-    with one_blas_thread():
-        _bootstrap_blocks(seeds, n, width, complete, matrix, out, coded)
+    first, index = distinct_columns(matrix)
+    sums = np.empty((resamples, len(first)))
+    order = None if codes is None else _code_order(np.asarray(codes, np.int64), n_codes)
+
+    def span(part: slice) -> None:
+        coded = None if order is None else (*order, shares[part])
+        _bootstrap_blocks(seeds[part], n, matrix[:, first], sums[part], coded)
+
+    on_every_core(span, block_spans(resamples))
+    if width:
+        total = sums[:, index]
+        if complete:
+            out[:] = total / n
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[:] = total[:, :width] / total[:, width:]
     if codes is None:
         return out
     return out, (np.cumsum(shares, axis=1) if cumulative else shares) / n
@@ -286,10 +337,10 @@ def one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _bootstrap_blocks(seeds: np.ndarray, n: int, width: int, complete: bool, matrix: np.ndarray,
-                      out: np.ndarray, coded: tuple | None = None) -> None:
-    """The resamples of ``seeds`` a block at a time: means into ``out``; with ``coded`` (order, bounds,
-    sums) also the counts' sums per code into sums (from the same draws)."""
+def _bootstrap_blocks(seeds: np.ndarray, n: int, matrix: np.ndarray, out: np.ndarray,
+                      coded: tuple | None = None) -> None:
+    """The resamples of ``seeds`` a block at a time: their counts times ``matrix`` into ``out``; with ``coded``
+    (order, bounds, sums) also the counts' sums per code into sums (from the same draws)."""
     resamples = len(seeds)
     compact = np.empty((min(BLOCK, resamples), n), np.uint16)
     scratch = np.empty((min(BLOCK, resamples), min(SLICE, n)), np.float64)
@@ -300,14 +351,8 @@ def _bootstrap_blocks(seeds: np.ndarray, n: int, width: int, complete: bool, mat
             rows = resample_counts(n, block)  # a count beyond uint16: count in float64 (the same draws)
         if coded is not None:
             _code_sums(rows, coded[0], coded[1], coded[2][start:start + len(block)])
-        if not width:
-            continue
-        sums = _sliced_product(rows, matrix, scratch)
-        if complete:
-            out[start:start + len(block)] = sums / n
-        else:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[start:start + len(block)] = sums[:, :width] / sums[:, width:]
+        if matrix.shape[1]:
+            out[start:start + len(block)] = _sliced_product(rows, matrix, scratch)
 
 
 def percentile_interval(means: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -352,15 +397,13 @@ def randomization_p(differences, permutations: int, seed: int) -> np.ndarray:
     A column whose d are all 0 gets p = 1; NaN differences are left out of their column.
     """
     d = _matrix(differences)
-    width = d.shape[1]
-    p = np.full(width, np.nan)
+    p = np.full(d.shape[1], np.nan)
     defined = ~np.isnan(d)
-    if defined.all():
-        p[:] = _randomization_block(d, permutations, seed)
-    else:
-        for j in range(width):
-            column = d[defined[:, j], j][:, None]
-            p[j] = _randomization_block(column, permutations, seed)[0]
+    # columns defined on the same queries are tested together: the same rows, so the same flips as one by one
+    first, index = distinct_columns(defined)
+    for g, j in enumerate(first):
+        members = np.flatnonzero(index == g)
+        p[members] = _randomization_block(d[defined[:, j]][:, members], permutations, seed)
     return p
 
 
@@ -376,9 +419,11 @@ def _randomization_block(d: np.ndarray, permutations: int, seed: int) -> np.ndar
             hits += _reaches((flips[start:start + (1 << 16)] @ d) / n, observed).sum(axis=0)
         return hits / float(len(flips))
     seeds = stream_seeds(seed, permutations, 1)
-    with one_blas_thread():
-        hits = _sign_flip_hits(seeds, d, observed)
-    return (1 + hits) / (1.0 + permutations)
+    first, index = distinct_columns(d)
+    unique = np.ascontiguousarray(d[:, first])
+    hits = sum(on_every_core(lambda part: _sign_flip_hits(seeds[part], unique, observed[first]),
+                             block_spans(permutations)))
+    return (1 + hits[index]) / (1.0 + permutations)
 
 
 def _sign_flip_hits(seeds: np.ndarray, d: np.ndarray, observed: np.ndarray) -> np.ndarray:

@@ -464,6 +464,9 @@ def result_record(team: str, submission: str, fingerprint: str, summary_all: Map
 LEADERBOARD_SCHEMA = pa.schema([
     ("team", pa.string()), ("submission", pa.string()), ("fingerprint", pa.string()), ("score", pa.float64()),
     ("n_queries", pa.int64()), ("n_evaluated", pa.int64()), ("scored_at", pa.timestamp("s", tz="UTC")),
+    # the organizer's report folder of the row (null for rows written before it was kept): ``score --ci`` reads
+    # each row's per-query APs there
+    ("report", pa.string()),
 ])
 
 
@@ -485,8 +488,10 @@ def read_leaderboard(path) -> pa.Table:
     missing = [c for c in LEADERBOARD_COLUMNS if c not in table.column_names]
     if missing:
         raise InputError(f"--leaderboard {path}: not a leaderboard (no column(s) {', '.join(missing)})")
+    if "report" not in table.column_names:
+        table = table.append_column("report", pa.nulls(table.num_rows, pa.string()))
     try:
-        table = table.select(list(LEADERBOARD_COLUMNS)).cast(LEADERBOARD_SCHEMA)
+        table = table.select(LEADERBOARD_SCHEMA.names).cast(LEADERBOARD_SCHEMA)
     except (pa.ArrowException, ValueError) as exc:
         raise InputError(f"--leaderboard {path}: columns of unexpected types ({exc})") from None
     for name in ("team", "submission"):  # rows written before names were normalised join their team
@@ -511,15 +516,17 @@ def best_per_team(table: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(sorted(best.values(), key=_rank_key), schema=LEADERBOARD_SCHEMA)
 
 
-def update_leaderboard(path, record: Mapping) -> pa.Table:
+def update_leaderboard(path, record: Mapping, decorate_best=None) -> pa.Table:
     """Add a scored submission (replacing an earlier row of the same team and fingerprint).
 
     Holds an exclusive lock (``.<name>.lock`` next to the file) while it reads,
     and writes the leaderboard and ``<stem>_best.parquet`` each through a
-    temporary file and ``os.replace``. Returns the new leaderboard.
+    temporary file and ``os.replace``; ``decorate_best(table) -> table`` adds
+    columns to the best-per-team board under the same lock. Returns the new leaderboard.
     """
     p = Path(path)
     row = {k: record[k] for k in LEADERBOARD_COLUMNS}
+    row["report"] = record.get("report")
     row["team"], row["submission"] = normalized(row["team"]), normalized(row["submission"])
     with locked(p.parent / f".{p.name}.lock"):
         table = read_leaderboard(p)
@@ -527,14 +534,15 @@ def update_leaderboard(path, record: Mapping) -> pa.Table:
                 if not (r["team"] == row["team"] and r["fingerprint"] == row["fingerprint"])]
         table = pa.Table.from_pylist(keep + [row], schema=LEADERBOARD_SCHEMA)
         atomic_write(p, table)
-        atomic_write(best_path(p), best_per_team(table))
+        best = best_per_team(table)
+        atomic_write(best_path(p), best if decorate_best is None else decorate_best(best))
     return table
 
 
-def leaderboard_row(record: Mapping, when: _dt.datetime) -> dict:
+def leaderboard_row(record: Mapping, when: _dt.datetime, report: str | None = None) -> dict:
     return {"team": record["team"], "submission": record["submission"], "fingerprint": record["fingerprint"],
             "score": record["score"], "n_queries": record["n_queries"], "n_evaluated": record["n_evaluated"],
-            "scored_at": when}
+            "scored_at": when, "report": report}
 
 
 def is_local(path) -> bool:

@@ -64,25 +64,39 @@ def split_aps(scored: Path, e: lg.Entry, split: str) -> np.ndarray:
     return np.asarray(table.column("ap").to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
+def error_bars(aps: list[np.ndarray | None], leader: int | None, method: Method
+               ) -> tuple[list[float | None], list[float | None], list[bool | None]]:
+    """(low, high, tied) per row of a board: the percentile bootstrap interval of the mean of the row's per-query
+    APs (NaN: no AP, left out), and ``tied_with_leader``: the two-sided sign-flip test of the AP differences
+    between the row and row ``leader``, on the queries where both have an AP, does not reject at 1 - level.
+    Rows without APs (None), and the leader's own ``tied``, are None; so is ``tied`` where the two rows' query
+    lists differ in length (not scored on the same truth)."""
+    low: list[float | None] = [None] * len(aps)
+    high: list[float | None] = [None] * len(aps)
+    tied: list[bool | None] = [None] * len(aps)
+    first = None if leader is None else aps[leader]
+    for i, values in enumerate(aps):
+        if values is None:
+            continue
+        defined = values[~np.isnan(values)]
+        if defined.size:
+            lo, hi = mean_interval(defined[:, None], method.level, method.resamples, method.seed)
+            low[i], high[i] = float(lo[0]), float(hi[0])
+        if i != leader and first is not None and len(first) == len(values):
+            both = ~np.isnan(first) & ~np.isnan(values)
+            if both.any():
+                tied[i] = statistically_tied(first[both], values[both], 1 - method.level, method)
+    return low, high, tied
+
+
 def with_error_bars(table: pa.Table, entries: list[lg.Entry], scored: Path, split: str, method: Method) -> pa.Table:
     """``table`` (a leaderboard) with ``map_<split>_low``, ``map_<split>_high`` and ``tied_with_leader`` for its
     ranked rows (null elsewhere, and ``tied_with_leader`` null on rank 1)."""
     by_key = {(e.phase, e.team, e.submission): e for e in entries}
     rows = table.to_pylist()
-    aps = {i: split_aps(scored, by_key[r["phase"], r["team"], r["submission"]], split)
-           for i, r in enumerate(rows) if r["rank"] is not None}
-    leader = next((aps[i] for i, r in enumerate(rows) if r["rank"] == 1), None)
-    low: list[float | None] = [None] * len(rows)
-    high: list[float | None] = [None] * len(rows)
-    tied: list[bool | None] = [None] * len(rows)
-    for i, values in aps.items():
-        defined = values[~np.isnan(values)]
-        if defined.size:
-            lo, hi = mean_interval(defined[:, None], method.level, method.resamples, method.seed)
-            low[i], high[i] = float(lo[0]), float(hi[0])
-        if rows[i]["rank"] != 1 and leader is not None:
-            both = ~np.isnan(leader) & ~np.isnan(values)  # queries with an AP in both (the same split's queries)
-            tied[i] = statistically_tied(leader[both], values[both], 1 - method.level, method)
+    aps = [split_aps(scored, by_key[r["phase"], r["team"], r["submission"]], split) if r["rank"] is not None
+           else None for r in rows]
+    low, high, tied = error_bars(aps, next((i for i, r in enumerate(rows) if r["rank"] == 1), None), method)
     name = lg.SPLIT_PREFIX + split
     table = table.append_column(pa.field(f"{name}_low", pa.float64()), pa.array(low, pa.float64()))
     table = table.append_column(pa.field(f"{name}_high", pa.float64()), pa.array(high, pa.float64()))

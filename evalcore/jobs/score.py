@@ -17,6 +17,14 @@
    fingerprint, score = mAP, n_queries, n_evaluated, timestamp) and add the
    submission to the leaderboard (``--leaderboard``, default
    ``DIR/../leaderboard.parquet``; ``leaderboard_best.parquet`` beside it).
+   Each row keeps its organizer report's folder (``report``).
+4. With ``--ci [LEVEL]``, ``leaderboard_best.parquet`` also gets error bars:
+   ``score_ci_low`` / ``score_ci_high``, the percentile bootstrap interval of
+   each team's mAP over its queries, and ``tied_with_leader``, whether the
+   two-sided sign-flip test of the per-query AP differences against the first
+   row does not reject at 1 - LEVEL (``jobs.leaderboard.error_bars``). They
+   are read from each row's organizer report; a row whose report is gone (or
+   older than the ``report`` column) gets nulls.
 """
 from __future__ import annotations
 
@@ -27,14 +35,25 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from evalcore.core.intervals import Method
 from evalcore.engine.options import Options
 from evalcore.errors import InputError
 from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
 from evalcore.io import report
 from evalcore.io.history import atomic_write
-from evalcore.jobs.common import EXIT_OK, EvaluationSpec, add_cluster_options, run_evaluation, settings_from_args
+from evalcore.jobs.common import (
+    EXIT_OK,
+    EvaluationSpec,
+    add_cluster_options,
+    parse_number,
+    run_evaluation,
+    settings_from_args,
+)
+from evalcore.jobs.leaderboard import error_bars
 
 #: what score computes: judged-only mAP (qrels), cosine, pessimistic ties (a constant submission gets the worst AP)
 SCORE_SPEC = EvaluationSpec(Options(protocol="qrels", similarity="cosine", ks=(1, 5, 10), judged_only=True),
@@ -97,9 +116,45 @@ def check_score_out(out: Path, overwrite: bool) -> None:
         report.check_out(out / "organizer", True)
 
 
+def report_aps(folder: str | None) -> np.ndarray | None:
+    """AP of each query (query order; NaN where a query has none) from an organizer report's per-query table;
+    None when the report is not there or not readable."""
+    if folder is None:
+        return None
+    try:
+        table = pq.read_table(Path(folder) / "per_query.parquet", columns=["query", "ap"]).sort_by("query")
+    except (OSError, pa.ArrowException, KeyError):
+        return None
+    return np.asarray(table.column("ap").to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def with_score_error_bars(best: pa.Table, method: Method) -> pa.Table:
+    """The best-per-team board with ``score_ci_low``, ``score_ci_high`` and ``tied_with_leader`` (against its
+    first row, the leader, when that has a score)."""
+    rows = best.to_pylist()
+    scored = [r["score"] is not None and r["score"] == r["score"] for r in rows]
+    aps = [report_aps(r["report"]) if ok else None for r, ok in zip(rows, scored)]
+    low, high, tied = error_bars(aps, 0 if scored and scored[0] else None, method)
+    best = best.append_column(pa.field("score_ci_low", pa.float64()), pa.array(low, pa.float64()))
+    best = best.append_column(pa.field("score_ci_high", pa.float64()), pa.array(high, pa.float64()))
+    return best.append_column(pa.field("tied_with_leader", pa.bool_()), pa.array(tied, pa.bool_()))
+
+
+def interval_method(args) -> Method | None:
+    """``--ci [LEVEL]`` and ``--resamples`` as a checked Method (seed 0), or None without ``--ci``."""
+    if args.ci is None:
+        if args.resamples is not None:
+            raise InputError("--resamples: only with --ci")
+        return None
+    resamples = parse_number("--resamples", args.resamples or "10000", int)
+    return Method(level=parse_number("--ci", args.ci), resamples=resamples, permutations=resamples,
+                  seed=0).checked()
+
+
 def cmd_score(args) -> int:
     # -- 1. checks, nothing written
     team = ch.check_team(args.team)
+    method = interval_method(args)
     for option, value in (("--out", args.out), ("--leaderboard", args.leaderboard)):
         if value is not None and not ch.is_local(value):
             raise InputError(f"{option} {value}: must be a local (or shared) path: it is locked and renamed")
@@ -155,11 +210,34 @@ def cmd_score(args) -> int:
     record = ch.result_record(team, name, fingerprint, summary_all, when)
 
     atomic_write(out / "result.json", (json.dumps(record, indent=2) + "\n").encode())
-    ch.update_leaderboard(leaderboard, ch.leaderboard_row(record, when))
+    bars: list[pa.Table] = []
+
+    def decorate(best: pa.Table) -> pa.Table:
+        bars.append(with_score_error_bars(best, method) if method is not None else best)
+        return bars[-1]
+
+    ch.update_leaderboard(leaderboard, ch.leaderboard_row(record, when, str(organizer)), decorate)
     score = "none (no query has a relevant judged item)" if record["score"] is None else f"{record['score']:.6f}"
     print(f"{team} / {name}: mAP {score} over {record['n_evaluated']} of {record['n_queries']} queries; "
           f"result {out / 'result.json'}; leaderboard {leaderboard}", flush=True)
+    if method is not None:
+        for line in board_lines(bars[-1], method):
+            print(line)
     return EXIT_OK
+
+
+def board_lines(best: pa.Table, method: Method) -> list[str]:
+    """The best-per-team board with its intervals, as printed by ``score --ci``."""
+    lines = [f"{'rank':>4}  {'mAP':>9}  {'interval':>19}  {'tied':>4}  team / submission"]
+    for i, r in enumerate(best.to_pylist(), 1):
+        score = "" if r["score"] is None else f"{r['score']:.6f}"
+        interval = "" if r["score_ci_low"] is None else f"[{r['score_ci_low']:.4f}, {r['score_ci_high']:.4f}]"
+        lines.append(f"{i:>4}  {score:>9}  {interval:>19}  {'=' if r['tied_with_leader'] else '':>4}  "
+                     f"{r['team']} / {r['submission']}")
+    lines.append(f"intervals: {method.level:g} percentile bootstrap of each team's queries ({method.resamples} "
+                 f"resamples, seed 0); '=': tied with rank 1 (two-sided sign-flip test of the per-query AP "
+                 f"differences, not rejected at {1 - method.level:.2g})")
+    return lines
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -178,6 +256,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="leaderboard Parquet file (default DIR/../leaderboard.parquet)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing DIR")
     p.add_argument("--quiet", action="store_true", help="no per-chunk progress lines")
+    p.add_argument("--ci", nargs="?", const="0.95", metavar="LEVEL",
+                   help="error bars on leaderboard_best.parquet: each team's bootstrap interval at LEVEL (default "
+                   "0.95) and whether it is statistically tied with rank 1")
+    p.add_argument("--resamples", help="--ci: bootstrap resamples and sign-flip permutations (default 10000)")
     add_cluster_options(p)
     p.set_defaults(func=cmd_score)
     return p
