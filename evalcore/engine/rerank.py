@@ -14,7 +14,15 @@ import numpy as np
 
 from evalcore.core.rerank import RerankModel, RerankParams, build_model
 from evalcore.core.scan.embeddings import normalize_rows, row_norms
-from evalcore.core.scan.neighbors import ArrayColumns, Neighbors, concat, search
+from evalcore.core.scan.neighbors import (
+    ArrayColumns,
+    Mirrored,
+    Neighbors,
+    concat,
+    search,
+    search_upper,
+    symmetric_search,
+)
 from evalcore.engine.plan import DatasetShape
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
@@ -73,22 +81,26 @@ def row_ranges(n: int, size: int = SEARCH_ROWS) -> list[tuple[int, int]]:
     return [(a, min(n, a + size)) for a in range(0, n, size)]
 
 
-def search_rows(rows: np.ndarray, r0: int, r1: int, k: int) -> Neighbors:
-    """Task: the neighbour lists of rows r0 .. r1 against every row."""
-    return search(rows[r0:r1], r0, ArrayColumns(rows), k)
+def search_rows(rows: np.ndarray, r0: int, r1: int, k: int) -> tuple[Neighbors, Mirrored]:
+    """Task: rows r0 .. r1 against the rows from r0 on, and the mirrored candidates of the later rows."""
+    return search_upper(rows, r0, r1, k)
 
 
 def nearest_here(rows: np.ndarray, k: int, map_fn=map) -> Neighbors:
     """Every row's lists, row ranges run through ``map_fn`` (a thread pool's map)."""
-    parts = list(map_fn(lambda span: search_rows(rows, span[0], span[1], k), row_ranges(len(rows))))
-    return concat(parts)
+    return symmetric_search(rows, k, SEARCH_ROWS, map_fn)
 
 
 def nearest_on(client, rows: np.ndarray, k: int) -> Neighbors:
-    """Every row's lists, one cluster task per row range (the rows are scattered once to every worker)."""
+    """Every row's lists, one cluster task per row range (the rows are scattered once to every worker); the
+    ranges are completed on this process."""
     held = client.scatter(rows, broadcast=True, hash=False)
-    futures = [client.submit(search_rows, held, a, b, k, pure=False, retries=3) for a, b in row_ranges(len(rows))]
-    return concat(client.gather(futures))
+
+    def run(spans):
+        # the largest first: task a's share of the products falls with a (it multiplies rows a.. only)
+        return client.gather([client.submit(search_rows, held, a, b, k, pure=False, retries=3) for a, b in spans])
+
+    return symmetric_search(rows, k, SEARCH_ROWS, run=run)
 
 
 def build(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None, map_fn=map) -> RerankModel:

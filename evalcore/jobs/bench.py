@@ -215,6 +215,9 @@ def whole_process_figures(path: str, workers: int, repeat: int) -> None:
     result = evalcore.evaluate(**arrays, protocol="reid", ks=(1, 5, 10))  # warm: kernel loaded, pages touched
     in_memory = alternate(seconds_of(lambda: evalcore.evaluate(**arrays, protocol="reid", ks=(1, 5, 10))),
                           lambda: matrix_product_floor(path, workers, arrays["query"], arrays["gallery"]), repeat)
+    # what --ci (10,000 resamples of every mean and CMC point) adds to the same evaluation
+    with_ci = alternate(seconds_of(lambda: evalcore.evaluate(**arrays, protocol="reid", ks=(1, 5, 10), ci=0.95)),
+                        seconds_of(lambda: evalcore.evaluate(**arrays, protocol="reid", ks=(1, 5, 10))), repeat)
     print("  whole processes, start to exit (alternated pairs; median, min-max):", flush=True)
     print(f"    conventional script (python -c)    {processes.first.text()}", flush=True)
     print(f"    evalcore evaluate (command)        {processes.second.text()}   script / command = "
@@ -222,6 +225,8 @@ def whole_process_figures(path: str, workers: int, repeat: int) -> None:
     print(f"    evalcore evaluate, cold first run  {t_cold:6.2f} s   (empty kernel cache)", flush=True)
     print(f"  evalcore.evaluate on numpy arrays  {in_memory.first.text()}   api / floor = {in_memory.ratio_text()}"
           f"   (floor {in_memory.second.text()}, same process)", flush=True)
+    print(f"  evalcore.evaluate with ci=0.95     {with_ci.first.text()}   with / without = {with_ci.ratio_text()}"
+          f"   (without {with_ci.second.text()}, alternated)", flush=True)
 
 
 def generate(path: str, shape: str) -> None:

@@ -266,3 +266,105 @@ def concat(parts: list[Neighbors]) -> Neighbors:
     """Consecutive row ranges' results as one."""
     return Neighbors(parts[0].r0, np.concatenate([p.ids for p in parts]), np.concatenate([p.scores for p in parts]),
                      np.concatenate([p.far_ids for p in parts]), np.concatenate([p.far_scores for p in parts]))
+
+
+# --------------------------------------------------------------------------- one set of rows against itself
+
+
+@dataclass(frozen=True)
+class Mirrored:
+    """Candidates a symmetric task found for later rows among its own rows (as columns), not yet scored:
+    (row, column, float32 estimate) for the nearest lists, then for the farthest. Global ids."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    est: np.ndarray
+    far_rows: np.ndarray
+    far_cols: np.ndarray
+    far_est: np.ndarray
+
+
+def search_upper(rows: np.ndarray, a0: int, a1: int, k: int) -> tuple[Neighbors, Mirrored]:
+    """One task of the symmetric search of ``rows`` (normalised float32) against themselves: rows a0..a1
+    against columns a0..N, exactly (their ``Neighbors`` over those columns), and, from the same products
+    transposed, every pair (r, c) with r >= a1 and a0 <= c < a1 that may still enter r's lists.
+
+    Each product tile serves both its rows and its columns, so the whole search multiplies (N^2 + N·B)/2
+    pairs instead of N^2 (B the task's rows). A mirrored pair is kept when its estimate is within 2e of the
+    row's k-th highest (or lowest) estimate over this task's columns: any other has k columns of this task
+    with strictly higher (lower) canonical scores, so it can be in neither list. ``merge_mirrored`` settles the
+    kept ones against the row's own task's result.
+    """
+    block = np.ascontiguousarray(rows[a0:a1])
+    states = [TopKState(block[t0:t0 + TILE_ROWS], k) for t0 in range(0, len(block), TILE_ROWS)]
+    dims = rows.shape[1]
+    block_norm = float(row_norms(block).max()) if len(block) else 0.0
+    found: list[tuple[np.ndarray, ...]] = []
+    with threadpool_limits(limits=1, user_api="blas"):
+        for c0 in range(a0, len(rows), TILE_COLS):
+            cols = rows[c0:c0 + TILE_COLS]
+            norms = row_norms(cols)
+            est = np.matmul(block, cols.T)
+            for t, state in enumerate(states):
+                state.update(est[t * TILE_ROWS:(t + 1) * TILE_ROWS], c0, cols, float(norms.max()))
+            lo = max(c0, a1) - c0  # the columns after this task's rows: rows of the mirrored pairs
+            if lo < len(cols):
+                part = np.ascontiguousarray(est[:, lo:].T)
+                err = score_error(dims) * norms[lo:] * block_norm + error_floor(dims)
+                r, c, fr, fc = candidates(part, np.full(len(part), -np.inf, np.float32),
+                                          np.full(len(part), np.inf, np.float32), err, k)
+                found.append((r + c0 + lo, c + a0, part[r, c], fr + c0 + lo, fc + a0, part[fr, fc]))
+    near = NEIGHBORS.finish(RowBlock(block, a0, k), states)
+    parts = list(zip(*found)) if found else [[np.empty(0, np.int64)]] * 2 + [[np.empty(0, np.float32)]] + \
+        [[np.empty(0, np.int64)]] * 2 + [[np.empty(0, np.float32)]]
+    r, c, v, fr, fc, fv = (np.concatenate(p) for p in parts)
+    return near, Mirrored(r, c, v, fr, fc, fv)
+
+
+def split_mirrored(m: Mirrored, starts: np.ndarray) -> list[Mirrored]:
+    """``m`` cut into the row ranges that begin at ``starts`` (ascending; the last runs to the end)."""
+    near, far = np.argsort(m.rows, kind="stable"), np.argsort(m.far_rows, kind="stable")
+    at = np.searchsorted(m.rows[near], starts[1:])
+    far_at = np.searchsorted(m.far_rows[far], starts[1:])
+    return [Mirrored(*(x[i] for x in (m.rows, m.cols, m.est)), *(x[j] for x in (m.far_rows, m.far_cols, m.far_est)))
+            for i, j in zip(np.split(near, at), np.split(far, far_at))]
+
+
+def symmetric_search(rows: np.ndarray, k: int, size: int, map_fn=map, run=None) -> Neighbors:
+    """Every row's k nearest rows of ``rows`` and its farthest (the rows normalised float32), exactly, as
+    ``search`` against ``ArrayColumns(rows)`` finds them, from half the products: ``search_upper`` over row
+    ranges of ``size`` (through ``run``, a function of the ranges, when given: e.g. cluster tasks; else
+    ``map_fn``), then each range completed by ``merge_mirrored`` (through ``map_fn``)."""
+    spans = [(a, min(len(rows), a + size)) for a in range(0, len(rows), size)]
+    if not spans:
+        return NEIGHBORS.finish(RowBlock(rows, 0, k), [])
+    done = run(spans) if run is not None else list(map_fn(lambda s: search_upper(rows, s[0], s[1], k), spans))
+    starts = np.array([a for a, _ in spans], np.int64)
+    pieces = [split_mirrored(m, starts) for _, m in done]
+    return concat(list(map_fn(lambda j: merge_mirrored(rows, done[j][0], [p[j] for p in pieces[:j]]),
+                              range(len(spans)))))
+
+
+def merge_mirrored(rows: np.ndarray, own: Neighbors, mirrored: list[Mirrored]) -> Neighbors:
+    """``own`` (rows r0.. of ``rows`` against columns r0..N, from ``search_upper``) completed with the mirrored
+    candidates of earlier tasks: those within e of the row's current k-th (or farthest) canonical score get
+    canonical scores and are inserted (the same insertions as the one-sided search, so the same lists)."""
+    n, k = own.ids.shape
+    r0, r1 = own.r0, own.r0 + n
+    ids, scores = own.ids.copy(), own.scores.copy()
+    far_ids, far_scores = own.far_ids.copy(), own.far_scores.copy()
+    dims = rows.shape[1]
+    norms = row_norms(rows)
+    err = score_error(dims) * norms[r0:r1].astype(np.float64) * float(norms.max()) + error_floor(dims)
+    for m in mirrored:
+        mine = (m.rows >= r0) & (m.rows < r1)
+        r, c, v = m.rows[mine] - r0, m.cols[mine], m.est[mine].astype(np.float64)
+        keep = v >= scores[r, k - 1].astype(np.float64) - err[r]
+        if keep.any():
+            _insert_near(ids, scores, r[keep], c[keep], canonical_pairs(rows[r0:r1], rows, r[keep], c[keep]))
+        mine = (m.far_rows >= r0) & (m.far_rows < r1)
+        r, c, v = m.far_rows[mine] - r0, m.far_cols[mine], m.far_est[mine].astype(np.float64)
+        keep = v <= far_scores[r].astype(np.float64) + err[r]
+        if keep.any():
+            _insert_far(far_ids, far_scores, r[keep], c[keep], canonical_pairs(rows[r0:r1], rows, r[keep], c[keep]))
+    return Neighbors(r0, ids, scores, far_ids, far_scores)
