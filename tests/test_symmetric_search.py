@@ -61,3 +61,18 @@ def test_symmetric_across_column_tiles_and_a_constant_block():
     assert np.array_equal(got.ids, one.ids) and np.array_equal(got.scores, one.scores)
     assert np.array_equal(got.far_ids, one.far_ids) and np.array_equal(got.far_scores, one.far_scores)
     assert list(got.ids[1200, :12]) == list(range(999, 1011))
+
+
+def test_engine_takes_the_one_sided_search_past_the_memory_budget(monkeypatch):
+    """engine.rerank's search: symmetric within MIRRORED_BYTES, one-sided beyond; the same lists either way."""
+    from evalcore.engine import rerank as engine_rerank
+
+    x = unit_rows(700, 12, seed=9, duplicates=30)
+    monkeypatch.setattr(engine_rerank, "SEARCH_ROWS", 128)
+    assert engine_rerank.symmetric_fits(len(x), 21, 128)
+    both = engine_rerank.nearest_here(x, 21)
+    monkeypatch.setattr(engine_rerank, "MIRRORED_BYTES", 0)
+    assert not engine_rerank.symmetric_fits(len(x), 21, 128)
+    one = engine_rerank.nearest_here(x, 21)
+    assert np.array_equal(both.ids, one.ids) and np.array_equal(both.scores, one.scores)
+    assert np.array_equal(both.far_ids, one.far_ids)

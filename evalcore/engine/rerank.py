@@ -9,6 +9,7 @@ The chunks then rank against it (``core.scan.rerank``).
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -29,6 +30,8 @@ from evalcore.io import dataset as ds
 
 #: rows of the union one search task (or thread) takes
 SEARCH_ROWS = 2048
+#: the most the symmetric search's mirrored candidates may take on the driver (``symmetric_fits``)
+MIRRORED_BYTES = 512 * 2 ** 20
 
 
 def params_of(rerank: tuple[int, int, float]) -> RerankParams:
@@ -81,26 +84,46 @@ def row_ranges(n: int, size: int = SEARCH_ROWS) -> list[tuple[int, int]]:
     return [(a, min(n, a + size)) for a in range(0, n, size)]
 
 
-def search_rows(rows: np.ndarray, r0: int, r1: int, k: int) -> tuple[Neighbors, Mirrored]:
-    """Task: rows r0 .. r1 against the rows from r0 on, and the mirrored candidates of the later rows."""
+def search_rows(rows: np.ndarray, r0: int, r1: int, k: int) -> Neighbors:
+    """Task of the one-sided search: the neighbour lists of rows r0 .. r1 against every row."""
+    return search(rows[r0:r1], r0, ArrayColumns(rows), k)
+
+
+def search_upper_rows(rows: np.ndarray, r0: int, r1: int, k: int) -> tuple[Neighbors, Mirrored]:
+    """Task of the symmetric search: rows r0 .. r1 against the rows from r0 on, and the mirrored candidates of
+    the later rows."""
     return search_upper(rows, r0, r1, k)
+
+
+def symmetric_fits(n: int, k: int, size: int = SEARCH_ROWS) -> bool:
+    """Whether the symmetric search's mirrored candidates stay within MIRRORED_BYTES on the driver: about
+    k + 2 pairs of 20 bytes per row and task, over half the n / size tasks on average. Beyond it (hundreds
+    of thousands of rows) the one-sided search, whose results are n x k, does twice the products instead."""
+    return (n / size / 2) * n * (k + 2) * 20 <= MIRRORED_BYTES
 
 
 def nearest_here(rows: np.ndarray, k: int, map_fn=map) -> Neighbors:
     """Every row's lists, row ranges run through ``map_fn`` (a thread pool's map)."""
-    return symmetric_search(rows, k, SEARCH_ROWS, map_fn)
+    if symmetric_fits(len(rows), k, SEARCH_ROWS):
+        return symmetric_search(rows, k, SEARCH_ROWS, map_fn)
+    return concat(list(map_fn(lambda span: search_rows(rows, span[0], span[1], k), row_ranges(len(rows)))))
 
 
 def nearest_on(client, rows: np.ndarray, k: int) -> Neighbors:
-    """Every row's lists, one cluster task per row range (the rows are scattered once to every worker); the
-    ranges are completed on this process."""
+    """Every row's lists, one cluster task per row range (the rows are scattered once to every worker); with
+    the symmetric search, the ranges are completed on this process."""
     held = client.scatter(rows, broadcast=True, hash=False)
+    if not symmetric_fits(len(rows), k, SEARCH_ROWS):
+        futures = [client.submit(search_rows, held, a, b, k, pure=False, retries=3) for a, b in row_ranges(len(rows))]
+        return concat(client.gather(futures))
 
     def run(spans):
-        # the largest first: task a's share of the products falls with a (it multiplies rows a.. only)
-        return client.gather([client.submit(search_rows, held, a, b, k, pure=False, retries=3) for a, b in spans])
+        # submitted largest first: task a's share of the products falls with a (it multiplies rows a.. only)
+        return client.gather([client.submit(search_upper_rows, held, a, b, k, pure=False, retries=3)
+                              for a, b in spans])
 
-    return symmetric_search(rows, k, SEARCH_ROWS, run=run)
+    with ThreadPoolExecutor(2) as pool:
+        return symmetric_search(rows, k, SEARCH_ROWS, pool.map, run=run)
 
 
 def build(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None, map_fn=map) -> RerankModel:

@@ -284,6 +284,60 @@ class Mirrored:
     far_est: np.ndarray
 
 
+@njit(cache=True, nogil=True)
+def _mirrored(est, lo, err, k, r, c, fr, fc):  # pragma: no cover - compiled
+    width = est.shape[1] - lo
+    best = np.full((width, k), -np.inf)
+    kth = np.full(width, -np.inf)
+    low = np.full(width, np.inf)
+    # first pass, row by row (the product's own layout, no transpose): each column's k highest and its lowest
+    for i in range(est.shape[0]):
+        for j in range(width):
+            v = np.float64(est[i, lo + j])
+            if v < low[j]:
+                low[j] = v
+            if v > kth[j]:
+                at = k - 1
+                while at > 0 and best[j, at - 1] < v:
+                    best[j, at] = best[j, at - 1]
+                    at -= 1
+                best[j, at] = v
+                kth[j] = best[j, k - 1]
+    n = 0
+    m = 0
+    for i in range(est.shape[0]):
+        for j in range(width):
+            v = np.float64(est[i, lo + j])
+            if v >= kth[j] - 2 * err[j]:
+                if n == r.shape[0]:
+                    return -1, -1
+                r[n] = j
+                c[n] = i
+                n += 1
+            if v <= low[j] + 2 * err[j]:
+                if m == fr.shape[0]:
+                    return -1, -1
+                fr[m] = j
+                fc[m] = i
+                m += 1
+    return n, m
+
+
+def mirrored_candidates(est: np.ndarray, lo: int, err: np.ndarray,
+                        k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``candidates`` of the transposed tile ``est[:, lo:].T`` (rows: the tile's columns from ``lo``; columns: its
+    rows), with no bars carried in, read in the tile's own layout: (rows, columns) that may enter a row's k
+    best (estimate >= the row's k-th highest - 2e), then those that may be its farthest (<= its lowest + 2e)."""
+    size = (est.shape[1] - lo) * (k + 16)
+    while True:
+        r, c = np.empty(size, np.int64), np.empty(size, np.int64)
+        fr, fc = np.empty(size, np.int64), np.empty(size, np.int64)
+        got, far = _mirrored(est, lo, err, k, r, c, fr, fc)
+        if got >= 0:
+            return r[:got], c[:got], fr[:far], fc[:far]
+        size = est.shape[0] * (est.shape[1] - lo)  # many equal estimates (duplicate rows): room for every pair
+
+
 def search_upper(rows: np.ndarray, a0: int, a1: int, k: int) -> tuple[Neighbors, Mirrored]:
     """One task of the symmetric search of ``rows`` (normalised float32) against themselves: rows a0..a1
     against columns a0..N, exactly (their ``Neighbors`` over those columns), and, from the same products
@@ -309,11 +363,9 @@ def search_upper(rows: np.ndarray, a0: int, a1: int, k: int) -> tuple[Neighbors,
                 state.update(est[t * TILE_ROWS:(t + 1) * TILE_ROWS], c0, cols, float(norms.max()))
             lo = max(c0, a1) - c0  # the columns after this task's rows: rows of the mirrored pairs
             if lo < len(cols):
-                part = np.ascontiguousarray(est[:, lo:].T)
                 err = score_error(dims) * norms[lo:] * block_norm + error_floor(dims)
-                r, c, fr, fc = candidates(part, np.full(len(part), -np.inf, np.float32),
-                                          np.full(len(part), np.inf, np.float32), err, k)
-                found.append((r + c0 + lo, c + a0, part[r, c], fr + c0 + lo, fc + a0, part[fr, fc]))
+                r, c, fr, fc = mirrored_candidates(est, lo, err, k)
+                found.append((r + c0 + lo, c + a0, est[c, r + lo], fr + c0 + lo, fc + a0, est[fc, fr + lo]))
     near = NEIGHBORS.finish(RowBlock(block, a0, k), states)
     parts = list(zip(*found)) if found else [[np.empty(0, np.int64)]] * 2 + [[np.empty(0, np.float32)]] + \
         [[np.empty(0, np.int64)]] * 2 + [[np.empty(0, np.float32)]]
