@@ -38,7 +38,7 @@ import fsspec
 
 from evalcore.core import comparison, intervals, protocols, registry
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.engine.options import Options
+from evalcore.engine.options import Options, check_expansion, check_rerank, parse_expansion, parse_rerank
 from evalcore.errors import ClusterUnreachable, InputError
 from evalcore.io import history as h
 from evalcore.io import report
@@ -64,7 +64,8 @@ TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "stall
             "evaluation", "gates", "baseline"}
 EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at",
                    "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
-                   "empty_queries", "metrics", "rel_level", "depth"}
+                   "empty_queries", "metrics", "rel_level", "depth", "rerank", "query_expansion",
+                   "database_augmentation"}
 GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better", "significance"}
 #: keys whose value is a table; every other key takes one value (or, for ks and trend_metrics, an array)
 TABLE_KEYS = {"evaluation", "gates", "baseline", "storage_options"}
@@ -180,12 +181,44 @@ def _evaluation(i: int, ev, where: str) -> dict:
     for key in ("judged_only", "sweep"):
         if key in ev and not isinstance(ev[key], bool):
             raise InputError(f"{label}: {key} must be true or false")
+    _ranking_options(label, ev)
     if "metrics" in ev:  # names the registry knows (core.registry), as a list or "map,recall@5"
         ev["metrics"] = list(registry.select(ev["metrics"], f"{label}: metrics"))
     if "storage_options" in ev:
         ev["storage_options"] = check_storage_options(ev["storage_options"], f"{label}: storage_options")
     ev["gates"] = _gates(f"{label}: gates", ev.get("gates", {}))
     return ev
+
+
+def _ranking_options(label: str, ev: dict) -> None:
+    """``rerank`` (true, "k1,k2,lambda" or [k1, k2, lambda]; false: none), ``query_expansion`` and
+    ``database_augmentation`` ("K,ALPHA" or [K, ALPHA]), checked as the command line checks them, in place."""
+    try:
+        if "rerank" in ev:
+            value = ev.pop("rerank")
+            if value is True or isinstance(value, str):
+                ev["rerank"] = parse_rerank("" if value is True else value)
+            elif isinstance(value, list):
+                ev["rerank"] = check_rerank(value)
+            elif value is not False:
+                raise InputError(f"--rerank: {value!r} is not true, false, \"k1,k2,lambda\" or [k1, k2, lambda]")
+        for key in ("query_expansion", "database_augmentation"):
+            option = "--" + key.replace("_", "-")
+            if key in ev:
+                value = ev[key]
+                if isinstance(value, str):
+                    ev[key] = parse_expansion(option, value)
+                elif isinstance(value, list):
+                    ev[key] = check_expansion(option, value)
+                else:
+                    raise InputError(f"{option}: {value!r} is not \"K,ALPHA\" or [K, ALPHA]")
+    except InputError as exc:  # the file's key, not the command line's flag
+        text = str(exc)
+        for key in ("rerank", "query_expansion", "database_augmentation"):
+            flag = "--" + key.replace("_", "-")
+            if text.startswith(flag):
+                text = key + text[len(flag):]
+        raise InputError(f"{label}: {text}") from None
 
 
 def load_job(path) -> dict:
@@ -275,7 +308,8 @@ def evaluation_spec(ev: dict) -> EvaluationSpec:
         threshold=ev.get("threshold"), map_at=ev.get("map_at"), judged_only=bool(ev.get("judged_only", False)),
         radius=ev.get("radius"), empty_queries=ev.get("empty_queries", "skip"),
         metrics=tuple(ev["metrics"]) if "metrics" in ev else None, rel_level=ev.get("rel_level", 1),
-        depth=ev.get("depth"))
+        depth=ev.get("depth"), rerank=ev.get("rerank"), query_expansion=ev.get("query_expansion"),
+        database_augmentation=ev.get("database_augmentation"))
     return EvaluationSpec(options, protocol=ev.get("protocol"), similarity=ev.get("similarity"),
                           sweep=bool(ev.get("sweep", False)), target_fpir=ev.get("target_fpir"))
 
