@@ -87,9 +87,10 @@ def _next(state):
 # one thread: on a shared machine numba's OpenMP threads wait on each other (measured 4x slower with 2 threads
 # than with 1 on a busy 2-core machine); nogil lets the caller run other work beside it
 @njit(cache=True, nogil=True, boundscheck=False)
-def _fill_counts(seeds, n, out):
-    """Row b of ``out`` (uint16) = the counts of n draws with replacement from 0..n-1, from the stream of
-    seeds[b]; returns False if a count would pass 65,535 (then the caller counts in float64 instead).
+def _fill_counts(seeds, n, out, limit):
+    """Row b of ``out`` = the counts of n draws with replacement from 0..n-1, from the stream of seeds[b];
+    returns False if a count would pass ``limit`` (65,535 for uint16 rows: then the caller counts in float64,
+    with no limit, from the same draws).
 
     An index is the high word of (32 random bits x n) (Lemire), with rejection of
     the few values that would make it biased, so every index is equally likely.
@@ -113,34 +114,11 @@ def _fill_counts(seeds, n, out):
                 if (m & np.uint64(0xFFFFFFFF)) < threshold:
                     continue
                 i = np.int64(m >> np.uint64(32))
-                if row[i] == 65535:
+                if row[i] >= limit:
                     return False
                 row[i] += 1
                 drawn += 1
     return True
-
-
-@njit(cache=True, nogil=True, boundscheck=False)
-def _fill_counts_wide(seeds, n, out):
-    """``_fill_counts`` into float64 rows (no limit): the same draws, so the same counts."""
-    threshold = np.uint64((2 ** 32 - n) % n)
-    for b in range(seeds.shape[0]):
-        state = np.empty(1, np.uint64)
-        state[0] = seeds[b]
-        row = out[b]
-        row[:] = 0.0
-        drawn = 0
-        while drawn < n:
-            x = _next(state)
-            for half in range(2):
-                if drawn >= n:
-                    break
-                r = (x >> np.uint64(32 * half)) & np.uint64(0xFFFFFFFF)
-                m = r * np.uint64(n)
-                if (m & np.uint64(0xFFFFFFFF)) < threshold:
-                    continue
-                row[np.int64(m >> np.uint64(32))] += 1.0
-                drawn += 1
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -172,10 +150,10 @@ def resample_counts(n: int, seeds: np.ndarray) -> np.ndarray:
     """(len(seeds), n) float64: row b = how often each of n queries is drawn in resample b (rows sum to n)."""
     seeds = np.ascontiguousarray(seeds, np.uint64)
     compact = np.empty((len(seeds), n), np.uint16)
-    if _fill_counts(seeds, n, compact):
+    if _fill_counts(seeds, n, compact, 65535.0):
         return compact.astype(np.float64)
     out = np.empty((len(seeds), n), np.float64)
-    _fill_counts_wide(seeds, n, out)
+    _fill_counts(seeds, n, out, np.inf)
     return out
 
 
@@ -347,7 +325,7 @@ def _bootstrap_blocks(seeds: np.ndarray, n: int, matrix: np.ndarray, out: np.nda
     for start in range(0, resamples, BLOCK):
         block = seeds[start:start + BLOCK]
         rows = compact[:len(block)]
-        if not _fill_counts(block, n, rows):
+        if not _fill_counts(block, n, rows, 65535.0):
             rows = resample_counts(n, block)  # a count beyond uint16: count in float64 (the same draws)
         if coded is not None:
             _code_sums(rows, coded[0], coded[1], coded[2][start:start + len(block)])

@@ -168,7 +168,7 @@ def test_block_means_equal_the_dense_product_of_the_counts(n):
     v[rng.random(n) < 0.1, 1] = np.nan
     counts = iv.resample_counts(n, iv.stream_seeds(2, 300, 0))
     wide = np.empty_like(counts)
-    iv._fill_counts_wide(iv.stream_seeds(2, 300, 0), n, wide)
+    iv._fill_counts(iv.stream_seeds(2, 300, 0), n, wide, np.inf)
     assert np.array_equal(counts, wide)
     defined = ~np.isnan(v)
     expected = (counts @ np.where(defined, v, 0)) / (counts @ defined)
