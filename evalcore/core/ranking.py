@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from evalcore.core.list_kernels import list_row_problems, rank_rows
 from evalcore.core.protocols import Truth, segment_ids
 from evalcore.core.scan.base import TILE_COLS, TILE_ROWS, Ranked, column_spans
 from evalcore.core.scan.counts import NEG_INF, finish_states, merge_states, tile_mask
@@ -62,38 +63,53 @@ def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> 
     * scores that rise along a list: the list is best first, so its scores
       must not increase (distances must be stored negated), else "equal
       scores form a tie group" would not describe a contiguous stretch.
-    ``q0`` is the global row of ``items[0]``.
+    ``q0`` is the global row of ``items[0]``. One compiled pass a row
+    (``list_kernels.list_row_problems``); the messages are built here.
     """
-    found = []
-    valid = items >= 0
-    if items.shape[1] > 1:
-        ordered = np.sort(np.where(valid, items, -1 - np.arange(items.shape[1])), axis=1)
-        dup = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
-        if dup.size:
-            row = ordered[dup[0]]
-            item = int(row[1:][row[1:] == row[:-1]][0])
-            where = np.flatnonzero(items[dup[0]] == item)
-            found.append(f"ranking/item: rows {rows_text(dup + q0)} name a gallery item more than once "
-                         f"(row {int(dup[0]) + q0}: item {item} at positions {', '.join(map(str, where))}); "
-                         "each item may appear once per list")
+    found: list[str] = []
+    items = np.ascontiguousarray(items)
+    if items.dtype.kind not in "iu":
+        items = items.astype(np.int64)
+    n, k = items.shape
+    s = None
     if scores is not None:
         # in the precision stored: float64 stays float64 (rounding to float32 would merge near scores into
         # a tie), float32 stays float32; anything else is widened to float64, exactly
         s = np.asarray(scores)
-        s = s if s.dtype in (np.float32, np.float64) else s.astype(np.float64)
-        nan = np.flatnonzero((np.isnan(s) & valid).any(axis=1))
-        if nan.size:
-            found.append(f"ranking/score: rows {rows_text(nan + q0)} hold NaN scores for listed items")
+        s = np.ascontiguousarray(s if s.dtype in (np.float32, np.float64) else s.astype(np.float64))
+    dup, nan, rises = (np.zeros(n, dtype=bool) for _ in range(3))
+    if n and k:
+        top = int(items.max())
+        use_stamp = top < max(1 << 22, 8 * items.size)  # one slot per item, else a sort per row
+        stamp = np.zeros(top + 1 if use_stamp else 0, dtype=np.int64)
+        list_row_problems(items, s if s is not None else np.zeros((0, 0)), s is not None, stamp, use_stamp,
+                          dup, nan, rises)
+    dup_rows = np.flatnonzero(dup)
+    if dup_rows.size and k > 1:
+        row = items[dup_rows[0]].astype(np.int64)
+        ordered = np.sort(np.where(row >= 0, row, -1 - np.arange(k)))
+        item = int(ordered[1:][ordered[1:] == ordered[:-1]][0])
+        where = np.flatnonzero(row == item)
+        found.append(f"ranking/item: rows {rows_text(dup_rows + q0)} name a gallery item more than once "
+                     f"(row {int(dup_rows[0]) + q0}: item {item} at positions {', '.join(map(str, where))}); "
+                     "each item may appear once per list")
+    if s is not None:
+        nan_rows = np.flatnonzero(nan)
+        if nan_rows.size:
+            found.append(f"ranking/score: rows {rows_text(nan_rows + q0)} hold NaN scores for listed items")
         else:
-            # compare each listed item's score with the previous listed item's (pads skipped)
-            filled = np.where(valid, s, np.array(np.inf, dtype=s.dtype))
-            prev = np.maximum.accumulate(np.where(valid, -filled, -np.inf), axis=1)  # -(min so far)
-            rises = valid[:, 1:] & (filled[:, 1:] > -prev[:, :-1])
-            bad = np.flatnonzero(rises.any(axis=1))
+            bad = np.flatnonzero(rises)
             if bad.size:
                 found.append(f"ranking/score: rows {rows_text(bad + q0)} rise along the list (ranking/item is "
                              "best first, so scores must not increase; store distances negated)")
     return found
+
+
+def _csr_or_empty(indptr: np.ndarray | None, members: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A CSR list as contiguous int64 arrays; absent: every row empty."""
+    if indptr is None or members is None:
+        return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return (np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(members, dtype=np.int64))
 
 
 def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
@@ -105,7 +121,9 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     float64 as float64, float32 as float32), listed items of
     equal score form a tie group and ``ties`` orders each group whatever order
     the list gives: ``pessimistic`` puts its non-relevant items first,
-    ``optimistic`` its relevant ones; otherwise the list order stands. So
+    ``optimistic`` its relevant ones (relevant items of a group by gain:
+    lowest first, pessimistic; highest first, optimistic); otherwise the list
+    order stands. So
 
         rank(g) = #{kept items in earlier groups} + #{kept items of g's group placed before g} + 1
 
@@ -113,86 +131,57 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     put every relevant item last (pessimistic). Without scores ties cannot be
     seen and the given order stands. Bad lists (an item twice in a row, NaN or
     rising scores) raise InputError naming the rows (``q0`` = first global row).
+    Each row is walked once (``list_kernels.rank_rows``).
     """
     if scores is not None:  # compared as stored, as in list_problems: never rounded to float32
         scores = np.asarray(scores)
-        scores = scores if scores.dtype in (np.float32, np.float64) else scores.astype(np.float64)
+        scores = np.ascontiguousarray(scores if scores.dtype in (np.float32, np.float64)
+                                      else scores.astype(np.float64))
+    items = np.ascontiguousarray(items)
+    if items.dtype.kind not in "iu":
+        items = items.astype(np.int64)
     problems = list_problems(items, scores, q0)
     if problems:
         raise InputError(problems[0] + (f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""))
     n, k = items.shape
-    rows = np.repeat(np.arange(n, dtype=np.int64), k)
-    flat = items.reshape(-1).astype(np.int64)
-    valid = flat >= 0
-    pair = rows * (1 << 32) + np.where(valid, flat, 0)
-
-    def member(indptr, members):
-        return member_at(indptr, members)[0]
-
-    def member_at(indptr, members):
-        """(is the pair in the CSR list, its index there); CSR lists are sorted by (row, item)."""
-        keys = segment_ids(indptr) * (1 << 32) + members
-        keys = np.sort(keys)
-        pos = np.searchsorted(keys, pair)
-        pos = np.minimum(pos, max(len(keys) - 1, 0))
-        return ((keys[pos] == pair) if len(keys) else np.zeros(pair.shape, bool)), pos
-
-    junk = member(truth.junk_indptr, truth.junk_items) & valid
-    if gallery_junk is not None:
-        junk |= valid & gallery_junk[np.where(valid, flat, 0)]
-    if truth.allowed_indptr is not None:
-        junk |= valid & ~member(truth.allowed_indptr, truth.allowed_items)
-    kept = valid & ~junk
-    rel, rel_pair = member_at(truth.rel_indptr, truth.rel_items)
-    rel &= kept
-    nonrel = None
-    if truth.nonrel_indptr is not None:
-        nonrel = member(truth.nonrel_indptr, truth.nonrel_items) & kept
-    # the order that counts: tie group (a new group wherever the kept score changes), then the
-    # policy's side of the group, then the list position
-    (idx,) = np.nonzero(kept)
-    krow = rows[idx]
-    if scores is not None:
-        s = scores.reshape(-1)[idx]
-        new_group = np.ones(idx.size, dtype=bool)
-        new_group[1:] = (krow[1:] != krow[:-1]) | (s[1:] != s[:-1])
-        group = np.cumsum(new_group)
-        side = rel[idx] if ties == "pessimistic" else ~rel[idx]
-        if truth.rel_gain is None:
-            order = np.lexsort((idx, side, group))
-        else:  # tied relevant items by gain: lowest first (pessimistic), highest first (optimistic)
-            gain = np.where(rel[idx], truth.gains[np.minimum(rel_pair[idx], len(truth.rel_items) - 1)], 0)
-            order = np.lexsort((idx, gain if ties == "pessimistic" else -gain, side, group))
-    else:
-        order = np.arange(idx.size)
-    idx = idx[order]            # kept entries in ranking order, rows still ascending
-    krow = rows[idx]
-    start = np.searchsorted(krow, np.arange(n + 1))
-    position = np.arange(idx.size, dtype=np.int64) - start[krow] + 1
-    is_rel = rel[idx]
-    ranks = position[is_rel]
-    counts = np.bincount(krow[is_rel], minlength=n)
+    if gallery_junk is not None and items.size and int(items.max()) >= len(gallery_junk):
+        raise InputError(f"ranking/item: holds gallery index {int(items.max())}, outside [0, {len(gallery_junk)})")
+    junk_indptr, junk_items = _csr_or_empty(truth.junk_indptr, truth.junk_items, n)
+    allowed_indptr, allowed_items = _csr_or_empty(truth.allowed_indptr, truth.allowed_items, n)
+    rel_indptr, rel_items = _csr_or_empty(truth.rel_indptr, truth.rel_items, n)
+    nonrel_indptr, nonrel_items = _csr_or_empty(truth.nonrel_indptr, truth.nonrel_items, n)
+    gains = truth.gains if truth.rel_gain is not None else np.zeros(0, dtype=np.int64)
+    # each row's relevant entries are written from out_start[r]: at most min(R, K) of them
+    room = np.minimum(np.diff(rel_indptr), k)
+    out_start = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(room, out=out_start[1:])
+    counts = np.zeros(n, dtype=np.int64)
+    ranks, pairs, before = (np.zeros(int(out_start[-1]), dtype=np.int64) for _ in range(3))
+    first_pos, first_rel_pos = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    rank_rows(items, scores if scores is not None else np.zeros((0, 0)), scores is not None, ties == "pessimistic",
+              junk_indptr, junk_items,
+              gallery_junk if gallery_junk is not None else np.zeros(0, dtype=bool), gallery_junk is not None,
+              allowed_indptr, allowed_items, truth.allowed_indptr is not None,
+              rel_indptr, rel_items, np.ascontiguousarray(gains, dtype=np.int64), truth.rel_gain is not None,
+              nonrel_indptr, nonrel_items, truth.nonrel_indptr is not None,
+              out_start, counts, ranks, pairs, before, first_pos, first_rel_pos)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
-    has = start[1:] > start[:-1]
-    first = idx[start[:-1][has]]
+    if indptr[-1] != out_start[-1]:  # keep only the written part of each row's room
+        written = np.arange(out_start[-1]) - np.repeat(out_start[:-1], room) < np.repeat(counts, room)
+        ranks, pairs, before = ranks[written], pairs[written], before[written]
+    rows = np.arange(n)
+    has, has_rel = first_pos >= 0, first_rel_pos >= 0
     top1 = np.full(n, -1, dtype=np.int64)
-    top1[has] = flat[first]
+    top1[has] = items[rows[has], first_pos[has]]
     top1_score = np.full(n, np.nan)
     relevant_score = np.full(n, np.nan)
-    if scores is not None:
-        flat_scores = scores.reshape(-1).astype(np.float64)  # widened: the values as stored
-        top1_score[has] = flat_scores[first]
-        rel_idx = idx[is_rel]
-        has_rel = counts > 0
-        relevant_score[has_rel] = flat_scores[rel_idx[indptr[:-1][has_rel]]]
-    judged_before = None
-    if nonrel is not None:  # judged not-relevant items above each relevant one, within its row
-        seen = np.cumsum(nonrel[idx])
-        before_row = np.concatenate([[0], seen])[start[:-1]]
-        judged_before = (seen - nonrel[idx] - before_row[krow])[is_rel].astype(np.int64)
-    return Ranked(indptr, ranks.astype(np.int64), truth.n_relevant.astype(np.int64), top1, top1_score,
-                  relevant_score, pairs=rel_pair[idx[is_rel]].astype(np.int64), judged_before=judged_before)
+    if scores is not None:  # widened: the values as stored
+        top1_score[has] = scores[rows[has], first_pos[has]]
+        relevant_score[has_rel] = scores[rows[has_rel], first_rel_pos[has_rel]]
+    judged_before = before if truth.nonrel_indptr is not None else None
+    return Ranked(indptr, ranks, truth.n_relevant.astype(np.int64), top1, top1_score,
+                  relevant_score, pairs=pairs, judged_before=judged_before)
 
 
 # =========================================================================== judged-only: pairs

@@ -37,16 +37,21 @@ def read_gallery_side(group, names: tuple[str, ...]) -> dict[str, np.ndarray]:
 
 
 class DatasetReader:
-    """A ``ChunkReader`` over a dataset group; ``gallery`` may be a run's cache of the gallery side."""
+    """A ``ChunkReader`` over a dataset group; ``gallery`` may be a run's cache of the gallery side,
+    ``preloaded`` whole arrays already decoded (validation's scan), answered without a second read."""
 
-    def __init__(self, group, gallery: Callable[[tuple[str, ...]], dict] | None = None):
+    def __init__(self, group, gallery: Callable[[tuple[str, ...]], dict] | None = None,
+                 preloaded: dict[str, np.ndarray] | None = None):
         self.group = group
         self._gallery = gallery
+        self._preloaded = preloaded or {}
 
     def has(self, name: str) -> bool:
         return ds.has(self.group, name)
 
     def read(self, name: str, rows=None) -> np.ndarray:
+        if rows is None and name in self._preloaded:
+            return self._preloaded[name]
         return ds.read(self.group, name, rows)
 
     def length(self, name: str) -> int:

@@ -131,13 +131,18 @@ def check_scores(group, n: dict, problems: Problems) -> None:
         n.setdefault(side, (SCORES, arr.shape[axis]))
 
 
-def scan_decodable(group, name: str, problems: Problems) -> None:
-    """Decode every chunk of a (non-embedding) array once: a corrupt chunk is named here, not mid-run."""
+def scan_decodable(group, name: str, problems: Problems, decoded: dict[str, np.ndarray] | None = None) -> None:
+    """Decode every chunk of a (non-embedding) array once: a corrupt chunk is named here, not mid-run.
+
+    An array decoded in one read is kept in ``decoded`` (as ``dataset.read`` returns it), so the checks
+    that read it whole next do not decode it a second time."""
     arr = group[name]
     step = max(1, (1 << 24) // max(1, arr.chunks[0] * int(np.prod(arr.shape[1:], dtype=np.int64)))) * arr.chunks[0]
     try:
         for start in range(0, arr.shape[0] if arr.ndim else 1, step):
-            read_array(arr, name, slice(start, start + step) if arr.ndim else None)
+            data = read_array(arr, name, slice(start, start + step) if arr.ndim else None)
+            if decoded is not None and arr.ndim and step >= arr.shape[0]:
+                decoded[name] = data.astype(object) if data.dtype.kind in "UOT" else data
     except InputError as exc:
         problems.add(str(exc))
 
@@ -150,6 +155,17 @@ def dot_overflow(query_norms: np.ndarray, gallery_norms: np.ndarray, dims: int) 
     if not g_rows.size:
         return []
     return [dot_overflow_message(q_rows, qn[q_rows].max(), g_rows, gn[g_rows].max())]
+
+
+def keys_ascend(keys: np.ndarray) -> bool:
+    """Whether the keys (str) strictly ascend: a linear check that rules out repeats without a sort."""
+    if len(keys) < 2:
+        return True
+    keys = keys.astype(str).astype(object) if keys.dtype != object else keys
+    try:
+        return bool((keys[1:] > keys[:-1]).all())
+    except TypeError:  # not all str: the sort decides
+        return False
 
 
 def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", judged_only: bool = False,
@@ -235,16 +251,23 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
                 problems.add(message)
     if scan_values and scores:
         scan_scores(group, problems)
+    decoded: dict[str, np.ndarray] = {}
+
+    def whole(name: str) -> np.ndarray:
+        return decoded.pop(name) if name in decoded else read(group, name)
+
     if scan_values:
         before = len(problems.items)
         for name in KNOWN_ARRAYS:
             if not name.endswith("/emb") and name != SCORES and has(group, name):
-                scan_decodable(group, name, problems)
+                scan_decodable(group, name, problems, decoded)
         if len(problems.items) > before:  # the checks below would only fail on the same chunks
             return problems
     for name in ("query/key", "gallery/key"):
         if has(group, name):
-            keys = read(group, name)
+            keys = whole(name)
+            if keys_ascend(keys):
+                continue  # strictly ascending keys (as the importers write them) cannot repeat
             uniq, counts = np.unique(keys.astype(str), return_counts=True)
             dup = uniq[counts > 1]
             if dup.size:
@@ -252,15 +275,16 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
                              + (f" ({dup.size} in all)" if dup.size > 5 else ""))
     n_gallery = n["gallery"][1] if "gallery" in n else None
     n_query = array(group, "ranking/item").shape[0] if has(group, "ranking/item") else n.get("query", ("", None))[1]
-    for message in protocols.get(protocol).validate(truth.DatasetReader(group), n_query, n_gallery):
+    for message in protocols.get(protocol).validate(truth.DatasetReader(group, preloaded=decoded),
+                                                     n_query, n_gallery):
         problems.add(message)
     if has(group, "ranking/item") and "gallery" in n:
-        items = read(group, "ranking/item")
+        items = whole("ranking/item")
         bad = np.nonzero(((items < -1) | (items >= n["gallery"][1])).any(axis=1))[0]
         if bad.size:
             problems.add(f"ranking/item: rows {rows_text(bad)} hold gallery indices outside "
                          f"[0, {n['gallery'][1]}) (use -1 only to pad)")
-        ranking_scores = read(group, "ranking/score") if has(group, "ranking/score") else None
+        ranking_scores = whole("ranking/score") if has(group, "ranking/score") else None
         for message in list_problems(items, ranking_scores):  # the evaluator's own check: one wording, one place
             problems.add(message)
     return problems

@@ -13,7 +13,7 @@ import numpy as np
 
 from evalcore.core.protocols.base import ChunkReader, Protocol, TruthOptions, out_of_range, raise_first
 from evalcore.core.protocols.registry import register
-from evalcore.core.protocols.truth import Truth, csr_from_pairs, truth_from_pairs
+from evalcore.core.protocols.truth import Truth, csr_from_pairs, pairs_in_order, truth_from_pairs
 from evalcore.errors import InputError, rows_text
 
 QRELS_ARRAYS = ("qrels/query", "qrels/item", "qrels/rel")
@@ -59,8 +59,12 @@ def collapse_qrels(query: np.ndarray, item: np.ndarray, rel: np.ndarray, rows: n
     with different rels it is a problem (one message per conflicting pair, first 5).
     Returns ``(query, item, rel, problems)``.
     """
-    order = np.lexsort((rows, item, query))
-    q, i, r, w = query[order], item[order], rel[order], rows[order]
+    # qrels are usually stored sorted by (query, item), rows ascending: then the lexsort is the identity
+    if pairs_in_order(query, item) and bool((np.diff(rows) >= 0).all()):
+        q, i, r, w = query, item, rel, rows
+    else:
+        order = np.lexsort((rows, item, query))
+        q, i, r, w = query[order], item[order], rel[order], rows[order]
     same = (q[1:] == q[:-1]) & (i[1:] == i[:-1])
     conflict = np.flatnonzero(same & (r[1:] != r[:-1]))
     problems = []
@@ -70,6 +74,8 @@ def collapse_qrels(query: np.ndarray, item: np.ndarray, rel: np.ndarray, rows: n
                           f"{int(r[k])} and {int(r[k + 1])}" for k in first)
         problems.append(f"qrels/rel: conflicting duplicate judgements: {pairs}"
                         + (f" ({conflict.size} conflicts in all)" if conflict.size > 5 else ""))
+    if not same.any():
+        return q, i, r, problems
     keep = np.ones(len(q), dtype=bool)
     keep[1:] = ~same
     return q[keep], i[keep], r[keep], problems
