@@ -47,7 +47,8 @@ from evalcore.errors import InputError, rows_text
 
 __all__ = [
     "F32_MAX", "F32_TINY", "NEG_INF", "TILE_COLS", "TILE_ROWS", "U32", "UNIT_NORM", "GalleryTile", "Ranked",
-    "_TileState", "column_spans", "dot_limit", "dot_overflow_rows", "error_floor", "finish_states", "list_problems",
+    "_TileState", "column_spans", "dot_limit", "dot_overflow_rows", "error_floor", "finish_states",
+    "item_range_problems", "list_problems",
     "merge_states", "new_states", "normalize_rows", "query_tiles", "rank_by_embeddings", "rank_by_lists",
     "row_norms", "scan_gallery", "score_error", "threshold_scores", "tie_boundaries", "tile_mask", "tile_scores",
 ]
@@ -105,6 +106,16 @@ def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> 
     return found
 
 
+def item_range_problems(items: np.ndarray, n_gallery: int, q0: int = 0) -> list[str]:
+    """Rows of ``ranking/item`` holding an index outside [0, G) other than the pad -1 (``q0``: global row of
+    ``items[0]``)."""
+    if not items.size or (int(items.min()) >= -1 and int(items.max()) < n_gallery):
+        return []
+    bad = np.nonzero(((items < -1) | (items >= n_gallery)).any(axis=1))[0]
+    return [f"ranking/item: rows {rows_text(bad + q0)} hold gallery indices outside [0, {n_gallery}) "
+            "(use -1 only to pad)"]
+
+
 def _csr_or_empty(indptr: np.ndarray | None, members: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
     """A CSR list as contiguous int64 arrays; absent: every row empty."""
     if indptr is None or members is None:
@@ -113,7 +124,8 @@ def _csr_or_empty(indptr: np.ndarray | None, members: np.ndarray | None, n: int)
 
 
 def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
-                  gallery_junk: np.ndarray | None = None, ties: str = "pessimistic", q0: int = 0) -> Ranked:
+                  gallery_junk: np.ndarray | None = None, ties: str = "pessimistic", q0: int = 0,
+                  n_gallery: int | None = None) -> Ranked:
     """Ranks from precomputed top-K lists (``ranking/item``): the given order, junk removed.
 
     Relevant items missing from a list have no rank; R still counts them.
@@ -129,9 +141,10 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
 
     and a list that scores everything alike gets the ranks of a list that
     put every relevant item last (pessimistic). Without scores ties cannot be
-    seen and the given order stands. Bad lists (an item twice in a row, NaN or
-    rising scores) raise InputError naming the rows (``q0`` = first global row).
-    Each row is walked once (``list_kernels.rank_rows``).
+    seen and the given order stands. Bad lists (an index outside [0, ``n_gallery``)
+    other than the pad -1, an item twice in a row, NaN or rising scores) raise
+    InputError naming the rows (``q0`` = first global row). Each row is walked
+    once (``list_kernels.rank_rows``).
     """
     if scores is not None:  # compared as stored, as in list_problems: never rounded to float32
         scores = np.asarray(scores)
@@ -140,12 +153,13 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     items = np.ascontiguousarray(items)
     if items.dtype.kind not in "iu":
         items = items.astype(np.int64)
-    problems = list_problems(items, scores, q0)
+    if n_gallery is None and gallery_junk is not None:
+        n_gallery = len(gallery_junk)
+    problems = item_range_problems(items, n_gallery, q0) if n_gallery is not None else []
+    problems += list_problems(items, scores, q0)
     if problems:
         raise InputError(problems[0] + (f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""))
     n, k = items.shape
-    if gallery_junk is not None and items.size and int(items.max()) >= len(gallery_junk):
-        raise InputError(f"ranking/item: holds gallery index {int(items.max())}, outside [0, {len(gallery_junk)})")
     junk_indptr, junk_items = _csr_or_empty(truth.junk_indptr, truth.junk_items, n)
     allowed_indptr, allowed_items = _csr_or_empty(truth.allowed_indptr, truth.allowed_items, n)
     rel_indptr, rel_items = _csr_or_empty(truth.rel_indptr, truth.rel_items, n)

@@ -117,7 +117,8 @@ def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: in
     if ctx.shape.ranked_by == "ranking/item":
         items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
         scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
-        return rank_by_lists(items, scores, truth, gallery_junk, ties=options.ties, q0=q0)
+        return rank_by_lists(items, scores, truth, gallery_junk, ties=options.ties, q0=q0,
+                             n_gallery=ctx.shape.n_gallery)
     if truth.allowed_indptr is not None:
 
         return truth_io.rank_among_allowed(group, options, truth, q0, q1)

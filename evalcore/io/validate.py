@@ -7,8 +7,8 @@ import numpy as np
 import zarr
 
 from evalcore.core import protocols
-from evalcore.core.ranking import dot_overflow_rows, list_problems, row_norms
-from evalcore.errors import InputError, rows_text
+from evalcore.core.ranking import dot_overflow_rows, item_range_problems, list_problems, row_norms
+from evalcore.errors import InputError
 from evalcore.io import truth
 from evalcore.io.dataset import (
     ACCEPTED_KINDS,
@@ -278,14 +278,12 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
     for message in protocols.get(protocol).validate(truth.DatasetReader(group, preloaded=decoded),
                                                      n_query, n_gallery):
         problems.add(message)
-    if has(group, "ranking/item") and "gallery" in n:
+    # the lists' values: here when scanning values (``evalcore validate``); an evaluation's tasks check their
+    # own rows with the same functions as they read them (``ranking.rank_by_lists``), as for embeddings
+    if scan_values and has(group, "ranking/item") and "gallery" in n:
         items = whole("ranking/item")
-        bad = np.nonzero(((items < -1) | (items >= n["gallery"][1])).any(axis=1))[0]
-        if bad.size:
-            problems.add(f"ranking/item: rows {rows_text(bad)} hold gallery indices outside "
-                         f"[0, {n['gallery'][1]}) (use -1 only to pad)")
         ranking_scores = whole("ranking/score") if has(group, "ranking/score") else None
-        for message in list_problems(items, ranking_scores):  # the evaluator's own check: one wording, one place
+        for message in item_range_problems(items, n["gallery"][1]) + list_problems(items, ranking_scores):
             problems.add(message)
     return problems
 

@@ -157,5 +157,5 @@ def test_list_problems_names_the_rows_the_rule_finds(big_items):
 def test_rank_by_lists_refuses_an_item_beyond_the_gallery():
     truth = Truth(np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(2, dtype=np.int64),
                   np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
-    with pytest.raises(InputError, match="ranking/item"):
+    with pytest.raises(InputError, match=r"ranking/item: rows 0 hold gallery indices outside \[0, 3\)"):
         rank_by_lists(np.array([[0, 5]]), None, truth, np.zeros(3, dtype=bool))
