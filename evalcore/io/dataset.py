@@ -293,7 +293,7 @@ def _as_written(name: str, values) -> np.ndarray:
         if out.size:
             raise InputError(f"{name}: rows {rows_text(out)} hold {data.reshape(-1)[out[0]]!r}, outside "
                              f"[{info.min}, {info.max}]")
-    return data.astype(dtype) if dtype is not None else data
+    return data.astype(dtype, copy=False) if dtype is not None else data  # no second copy of a large ranking
 
 
 def score_chunks(shape: tuple[int, ...], dtype, chunk_rows: int | None = None) -> tuple[int, int]:

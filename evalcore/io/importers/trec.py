@@ -11,9 +11,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalcore.core import result_lists
 from evalcore.core.protocols.qrels import MAX_GRADE
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
+from evalcore.io.importers import trec_scan
 from evalcore.io.importers.checks import WARNINGS, check_unique
 
 
@@ -143,13 +145,15 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
         qsource, gsource = str(queries), str(gallery)
     name = str(qrels_path)
     judged = read_qrels_lines(qrels_path)
-    qpos = _positions(judged.qkeys, qids)[judged.qcode]
+    key_pos = _positions(judged.qkeys, qids)
+    qpos = key_pos[judged.qcode]
     gpos = _positions(judged.dkeys, gids)[judged.dcode]
-    skipped = _first_lines(judged, qpos < 0)  # trec_eval too evaluates only queries that have results
+    skipped = _first_lines(judged, key_pos < 0)  # trec_eval too evaluates only queries that have results
     kept = qpos >= 0  # judged's rows are in file order: the order of the qrels arrays
     unknown = np.flatnonzero(kept & (gpos < 0))
     if unknown.size:  # the first in the file
         row = int(unknown[0])
+        assert judged.line is not None
         raise InputError(f"{name}: line {judged.line[row]}, field docid: unknown document "
                          f"{judged.dkeys[int(judged.dcode[row])].as_py()!r} (not in {gsource})")
     if not kept.any():
@@ -161,7 +165,7 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
     return arrays, {**attrs, "protocol": "qrels", WARNINGS: warnings}
 
 
-#: bytes read and split at a time: the columns of one piece stay far below the file's size in memory
+#: bytes read and tokenised at a time: what is held of the file stays far below its size in memory
 PIECE_BYTES = 1 << 24
 
 
@@ -172,115 +176,153 @@ class TrecLines:
     ``qkeys``/``dkeys`` hold each distinct qid/docno once (``qkeys`` sorted
     by code point, UTF-8 byte order, as Python sorts str; ``dkeys`` in no set
     order); ``qcode``/``dcode`` index them. ``value`` is the score (float64, run) or ``qrels/rel`` (int8,
-    qrels); ``line`` the 1-based line number.
+    qrels); ``qline`` the 1-based line each qid first appears on; ``line`` each entry's line (qrels; None
+    for a run, whose line numbers only error messages need, found again then).
     """
 
-    line: np.ndarray
     qkeys: pa.Array
     qcode: np.ndarray
     dkeys: pa.Array
     dcode: np.ndarray
     value: np.ndarray
+    qline: np.ndarray
+    line: np.ndarray | None = None
 
 
-def _line_text(path, number: int) -> str:
-    """Line ``number`` (1-based, lines end at ``\\n``) of an already validated UTF-8 file: the error path only."""
-    buffer = np.fromfile(path, dtype=np.uint8)
-    ends = np.flatnonzero(buffer == 10)
-    start = 0 if number == 1 else int(ends[number - 2]) + 1
-    stop = int(ends[number - 1]) if number - 1 < ends.size else buffer.size
-    return buffer[start:stop].tobytes().decode("utf-8")
+def _utf8_error(exc: UnicodeDecodeError, offset: int) -> str:
+    """``str(exc)`` as decoding the whole file would say it: positions shifted by the piece's ``offset``."""
+    start, end = exc.start + offset, exc.end + offset
+    if exc.end - exc.start == 1:
+        return f"'{exc.encoding}' codec can't decode byte 0x{exc.object[exc.start]:02x} in position {start}: " \
+               f"{exc.reason}"
+    return f"'{exc.encoding}' codec can't decode bytes in position {start}-{end - 1}: {exc.reason}"
 
 
-def _field_tokens(piece: np.ndarray, fields: int, more_ignored: bool):
-    """(start and end offsets of the wanted fields, 0-based line index, first bad line index or -1) of one piece.
+def _pieces(path, piece_bytes: int):
+    """(byte offset, bytes) of a file read ``piece_bytes`` at a time, each cut after its last ``\\n`` (the
+    rest goes with the next piece; a piece without one runs on to the next ``\\n`` or the end).
 
-    Fields are the runs of non-whitespace bytes (C ``isspace``: space and
-    bytes 9-13); lines end at ``\\n``. Blank lines and lines whose first field
-    starts with ``#`` are skipped; a line with fewer fields than ``fields``
-    (or more, unless ``more_ignored``) is bad.
-    """
-    space = (piece == 32) | ((piece - np.uint8(9)) <= 4)
-    edge = np.diff(space.view(np.int8), prepend=np.int8(1), append=np.int8(1))
-    starts, ends = np.flatnonzero(edge == -1), np.flatnonzero(edge == 1)
-    del space, edge
-    bounds = np.concatenate(([0], np.searchsorted(starts, np.flatnonzero(piece == 10)), [starts.size]))
-    count = np.diff(bounds)                                  # fields of each line (lines end at \n)
-    line_index = np.flatnonzero(count)                       # the non-blank lines
-    first, count = bounds[line_index], count[line_index]     # each one's first field, and how many
-    kept = piece[starts[first]] != 35                                       # not a '#' line
-    bad = kept & ((count < fields) if more_ignored else (count != fields))
-    bad_line = int(line_index[np.argmax(bad)]) if bad.any() else -1
-    good = kept & ~bad
-    return starts, ends, first[good], line_index[good], bad_line
-
-
-def _tokens_array(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
-    """The byte strings data[starts[i]:ends[i]] as one Arrow binary array (gaps between them left out)."""
-    offsets = np.empty(2 * starts.size + 1, dtype=np.int64)
-    offsets[0], offsets[1::2], offsets[2::2] = 0, starts, ends
-    spans = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * starts.size, [None, pa.py_buffer(offsets), data])
-    return spans.take(pa.array(np.arange(1, 2 * starts.size, 2)))
-
-
-def _codes(values: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
-    """(distinct values as UTF-8 strings, in no set order; each value's index among them).
-
-    Arrow's dictionary encoding of chunks shares one dictionary, the last
-    chunk's holding every value."""
-    if len(values) == 0:
-        return pa.array([], pa.large_string()), np.zeros(0, dtype=np.int64)
-    encoded = pc.dictionary_encode(values)
-    codes = np.concatenate([chunk.indices.to_numpy() for chunk in encoded.chunks]).astype(np.int64)
-    return encoded.chunks[-1].dictionary.cast(pa.large_string()), codes
-
-
-def _sorted_codes(values: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
-    """(distinct values sorted by bytes, as UTF-8 strings; each value's index among them)."""
-    keys, codes = _codes(values)
-    order = pc.sort_indices(keys).to_numpy()
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size)
-    return keys.take(pa.array(order)), rank[codes]
-
-
-def _read_columns(path, layout: str, wanted: tuple[int, int, int], *, more_ignored: bool):
-    """(line numbers, qid, docno and value fields as Arrow binary, first bad line or None) of a TREC file.
-
-    Read in pieces of ``PIECE_BYTES`` cut at line ends. The whole file must
-    be UTF-8 (checked once, only when a byte above 127 is there).
+    Every piece is UTF-8 (checked only when a byte above 127 is there; a
+    piece starts after a ``\\n``, so the pieces are UTF-8 exactly when the file is).
     """
     name = str(path)
     if not os.path.isfile(path):
         raise InputError(f"{name}: no such file")
-    buffer = np.fromfile(path, dtype=np.uint8)
-    if (buffer >= 128).any():
-        try:
-            buffer.tobytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{name}: not UTF-8 text ({exc})") from None
+    offset, carry = 0, b""
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(piece_bytes)
+            data = carry + chunk if carry else chunk
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)
+            if not data:
+                return
+            if not cut:
+                carry = data
+                continue
+            piece, carry = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
+            if not piece.isascii():
+                try:
+                    piece.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InputError(f"{name}: not UTF-8 text ({_utf8_error(exc, offset)})") from None
+            yield offset, piece
+            offset += len(piece)
+
+
+@dataclass
+class _Scan:
+    """What ``_scan_file`` found: the codes of each kept line, the key tables, the first bad line or None."""
+
+    qcode: np.ndarray
+    dcode: np.ndarray
+    line: np.ndarray | None
+    qtable: trec_scan.KeyTable
+    dtable: trec_scan.KeyTable
+    bad: int | None
+
+
+def _scan_file(path, layout: str, wanted: tuple[int, int, int], *, more_ignored: bool, keep_lines: bool,
+               on_values) -> _Scan:
+    """Tokenise a TREC file piece by piece (``trec_scan``); ``on_values(first row, tokens)`` gets each
+    piece's value fields as an Arrow binary array. Stops at the first line with a wrong field count
+    (the rest of the file is still checked to be UTF-8)."""
     fields = len(layout.split())
-    lines: list[np.ndarray] = []
-    columns: list[list[pa.Array]] = [[], [], []]
-    bad: int | None = None
-    start, line_base = 0, 1
-    while start < buffer.size and bad is None:
-        stop = min(start + PIECE_BYTES, buffer.size)
-        if stop < buffer.size:
-            last = np.flatnonzero(buffer[start:stop] == 10)
-            stop = start + int(last[-1]) + 1 if last.size else buffer.size
-        piece = buffer[start:stop]
-        starts, ends, first, token_line, bad_line = _field_tokens(piece, fields, more_ignored)
-        if bad_line >= 0:  # later pieces cannot hold an earlier error
-            bad = line_base + bad_line
-        data = pa.py_buffer(piece)
-        for column, field in zip(columns, wanted):
-            column.append(_tokens_array(data, starts[first + field], ends[first + field]))
-        lines.append(line_base + token_line)
-        line_base += int(np.count_nonzero(piece == 10))
-        start = stop
-    line = np.concatenate(lines) if lines else np.zeros(0, dtype=np.int64)
-    return line, [pa.chunked_array(c, type=pa.large_binary()) for c in columns], bad
+    size = os.path.getsize(path) if os.path.isfile(path) else 0
+    most = (size + 1) // (2 * fields) + 1  # a kept line holds at least 2 * fields - 1 bytes and its \n
+    # pages are only touched as rows are written: the bound costs address space, not memory
+    qcode, dcode = np.empty(most, dtype=np.int32), np.empty(most, dtype=np.int32)
+    lines = np.empty(most if keep_lines else 0, dtype=np.int64)
+    qtable, dtable = trec_scan.KeyTable(), trec_scan.KeyTable(1 << 16, 1 << 20)
+    bad, row, line = None, 0, 1
+    for _, piece in _pieces(path, PIECE_BYTES):
+        if bad is not None:
+            continue  # only the UTF-8 check of the rest: a decoding error is reported first, as before
+        buf = np.frombuffer(piece, dtype=np.uint8)
+        capacity = buf.size // (2 * fields - 1) + 1
+        spans = np.empty((capacity, 6), dtype=np.int64)
+        piece_lines = np.empty(capacity, dtype=np.int64)
+        n, bad_line = trec_scan.tokenize_piece(buf, fields, more_ignored, np.array(wanted), line, spans, piece_lines)
+        spans, piece_lines = spans[:n], piece_lines[:n]
+        for table, column, (a, z) in ((qtable, qcode, (0, 1)), (dtable, dcode, (2, 3))):
+            table.reserve(n, int((spans[:, z] - spans[:, a]).sum()))
+            table.count, _ = trec_scan.encode_keys(buf, spans[:, a].copy(), spans[:, z].copy(), piece_lines,
+                                                   column[row:row + n], table.slots, table.offsets,
+                                                   table.first_line, table.arena, table.count)
+        if keep_lines:
+            lines[row:row + n] = piece_lines
+        offsets, values = np.empty(n + 1, dtype=np.int64), np.empty(buf.size, dtype=np.uint8)
+        trec_scan.gather_tokens(buf, spans[:, 4].copy(), spans[:, 5].copy(), offsets, values)
+        on_values(row, pa.LargeBinaryArray.from_buffers(pa.large_binary(), n,
+                                                        [None, pa.py_buffer(offsets), pa.py_buffer(values)]))
+        row += n
+        line += piece.count(b"\n")
+        if bad_line >= 0:
+            bad = int(bad_line)
+    return _Scan(qcode[:row], dcode[:row], lines[:row] if keep_lines else None, qtable, dtable, bad)
+
+
+def _keys(table: trec_scan.KeyTable) -> pa.Array:
+    """The keys of a table as UTF-8 strings, in code order."""
+    offsets, data = table.keys()
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), table.count,
+                                            [None, pa.py_buffer(offsets), pa.py_buffer(data)]).cast(pa.large_string())
+
+
+def _sorted_keys(table: trec_scan.KeyTable, codes: np.ndarray) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """(keys sorted by bytes, ``codes`` recoded to index them, each sorted key's first line)."""
+    keys = _keys(table)
+    order = pc.sort_indices(keys).to_numpy()
+    rank = np.empty(order.size, dtype=np.int32)
+    rank[order] = np.arange(order.size, dtype=np.int32)
+    return keys.take(pa.array(order)), rank[codes], table.first_line[:table.count][order]
+
+
+def _line_numbers(path, layout: str, more_ignored: bool, rows) -> np.ndarray:
+    """The line numbers of kept lines ``rows`` (0-based, in file order): the error path, which reads the
+    file again (``trec_scan.kept_lines``) rather than keeping a line number for every row."""
+    rows = np.asarray(rows, dtype=np.int64)
+    order = np.argsort(rows, kind="stable")
+    found = np.zeros(rows.size, dtype=np.int64)
+    row, line, fields = 0, 1, len(layout.split())
+    for _, piece in _pieces(path, PIECE_BYTES):
+        row, line = trec_scan.kept_lines(np.frombuffer(piece, dtype=np.uint8), line, fields, more_ignored,
+                                         rows[order], row, found)
+        if row > rows.max():
+            break
+    out = np.empty_like(found)
+    out[order] = found
+    return out
+
+
+def _line_text(path, number: int) -> str:
+    """Line ``number`` (1-based, lines end at ``\\n``) of an already validated UTF-8 file: the error path only."""
+    line = 1
+    for _, piece in _pieces(path, PIECE_BYTES):
+        lines_here = piece.count(b"\n")
+        if number < line + lines_here or not piece.endswith(b"\n"):
+            return piece.split(b"\n")[number - line].decode("utf-8")
+        line += lines_here
+    return ""
 
 
 def _first_problem(candidates) -> int | None:
@@ -299,7 +341,7 @@ def _raise_at(path, number: int, layout: str, more_ignored: bool, check) -> None
 
 def _duplicates(qcode: np.ndarray, dcode: np.ndarray, ndocs: int) -> tuple[np.ndarray, np.ndarray]:
     """(row of each repeat of a (qid, docno) pair, row of that pair's first occurrence); rows in file order."""
-    pair = qcode * max(ndocs, 1) + dcode
+    pair = qcode.astype(np.int64) * max(ndocs, 1) + dcode
     ordered = np.sort(pair)
     if not (ordered[1:] == ordered[:-1]).any():  # the usual file has no repeat: no stable argsort needed
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -350,6 +392,15 @@ def _check_score(fields: list[str], name: str, number: int) -> None:
     trec_score(fields[4], name, number)
 
 
+RUN_LAYOUT, QRELS_LAYOUT = "qid Q0 docno rank score tag", "qid iter docno rel"
+
+
+def _first_row(candidates) -> int | None:
+    """The smallest row among arrays of rows (None when all are empty)."""
+    found = [int(c.min()) for c in candidates if c.size]
+    return min(found) if found else None
+
+
 def read_run_lines(path) -> TrecLines:
     """A TREC run (``qid Q0 docno rank score tag``) as columns; scores read whole as float64 (``trec_score``).
 
@@ -358,29 +409,40 @@ def read_run_lines(path) -> TrecLines:
     twice for one query is an error naming both lines: trec_eval refuses such
     a run too, and counting it twice would count a hit twice. The first
     problem in the file is reported, found again by the per-line rules.
+    Held per line: two int32 codes and the float64 score.
     """
-    name, layout = str(path), "qid Q0 docno rank score tag"
-    line, (qid, docno, text), bad = _read_columns(path, layout, (0, 2, 4), more_ignored=True)
-    text = text.cast(pa.large_string())
-    score = np.concatenate([np.zeros(0), *(_plain_numbers(chunk, PLAIN_DECIMAL, DECIMAL_BYTES, pa.float64())
-                                           for chunk in text.chunks)])
-    plain = ~np.isnan(score)
-    qkeys, qcode = _sorted_codes(qid)
-    dkeys, dcode = _codes(docno)
-    del qid, docno, text  # codes and scores hold what is needed; an error message re-reads its line
-    repeat, earlier = _duplicates(qcode, dcode, len(dkeys))
-    per_line = [line[~plain], line[~np.isfinite(score)]]
-    problem = _first_problem([np.array([bad or 0])[:1 if bad else 0], *per_line, line[repeat]])
+    name, layout = str(path), RUN_LAYOUT
+    fields = len(layout.split())
+    most = (os.path.getsize(path) + 1) // (2 * fields) + 1 if os.path.isfile(path) else 0
+    score = np.empty(most, dtype=np.float64)   # touched only as far as rows are read
+
+    def scores(first_row: int, tokens: pa.Array) -> None:
+        score[first_row:first_row + len(tokens)] = _plain_numbers(tokens.cast(pa.large_string()), PLAIN_DECIMAL,
+                                                                  DECIMAL_BYTES, pa.float64())
+
+    scan = _scan_file(path, layout, (0, 2, 4), more_ignored=True, keep_lines=False, on_values=scores)
+    score = score[:scan.qcode.size]
+    qkeys, qcode, qline = _sorted_keys(scan.qtable, scan.qcode)
+    dkeys, dcode = _keys(scan.dtable), scan.dcode
+    repeat, earlier = (_duplicates(qcode, dcode, len(dkeys))
+                       if result_lists.may_repeat(qcode, dcode, len(qkeys), len(dkeys))
+                       else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+    first = _first_row([np.flatnonzero(~np.isfinite(score)), repeat])  # NaN: not a plain number
+    problem = scan.bad
+    if first is not None:
+        at_row = int(_line_numbers(path, layout, True, [first])[0])
+        problem = at_row if problem is None else min(problem, at_row)
     if problem is not None:
         _raise_at(path, problem, layout, True, _check_score)
-        at = int(np.flatnonzero(line[repeat] == problem)[0])
-        row, first = repeat[at], earlier[at]
-        raise InputError(f"{name}: line {problem}, field docno: {dkeys[dcode[row]].as_py()!r} listed twice for "
-                         f"query {qkeys[qcode[row]].as_py()!r} (also line {line[first]}); each document may "
-                         "appear once per query")
-    if not line.size:
+        at = int(np.flatnonzero(repeat == first)[0])
+        row, before = repeat[at], earlier[at]
+        raise InputError(f"{name}: line {problem}, field docno: {dkeys[int(dcode[row])].as_py()!r} listed twice "
+                         f"for query {qkeys[int(qcode[row])].as_py()!r} (also line "
+                         f"{int(_line_numbers(path, layout, True, [before])[0])}); each document may appear once "
+                         "per query")
+    if not qcode.size:
         raise InputError(f"{name}: no results")
-    return TrecLines(line, qkeys, qcode, dkeys, dcode, score)
+    return TrecLines(qkeys, qcode, dkeys, dcode, score, qline)
 
 
 def _check_grade(fields: list[str], name: str, number: int) -> None:
@@ -397,9 +459,13 @@ def read_qrels_lines(path) -> TrecLines:
     A pair judged twice alike keeps its first line; judged differently it is
     an error naming both lines. The first problem in the file is reported.
     """
-    name, layout = str(path), "qid iter docno rel"
-    line, (qid, docno, text), bad = _read_columns(path, layout, (0, 2, 3), more_ignored=False)
-    text = text.combine_chunks().cast(pa.large_string())
+    name, layout = str(path), QRELS_LAYOUT
+    tokens: list[pa.Array] = []
+    scan = _scan_file(path, layout, (0, 2, 3), more_ignored=False, keep_lines=True,
+                      on_values=lambda _, values: tokens.append(values))
+    assert scan.line is not None
+    line, bad = scan.line, scan.bad
+    text = pa.chunked_array(tokens, type=pa.large_binary()).combine_chunks().cast(pa.large_string())
     short = pc.utf8_length(text).to_numpy(zero_copy_only=False) <= 18  # longer: beyond int64, only the sign matters
     parsed = _plain_numbers(text.filter(pa.array(short)), PLAIN_INTEGER, INTEGER_BYTES, pa.int64())
     integer = np.zeros(line.size, dtype=bool)
@@ -410,9 +476,11 @@ def read_qrels_lines(path) -> TrecLines:
     for row in np.flatnonzero(integer & ~short):  # beyond int64: only its sign matters (0 or too high)
         grade[row] = min(max(int(text[int(row)].as_py()), -1), MAX_GRADE + 1)
     rel = np.maximum(grade, 0)
-    qkeys, qcode = _sorted_codes(qid)
-    dkeys, dcode = _codes(docno)
-    repeat, earlier = _duplicates(qcode, dcode, len(dkeys))
+    qkeys, qcode, qline = _sorted_keys(scan.qtable, scan.qcode)
+    dkeys, dcode = _keys(scan.dtable), scan.dcode
+    repeat, earlier = (_duplicates(qcode, dcode, len(dkeys))
+                       if result_lists.may_repeat(qcode, dcode, len(qkeys), len(dkeys))
+                       else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
     conflict = rel[repeat] != rel[earlier]
     per_line = [line[~integer], line[rel > MAX_GRADE]]
     problem = _first_problem([np.array([bad or 0])[:1 if bad else 0], *per_line, line[repeat[conflict]]])
@@ -420,14 +488,14 @@ def read_qrels_lines(path) -> TrecLines:
         _raise_at(path, problem, layout, False, _check_grade)
         at = int(np.flatnonzero(line[repeat[conflict]] == problem)[0])
         row, first = repeat[conflict][at], earlier[conflict][at]
-        raise InputError(f"{name}: line {problem}, field rel: ({qkeys[qcode[row]].as_py()}, "
-                         f"{dkeys[dcode[row]].as_py()}) judged {text[int(row)].as_py()} here "
+        raise InputError(f"{name}: line {problem}, field rel: ({qkeys[int(qcode[row])].as_py()}, "
+                         f"{dkeys[int(dcode[row])].as_py()}) judged {text[int(row)].as_py()} here "
                          f"but differently on line {line[first]}")
     if not line.size:
         raise InputError(f"{name}: no judgements")
     keep = np.ones(line.size, dtype=bool)
     keep[repeat] = False
-    return TrecLines(line[keep], qkeys, qcode[keep], dkeys, dcode[keep], rel[keep].astype(np.int8))
+    return TrecLines(qkeys, qcode[keep], dkeys, dcode[keep], rel[keep].astype(np.int8), qline, line[keep])
 
 
 def _positions(keys: pa.Array, ids) -> np.ndarray:
@@ -436,37 +504,11 @@ def _positions(keys: pa.Array, ids) -> np.ndarray:
     return pc.index_in(keys, value_set=value_set).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _first_lines(lines: TrecLines, rows: np.ndarray) -> dict[str, int]:
-    """qid -> its first line, for the qids of the selected rows (a bool mask), ordered by that line."""
-    first: dict[str, int] = {}
-    for row in np.flatnonzero(rows):  # only the left-out queries' rows: usually none or few
-        first.setdefault(lines.qkeys[int(lines.qcode[row])].as_py(), int(lines.line[row]))
+def _first_lines(lines: TrecLines, keys: np.ndarray) -> dict[str, int]:
+    """qid -> its first line, for the selected qids (a bool mask over ``lines.qkeys``), ordered by that line."""
+    chosen = np.flatnonzero(keys)   # usually none or few
+    first = {lines.qkeys[int(code)].as_py(): int(lines.qline[code]) for code in chosen}
     return dict(sorted(first.items(), key=lambda item: item[1]))
-
-
-def _best_first(query: np.ndarray, score: np.ndarray, item: np.ndarray, order: str) -> np.ndarray:
-    """The permutation listing each query's results best first, queries by row.
-
-    Score descending; equal scores in file order (``score``) or by docno
-    descending (``trec_eval``; ``item`` indexes the sorted docnos). A run whose
-    queries are contiguous blocks already listed so (the usual layout) only
-    has its blocks put in query order; any other is sorted whole.
-    """
-    if query.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    block_start = np.flatnonzero(np.diff(query, prepend=-1) != 0)
-    block_query = query[block_start]
-    same = query[1:] == query[:-1]
-    in_order = np.unique(block_query).size == block_query.size and not (same & (score[1:] > score[:-1])).any()
-    if in_order and order == "trec_eval":
-        in_order = not (same & (score[1:] == score[:-1]) & (item[1:] > item[:-1])).any()
-    if in_order:
-        by_query = np.argsort(block_query)
-        starts = block_start[by_query]
-        sizes = np.diff(np.append(block_start, query.size))[by_query]
-        return np.repeat(starts - (np.cumsum(sizes) - sizes), sizes) + np.arange(query.size)
-    tie_break = np.arange(query.size) if order == "score" else -item
-    return np.lexsort((tie_break, -score, query))
 
 
 def read_trec_run(run_path, *, qrels=None, order: str = "score",
@@ -494,34 +536,29 @@ def read_trec_run(run_path, *, qrels=None, order: str = "score",
     chosen = np.ones_like(in_run) if complete else in_run
     query_row = np.where(chosen, np.cumsum(chosen) - 1, -1)   # judged qid -> row of query/key
     warnings = []
-    unjudged = _first_lines(runs, (judged_query < 0)[runs.qcode])
+    unjudged = _first_lines(runs, judged_query < 0)
     if unjudged:
         warnings.append(_skipped_queries(str(run_path), unjudged, f"without judgements in {str(qrels)}")
                         .replace("judged queries", "queries"))
-    no_results = _first_lines(judged, ~chosen[judged.qcode])
+    no_results = _first_lines(judged, ~chosen)
     if no_results:
         warnings.append(_skipped_queries(str(qrels), no_results, f"without results in {str(run_path)}"))
-    run_rows = np.where(judged_query >= 0, query_row[judged_query], -1)[runs.qcode]
+    run_row = np.where(judged_query >= 0, query_row[judged_query], -1)   # run qid -> ranking row
     qrels_rows = query_row[judged.qcode]
-    kept_run, kept_qrels = run_rows >= 0, qrels_rows >= 0
-    used_run = np.zeros(len(runs.dkeys), dtype=bool)
-    used_run[runs.dcode[kept_run]] = True
+    kept_qrels = qrels_rows >= 0
+    used_run = result_lists.used_codes(runs.qcode, runs.dcode, run_row, len(runs.dkeys))
     used_qrels = np.zeros(len(judged.dkeys), dtype=bool)
     used_qrels[judged.dcode[kept_qrels]] = True
     gallery = pc.unique(pa.concat_arrays([runs.dkeys.filter(pa.array(used_run)),
                                           judged.dkeys.filter(pa.array(used_qrels))]))
     gallery = gallery.take(pc.sort_indices(gallery))
-    query, item = run_rows[kept_run], _positions(runs.dkeys, gallery)[runs.dcode[kept_run]]
-    score = runs.value[kept_run]
-    best_first = _best_first(query, score, item, order)
-    query, item, score = query[best_first], item[best_first], score[best_first]
     n_queries = int(chosen.sum())
-    counts = np.bincount(query, minlength=n_queries)
-    place = np.arange(query.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    counts = result_lists.row_counts(runs.qcode, run_row, n_queries)
     ranking_item = np.full((n_queries, int(counts.max())), -1, dtype=np.int64)
-    ranking_item[query, place] = item
     ranking_score = np.full(ranking_item.shape, np.nan, dtype=np.float64)  # every score as read: no merged ties
-    ranking_score[query, place] = score
+    result_lists.fill_rows(runs.qcode, runs.dcode, runs.value, run_row, _positions(runs.dkeys, gallery),
+                           order == "trec_eval", ranking_item, ranking_score)
+    del runs  # the rankings hold what is needed of the run
     qrels_query = qrels_rows[kept_qrels]
     qrels_item = _positions(judged.dkeys, gallery)[judged.dcode[kept_qrels]]
     by_pair = np.lexsort((qrels_item, qrels_query))

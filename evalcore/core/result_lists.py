@@ -1,0 +1,89 @@
+"""Ranking rows from results listed one per record (a TREC run's lines): placed, then each row best first.
+
+Records carry a query code, a document code and a score; maps from codes
+give each record its ranking row (-1: left out) and its item. A row lists
+its records by score descending, equal scores in record order, or (``by_item``,
+trec_eval's order) by item descending; records already listed so, as runs
+usually are, are only placed, and any other row is sorted on its own.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def row_counts(qcode, row_of_query, n_rows):
+    """Records of each ranking row (``row_of_query[qcode[r]]``; -1 counts nowhere)."""
+    counts = np.zeros(n_rows, dtype=np.int64)
+    for r in range(qcode.size):
+        row = row_of_query[qcode[r]]
+        if row >= 0:
+            counts[row] += 1
+    return counts
+
+
+@njit(cache=True, nogil=True)
+def used_codes(qcode, dcode, row_of_query, n_docs):
+    """Whether each document code is listed by a record whose query has a ranking row."""
+    used = np.zeros(n_docs, dtype=np.bool_)
+    for r in range(qcode.size):
+        if row_of_query[qcode[r]] >= 0:
+            used[dcode[r]] = True
+    return used
+
+
+@njit(cache=True, nogil=True)
+def _sort_row(items, scores, n, by_item):
+    """The first ``n`` entries of one row reordered best first (stable merge sorts, so ties keep their order)."""
+    it, sc = items[:n].copy(), scores[:n].copy()
+    if by_item:
+        first = np.argsort(-it, kind="mergesort")
+        it, sc = it[first], sc[first]
+    order = np.argsort(-sc, kind="mergesort")
+    items[:n], scores[:n] = it[order], sc[order]
+
+
+@njit(cache=True, nogil=True)
+def fill_rows(qcode, dcode, score, row_of_query, item_of_doc, by_item, ranking_item, ranking_score):
+    """Place every kept record in its ranking row (``ranking_item``/``ranking_score``, pre-filled with the pads)
+    in record order, then sort the rows whose records were not listed best first."""
+    filled = np.zeros(ranking_item.shape[0], dtype=np.int64)
+    unsorted = np.zeros(ranking_item.shape[0], dtype=np.bool_)
+    for r in range(qcode.size):
+        row = row_of_query[qcode[r]]
+        if row < 0:
+            continue
+        at, item, value = filled[row], item_of_doc[dcode[r]], score[r]
+        if at:
+            before = ranking_score[row, at - 1]
+            if value > before or (by_item and value == before and item > ranking_item[row, at - 1]):
+                unsorted[row] = True
+        ranking_item[row, at], ranking_score[row, at] = item, value
+        filled[row] = at + 1
+    for row in range(ranking_item.shape[0]):
+        if unsorted[row]:
+            _sort_row(ranking_item[row], ranking_score[row], filled[row], by_item)
+
+
+@njit(cache=True, nogil=True)
+def may_repeat(qcode, dcode, n_queries, n_docs):
+    """False when no (query, document) pair occurs twice among the records, found in one pass when each
+    query's records are contiguous (as runs list them); True when a pair does, or when a query's records
+    are split (then only a sort can tell)."""
+    seen_query = np.zeros(n_queries, dtype=np.bool_)
+    stamp = np.full(n_docs, -1, dtype=np.int64)   # the block that last listed each document
+    block, last = -1, -1
+    for r in range(qcode.size):
+        query = qcode[r]
+        if query != last:
+            if seen_query[query]:
+                return True
+            seen_query[query] = True
+            last = query
+            block += 1
+        doc = dcode[r]
+        if stamp[doc] == block:
+            return True
+        stamp[doc] = block
+    return False

@@ -1,0 +1,271 @@
+"""The compiled tokenizer of TREC files: one pass over the bytes of a piece, fields to integer codes.
+
+A piece is a run of whole lines (it ends after a ``\\n`` or at the end of the
+file). Fields are runs of bytes that are not C ``isspace`` (space and bytes
+9-13), as trec_eval splits them; lines end at ``\\n``; blank lines and lines
+whose first field starts with ``#`` are skipped. Of each kept line the qid
+and docno fields become codes in two ``KeyTable`` hash tables that outlive
+the piece (codes in order of first appearance), and the value field (score
+or grade) is copied into a compact token buffer, parsed afterwards by Arrow.
+Nothing here reads files: ``trec.py`` feeds the pieces.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+#: the most fields of a line ``tokenize_piece`` keeps the spans of (TREC layouts have 4 or 6)
+MAX_FIELDS = 8
+
+
+class KeyTable:
+    """Distinct byte strings (keys), each with a code in order of first appearance, in an open-addressing
+    hash table whose slot holds all a lookup of a short key reads: one cache line, not three.
+
+    ``slots[i]`` = (hash, code | length << 40, first 8 key bytes, next 8; zero
+    padded), code -1 where empty; the slots are kept at most half full. Key
+    ``c`` is ``arena[offsets[c]:offsets[c + 1]]`` (longer keys are compared
+    there) and ``first_line[c]`` the line it first appeared on.
+    """
+
+    def __init__(self, slots: int = 1 << 12, arena: int = 1 << 16):
+        self.slots = empty_slots(slots)
+        self.offsets = np.zeros(slots // 2 + 1, dtype=np.int64)
+        self.first_line = np.zeros(slots // 2, dtype=np.int64)
+        self.arena = np.zeros(arena, dtype=np.uint8)
+        self.count = 0
+
+    def reserve(self, keys: int, key_bytes: int) -> None:
+        """Room for ``keys`` more keys of ``key_bytes`` bytes in all: the slots or arena doubled until it fits."""
+        size = self.slots.shape[0]
+        while 2 * (self.count + keys) > size:
+            size *= 2
+        if size > self.slots.shape[0]:
+            self.slots = rehashed(self.slots, size)
+            self.offsets = _resized(self.offsets, size // 2 + 1)
+            self.first_line = _resized(self.first_line, size // 2)
+        need = int(self.offsets[self.count]) + key_bytes
+        if need > self.arena.size:
+            self.arena = _resized(self.arena, max(2 * self.arena.size, need))
+
+    def keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets, bytes) of the keys, code order: the buffers of an Arrow binary array."""
+        return self.offsets[:self.count + 1], self.arena[:self.offsets[self.count]]
+
+
+def empty_slots(size: int) -> np.ndarray:
+    """A slot table of ``size`` empty slots (code -1)."""
+    slots = np.zeros((size, 4), dtype=np.int64)
+    slots[:, 1] = -1
+    return slots
+
+
+def _resized(values: np.ndarray, size: int) -> np.ndarray:
+    """``values`` copied into the start of a zeroed array of ``size`` entries."""
+    out = np.zeros(size, dtype=values.dtype)
+    out[:values.size] = values
+    return out
+
+
+@njit(cache=True, nogil=True)
+def rehashed(slots, size):
+    """The occupied ``slots`` placed in a table of ``size`` slots (a power of two) at their hashes."""
+    out = np.zeros((size, 4), dtype=np.int64)
+    out[:, 1] = -1
+    mask = size - 1
+    for s in range(slots.shape[0]):
+        if slots[s, 1] >= 0:
+            i = slots[s, 0] & mask
+            while out[i, 1] >= 0:
+                i = (i + 1) & mask
+            out[i, :] = slots[s, :]
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def is_space(b) -> bool:
+    """C ``isspace`` in the "C" locale: space, \\t, \\n, \\v, \\f, \\r."""
+    return b == 32 or (b >= 9 and b <= 13)
+
+
+@njit(cache=True, nogil=True)
+def word(buf, start, stop):
+    """Bytes ``buf[start:stop]`` (at most 8) as one little-endian int64, zero padded."""
+    w = 0
+    for j in range(stop - start):
+        w |= np.int64(buf[start + j]) << (8 * j)
+    return w
+
+
+@njit(cache=True, nogil=True)
+def span_hash(buf, start, stop, w0, w1):
+    """A 64-bit hash of ``buf[start:stop]`` (its first 16 bytes given as words ``w0``/``w1``), as int64."""
+    h = np.uint64(stop - start) * np.uint64(0x9E3779B97F4A7C15)
+    h = (h ^ np.uint64(w0)) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(31)) ^ np.uint64(w1)) * np.uint64(0x94D049BB133111EB)
+    for i in range(start + 16, stop):   # keys longer than 16 bytes: the rest byte by byte (FNV-1a)
+        h = (h ^ np.uint64(buf[i])) * np.uint64(1099511628211)
+    h ^= h >> np.uint64(29)
+    return np.int64(h & np.uint64(0x7FFFFFFFFFFFFFFF))
+
+
+@njit(cache=True, nogil=True)
+def key_code(buf, start, stop, line, slots, offsets, first_line, arena, count):
+    """(code of the key ``buf[start:stop]``, keys held now): its code, added as the next one when new.
+
+    The caller makes sure there is room for one more key of this length.
+    """
+    n = stop - start
+    w0 = word(buf, start, min(stop, start + 8))
+    w1 = word(buf, min(stop, start + 8), min(stop, start + 16))
+    h = span_hash(buf, start, stop, w0, w1)
+    mask = slots.shape[0] - 1
+    i = h & mask
+    while True:
+        packed = slots[i, 1]
+        if packed < 0:
+            slots[i, 0], slots[i, 1], slots[i, 2], slots[i, 3] = h, count | (n << 40), w0, w1
+            at = offsets[count]
+            for j in range(n):  # loops, not slice assignment: numba's checks for overlap cost more than the copy
+                arena[at + j] = buf[start + j]
+            offsets[count + 1] = at + n
+            first_line[count] = line
+            return count, count + 1
+        if slots[i, 0] == h and (packed >> 40) == n and slots[i, 2] == w0 and slots[i, 3] == w1:
+            code = packed & 0xFFFFFFFFFF
+            if n <= 16:  # the slot held all of the key
+                return code, count
+            same = True
+            at = offsets[code]
+            for j in range(16, n):
+                if arena[at + j] != buf[start + j]:
+                    same = False
+                    break
+            if same:
+                return code, count
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def tokenize_piece(buf, fields, more_ignored, wanted, line, spans, lines):
+    """Split ``buf`` (whole lines; ``line`` the number of its first) into the kept lines' wanted fields.
+
+    Row k of ``spans`` gets (start, end) of fields ``wanted[0]``, ``wanted[1]``
+    and ``wanted[2]`` of the k-th kept line, ``lines[k]`` its number. Returns
+    (kept lines, line number of the first line with a wrong field count or
+    -1; tokenising stops there).
+    """
+    token_start = np.empty(MAX_FIELDS, dtype=np.int64)
+    token_end = np.empty(MAX_FIELDS, dtype=np.int64)
+    end = buf.size
+    pos, row = 0, 0
+    while pos < end:
+        n = 0
+        inside = False
+        i = pos
+        while i < end and buf[i] != 10:
+            if is_space(buf[i]):
+                if inside:
+                    if n <= MAX_FIELDS:
+                        token_end[n - 1] = i
+                    inside = False
+            elif not inside:
+                n += 1
+                if n <= MAX_FIELDS:
+                    token_start[n - 1] = i
+                inside = True
+            i += 1
+        if inside and n <= MAX_FIELDS:
+            token_end[n - 1] = i
+        if n and buf[token_start[0]] != 35:  # not blank, not a '#' line
+            if n < fields or (n > fields and not more_ignored):
+                return row, line
+            for f in range(3):
+                spans[row, 2 * f], spans[row, 2 * f + 1] = token_start[wanted[f]], token_end[wanted[f]]
+            lines[row] = line
+            row += 1
+        pos = i + 1
+        line += 1
+    return row, -1
+
+
+#: lookups ahead whose slot is loaded early: the table is far larger than the caches, and independent
+#: loads issued ahead overlap their misses instead of waiting for each in turn
+AHEAD = 8
+
+
+@njit(cache=True, nogil=True)
+def encode_keys(buf, starts, ends, lines, codes, slots, offsets, first_line, arena, count):
+    """``codes[k]`` = the code of key ``buf[starts[k]:ends[k]]`` (new keys added); returns (the keys held,
+    a value to ignore: the prefetching loads feed it, so the compiler keeps them).
+
+    A key equal to the previous one is not looked up again (a run lists a
+    query's lines together). The caller reserved room for every key.
+    """
+    mask = slots.shape[0] - 1
+    touched = 0
+    last_start, last_stop, last = 0, -1, -1
+    for k in range(starts.size):
+        if k + AHEAD < starts.size:  # touch a later key's first slot (hash of its first 8 bytes only: cheap)
+            a, z = starts[k + AHEAD], ends[k + AHEAD]
+            w0 = word(buf, a, min(z, a + 8))
+            w1 = word(buf, min(z, a + 8), min(z, a + 16))
+            touched ^= slots[span_hash(buf, a, z, w0, w1) & mask, 1]
+        a, z = starts[k], ends[k]
+        same = z - a == last_stop - last_start
+        if same:
+            for j in range(z - a):
+                if buf[a + j] != buf[last_start + j]:
+                    same = False
+                    break
+        if not same:
+            last, count = key_code(buf, a, z, lines[k], slots, offsets, first_line, arena, count)
+            last_start, last_stop = a, z
+        codes[k] = last
+    return count, touched
+
+
+@njit(cache=True, nogil=True)
+def gather_tokens(buf, starts, ends, offsets, values):
+    """Tokens ``buf[starts[k]:ends[k]]`` packed into ``values``, ``offsets`` (k + 1 entries) their bounds."""
+    at = 0
+    offsets[0] = 0
+    for k in range(starts.size):
+        for j in range(starts[k], ends[k]):
+            values[at] = buf[j]
+            at += 1
+        offsets[k + 1] = at
+
+
+@njit(cache=True, nogil=True)
+def kept_lines(buf, line, fields, more_ignored, rows, row, out):
+    """Line numbers of chosen kept lines: ``out[j]`` = the line of row ``rows[j]`` (``rows`` ascending).
+
+    Counts kept lines as ``scan_piece`` does, from row ``row`` at line
+    ``line`` (the piece's first); returns (next row, line after the piece).
+    The error path only: it finds the lines that problems name.
+    """
+    j = np.searchsorted(rows, row)
+    pos, end = 0, buf.size
+    while pos < end:
+        n = 0
+        inside = False
+        first = -1
+        i = pos
+        while i < end and buf[i] != 10:
+            if is_space(buf[i]):
+                inside = False
+            elif not inside:
+                n += 1
+                if n == 1:
+                    first = i
+                inside = True
+            i += 1
+        if n >= fields and buf[first] != 35 and (n == fields or more_ignored):
+            while j < rows.size and rows[j] == row:
+                out[j] = line
+                j += 1
+            row += 1
+        pos = i + 1
+        line += 1
+    return row, line

@@ -1,0 +1,83 @@
+"""The compiled TREC tokenizer (``trec_scan``) against plain Python: error messages and their lines, the
+UTF-8 check done piece by piece, and runs whose queries are split or listed out of order."""
+import numpy as np
+import pytest
+
+from evalcore.errors import InputError
+from evalcore.io.importers import trec
+
+QRELS = "q1 0 d1 1\nq1 0 d2 0\nq2 0 d1 2\n"
+
+
+def run_it(tmp_path, run: str, qrels: str = QRELS, **options):
+    (tmp_path / "run").write_bytes(run.encode("utf-8") if isinstance(run, str) else run)
+    (tmp_path / "qrels").write_bytes(qrels.encode("utf-8") if isinstance(qrels, str) else qrels)
+    return trec.read_trec_run(tmp_path / "run", qrels=tmp_path / "qrels", **options)
+
+
+@pytest.mark.parametrize("piece", [7, 64, 1 << 24])
+@pytest.mark.parametrize("text, message", [
+    ("# c\nq1 Q0 d1 1 2 t\n\nq1 Q0 d2 1 1_5 t\n", r"run: line 4, field score: '1_5' is not a plain decimal"),
+    ("q1 Q0 d1 1 0.5abc t\n", r"run: line 1, field score: '0.5abc' is not a plain decimal"),
+    ("q1 Q0 d1 1 2 t\r\nq1 Q0 d2 1 nan t\r\n", r"run: line 2, field score: 'nan' is not a finite number"),
+    ("q1 Q0 d1 1 inf t\n", r"run: line 1, field score: 'inf' is not a finite number"),
+    ("q1 Q0 d1 1 1e999 t\n", r"run: line 1, field score: '1e999' is not a finite number"),
+    ("q1 Q0 d1 1 2 t\nq1\tQ0 d2 1\n", r"run: line 2: 4 fields, expected at least 6"),
+    ("q1 Q0 d1 1 2 t\nq2 Q0 d1 1 2 t\nq1 Q0 d2 1 1 t\nq1  Q0 d1 9 0 t\n",
+     r"run: line 4, field docno: 'd1' listed twice for query 'q1' \(also line 1\)"),
+    ("q1 Q0 d1 1 2 t\nq1 Q0 d1 2 1 t\nq1 Q0 dX 3 x t\n", r"run: line 2, field docno: 'd1' listed twice"),
+])
+def test_run_errors_name_file_and_line(tmp_path, monkeypatch, piece, text, message):
+    monkeypatch.setattr(trec, "PIECE_BYTES", piece)
+    with pytest.raises(InputError, match=rf"^{tmp_path}/{message}"):
+        run_it(tmp_path, text)
+
+
+@pytest.mark.parametrize("piece", [7, 1 << 24])
+def test_conflicting_qrels_grade_names_both_lines(tmp_path, monkeypatch, piece):
+    monkeypatch.setattr(trec, "PIECE_BYTES", piece)
+    with pytest.raises(InputError, match=r"qrels: line 3, field rel: \(q1, d1\) judged 0 here but differently "
+                                         r"on line 1$"):
+        run_it(tmp_path, "q1 Q0 d1 1 2 t\n", "q1 0 d1 1\n\nq1 0 d1 0\n")
+
+
+@pytest.mark.parametrize("piece", [5, 64, 1 << 24])
+def test_non_utf8_message_is_the_whole_file_decode_message(tmp_path, monkeypatch, piece):
+    monkeypatch.setattr(trec, "PIECE_BYTES", piece)
+    for bad in (b"\xff", b"\xc3(", b"\xe2\x82"):
+        data = (b"q1 Q0 d1 1 x\n"   # a bad line first: the UTF-8 error is still the one reported
+                + "q1 Q0 d1 1 2 t\nq1 Q0 \u00e9t\u00e9 1 1 t\n".encode() * 3 + b"q1 Q0 d" + bad + b" 1 1 t\n")
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            want = f"{tmp_path / 'run'}: not UTF-8 text ({exc})"
+        with pytest.raises(InputError) as caught:
+            run_it(tmp_path, data)
+        assert str(caught.value) == want
+
+
+@pytest.mark.parametrize("piece", [7, 1 << 24])
+@pytest.mark.parametrize("order", ["score", "trec_eval"])
+def test_split_and_unsorted_queries_rank_as_a_plain_sort(tmp_path, monkeypatch, piece, order):
+    monkeypatch.setattr(trec, "PIECE_BYTES", piece)
+    rng = np.random.default_rng(5)
+    lines, listed = [], {}
+    for _ in range(300):
+        q = f"q{rng.integers(1, 4)}"
+        d = f"d{rng.integers(0, 400)}"
+        if d in listed.setdefault(q, {}):
+            continue
+        listed[q][d] = float(rng.integers(0, 6)) / 4 * (-1 if rng.random() < 0.2 else 1)
+        lines.append(f"{q}\tQ0 {d} 0 {listed[q][d]!r} t extra")
+    qrels = "".join(f"{q} 0 d{i} {i % 3}\n" for q in ("q1", "q2", "q3") for i in range(0, 400, 37))
+    got, _ = run_it(tmp_path, "\n".join(lines), qrels, order=order)
+    gallery = got["gallery/key"].tolist()
+    for row, q in enumerate(got["query/key"].tolist()):
+        results = list(listed[q].items())   # in file order
+        if order == "trec_eval":
+            results.sort(key=lambda r: r[0].encode(), reverse=True)
+        results.sort(key=lambda r: -r[1])
+        items = got["ranking/item"][row]
+        assert [gallery[i] for i in items[items >= 0]] == [d for d, _ in results]
+        if order == "score":
+            np.testing.assert_array_equal(got["ranking/score"][row][:len(results)], [s for _, s in results])
