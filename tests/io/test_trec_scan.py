@@ -81,3 +81,41 @@ def test_split_and_unsorted_queries_rank_as_a_plain_sort(tmp_path, monkeypatch, 
         assert [gallery[i] for i in items[items >= 0]] == [d for d, _ in results]
         if order == "score":
             np.testing.assert_array_equal(got["ranking/score"][row][:len(results)], [s for _, s in results])
+
+
+@pytest.mark.parametrize("parts", [1, 4])
+def test_key_table_codes_each_key_once_through_growth(parts):
+    """Keys of 1-40 bytes (long ones compared past the slot's 16 bytes, some sharing those 16), fed in
+    batches that make every region grow: each distinct key gets one code, and the code names the key."""
+    from evalcore.io.importers import trec_scan
+
+    rng = np.random.default_rng(5)
+    words = [bytes(rng.integers(97, 100, size=n).astype(np.uint8)) for n in rng.integers(1, 41, size=3000)]
+    words += [b"x" * 16 + w for w in words[:50]]                    # same first 16 bytes, different tails
+    table = trec_scan.KeyTable(4, 16, parts=parts)
+    seen: dict[bytes, int] = {}
+    for batch in np.array_split(rng.integers(0, len(words), size=20000), 7):
+        keys = [words[i] for i in batch]
+        buf = np.frombuffer(b"".join(keys), dtype=np.uint8)
+        ends = np.cumsum([len(k) for k in keys])
+        starts = ends - np.array([len(k) for k in keys])
+        codes = np.empty(len(keys), dtype=np.int32)
+        lines = np.arange(len(keys), dtype=np.int64)
+        if parts == 1:
+            table.reserve(len(keys), int(buf.size))
+            table.count, _ = trec_scan.encode_keys(buf, starts, ends, lines, codes, table.slots, table.offsets,
+                                                   table.first_line, table.arena, table.count)
+        else:
+            hashes, w0s, w1s = (np.empty(len(keys), dtype=np.int64) for _ in range(3))
+            per_part = np.zeros(parts, dtype=np.int64)
+            trec_scan.hash_keys(buf, starts, ends, parts, hashes, w0s, w1s, per_part)
+            table.reserve(len(keys), int(buf.size), per_part)
+            table.count = trec_scan.encode_partitioned(buf, starts, ends, lines, hashes, w0s, w1s, per_part, codes,
+                                                       table.slots, parts, table.held, table.offsets,
+                                                       table.first_line, table.arena, table.count)
+        offsets, data = table.keys()
+        for key, code in zip(keys, codes.tolist()):
+            assert seen.setdefault(key, code) == code
+            assert data[offsets[code]:offsets[code + 1]].tobytes() == key
+    assert table.count == len(seen) == len(set(seen.values()))
+    assert table.slots.shape[0] > 4 * parts                            # it grew

@@ -241,6 +241,10 @@ class _Scan:
     bad: int | None
 
 
+#: regions of the docno table (``trec_scan.KeyTable``): a million docnos make regions of ~0.5 MiB
+DOCNO_PARTS = 128
+
+
 def _scan_file(path, layout: str, wanted: tuple[int, int, int], *, more_ignored: bool, keep_lines: bool,
                on_values) -> _Scan:
     """Tokenise a TREC file piece by piece (``trec_scan``); ``on_values(first row, tokens)`` gets each
@@ -252,7 +256,7 @@ def _scan_file(path, layout: str, wanted: tuple[int, int, int], *, more_ignored:
     # pages are only touched as rows are written: the bound costs address space, not memory
     qcode, dcode = np.empty(most, dtype=np.int32), np.empty(most, dtype=np.int32)
     lines = np.empty(most if keep_lines else 0, dtype=np.int64)
-    qtable, dtable = trec_scan.KeyTable(), trec_scan.KeyTable(1 << 16, 1 << 20)
+    qtable, dtable = trec_scan.KeyTable(), trec_scan.KeyTable(1 << 9, 1 << 20, parts=DOCNO_PARTS)
     bad, row, line = None, 0, 1
     for _, piece in _pieces(path, PIECE_BYTES):
         if bad is not None:
@@ -263,11 +267,19 @@ def _scan_file(path, layout: str, wanted: tuple[int, int, int], *, more_ignored:
         piece_lines = np.empty(capacity, dtype=np.int64)
         n, bad_line = trec_scan.tokenize_piece(buf, fields, more_ignored, np.array(wanted), line, spans, piece_lines)
         spans, piece_lines = spans[:n], piece_lines[:n]
-        for table, column, (a, z) in ((qtable, qcode, (0, 1)), (dtable, dcode, (2, 3))):
-            table.reserve(n, int((spans[:, z] - spans[:, a]).sum()))
-            table.count, _ = trec_scan.encode_keys(buf, spans[:, a].copy(), spans[:, z].copy(), piece_lines,
-                                                   column[row:row + n], table.slots, table.offsets,
-                                                   table.first_line, table.arena, table.count)
+        qtable.reserve(n, int((spans[:, 1] - spans[:, 0]).sum()))
+        qtable.count, _ = trec_scan.encode_keys(buf, spans[:, 0].copy(), spans[:, 1].copy(), piece_lines,
+                                                qcode[row:row + n], qtable.slots, qtable.offsets,
+                                                qtable.first_line, qtable.arena, qtable.count)
+        # docnos: hashed first, then looked up one cache-sized region at a time
+        starts, ends = spans[:, 2].copy(), spans[:, 3].copy()
+        hashes, w0s, w1s = (np.empty(n, dtype=np.int64) for _ in range(3))
+        per_part = np.zeros(dtable.parts, dtype=np.int64)
+        trec_scan.hash_keys(buf, starts, ends, dtable.parts, hashes, w0s, w1s, per_part)
+        dtable.reserve(n, int((ends - starts).sum()), per_part)
+        dtable.count = trec_scan.encode_partitioned(buf, starts, ends, piece_lines, hashes, w0s, w1s, per_part,
+                                                    dcode[row:row + n], dtable.slots, dtable.parts, dtable.held,
+                                                    dtable.offsets, dtable.first_line, dtable.arena, dtable.count)
         if keep_lines:
             lines[row:row + n] = piece_lines
         offsets, values = np.empty(n + 1, dtype=np.int64), np.empty(buf.size, dtype=np.uint8)

@@ -19,31 +19,45 @@ MAX_FIELDS = 8
 
 
 class KeyTable:
-    """Distinct byte strings (keys), each with a code in order of first appearance, in an open-addressing
-    hash table whose slot holds all a lookup of a short key reads: one cache line, not three.
+    """Distinct byte strings (keys), each with a code, in an open-addressing hash table whose slot holds all a
+    lookup of a short key reads: one cache line, not three.
 
     ``slots[i]`` = (hash, code | length << 40, first 8 key bytes, next 8; zero
-    padded), code -1 where empty; the slots are kept at most half full. Key
-    ``c`` is ``arena[offsets[c]:offsets[c + 1]]`` (longer keys are compared
-    there) and ``first_line[c]`` the line it first appeared on.
+    padded), code -1 where empty. With ``parts`` > 1 the table is that many
+    equal regions, a key's region chosen by high bits of its hash, each kept
+    at most half full: a piece's keys are then looked up region by region
+    (``encode_partitioned``), each region small enough to stay in cache,
+    where one table of a million keys would cost a memory round trip per
+    lookup. Key ``c`` is ``arena[offsets[c]:offsets[c + 1]]`` (longer keys are
+    compared there) and ``first_line[c]`` the line it first appeared on.
+    Codes are in order of first appearance with one region, in no set order
+    with several.
     """
 
-    def __init__(self, slots: int = 1 << 12, arena: int = 1 << 16):
-        self.slots = empty_slots(slots)
-        self.offsets = np.zeros(slots // 2 + 1, dtype=np.int64)
-        self.first_line = np.zeros(slots // 2, dtype=np.int64)
+    def __init__(self, slots: int = 1 << 12, arena: int = 1 << 16, parts: int = 1):
+        self.parts = parts
+        self.slots = empty_slots(slots * parts)
+        self.held = np.zeros(parts, dtype=np.int64)   # keys in each region
+        self.offsets = np.zeros(slots * parts // 2 + 1, dtype=np.int64)
+        self.first_line = np.zeros(slots * parts // 2, dtype=np.int64)
         self.arena = np.zeros(arena, dtype=np.uint8)
         self.count = 0
 
-    def reserve(self, keys: int, key_bytes: int) -> None:
-        """Room for ``keys`` more keys of ``key_bytes`` bytes in all: the slots or arena doubled until it fits."""
-        size = self.slots.shape[0]
-        while 2 * (self.count + keys) > size:
+    def reserve(self, keys: int, key_bytes: int, per_part: np.ndarray | None = None) -> None:
+        """Room for ``keys`` more keys of ``key_bytes`` bytes in all (``per_part``: how many of them may go to
+        each region): the regions or arena doubled until it fits."""
+        per = self.slots.shape[0] // self.parts
+        size = per
+        held = self.held if self.parts > 1 else np.array([self.count])  # one region: encode_keys counts
+        wanted = held + (keys if per_part is None else per_part)
+        while 2 * int(wanted.max()) > size:
             size *= 2
-        if size > self.slots.shape[0]:
-            self.slots = rehashed(self.slots, size)
-            self.offsets = _resized(self.offsets, size // 2 + 1)
-            self.first_line = _resized(self.first_line, size // 2)
+        if size > per:
+            self.slots = rehashed(self.slots, self.parts, size)
+        total = self.slots.shape[0]
+        if self.offsets.size < total // 2 + 1:
+            self.offsets = _resized(self.offsets, total // 2 + 1)
+            self.first_line = _resized(self.first_line, total // 2)
         need = int(self.offsets[self.count]) + key_bytes
         if need > self.arena.size:
             self.arena = _resized(self.arena, max(2 * self.arena.size, need))
@@ -67,18 +81,24 @@ def _resized(values: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+#: the hash bits that choose a key's region (``KeyTable.parts``); the bits below choose its slot there
+PART_SHIFT = 44
+
+
 @njit(cache=True, nogil=True)
-def rehashed(slots, size):
-    """The occupied ``slots`` placed in a table of ``size`` slots (a power of two) at their hashes."""
-    out = np.zeros((size, 4), dtype=np.int64)
+def rehashed(slots, parts, size):
+    """The occupied ``slots`` (``parts`` equal regions) placed in regions of ``size`` slots (a power of two)."""
+    out = np.zeros((parts * size, 4), dtype=np.int64)
     out[:, 1] = -1
     mask = size - 1
     for s in range(slots.shape[0]):
         if slots[s, 1] >= 0:
-            i = slots[s, 0] & mask
-            while out[i, 1] >= 0:
+            h = slots[s, 0]
+            base = ((h >> PART_SHIFT) & (parts - 1)) * size
+            i = h & mask
+            while out[base + i, 1] >= 0:
                 i = (i + 1) & mask
-            out[i, :] = slots[s, :]
+            out[base + i, :] = slots[s, :]
     return out
 
 
@@ -111,27 +131,32 @@ def span_hash(buf, start, stop, w0, w1):
 
 @njit(cache=True, nogil=True)
 def key_code(buf, start, stop, line, slots, offsets, first_line, arena, count):
-    """(code of the key ``buf[start:stop]``, keys held now): its code, added as the next one when new.
-
-    The caller makes sure there is room for one more key of this length.
-    """
-    n = stop - start
+    """(code of the key ``buf[start:stop]``, keys held now) in a one-region table: its code, added as the
+    next one when new. The caller makes sure there is room for one more key of this length."""
     w0 = word(buf, start, min(stop, start + 8))
     w1 = word(buf, min(stop, start + 8), min(stop, start + 16))
     h = span_hash(buf, start, stop, w0, w1)
-    mask = slots.shape[0] - 1
+    return code_in_region(buf, start, stop, line, h, w0, w1, slots, 0, slots.shape[0] - 1, offsets, first_line,
+                          arena, count)
+
+
+@njit(cache=True, nogil=True)
+def code_in_region(buf, start, stop, line, h, w0, w1, slots, base, mask, offsets, first_line, arena, count):
+    """``key_code`` for a key whose hash and first words are known, in the region ``slots[base:base + mask + 1]``."""
+    n = stop - start
     i = h & mask
     while True:
-        packed = slots[i, 1]
+        packed = slots[base + i, 1]
         if packed < 0:
-            slots[i, 0], slots[i, 1], slots[i, 2], slots[i, 3] = h, count | (n << 40), w0, w1
+            slots[base + i, 0], slots[base + i, 1], slots[base + i, 2], slots[base + i, 3] = \
+                h, count | (n << 40), w0, w1
             at = offsets[count]
             for j in range(n):  # loops, not slice assignment: numba's checks for overlap cost more than the copy
                 arena[at + j] = buf[start + j]
             offsets[count + 1] = at + n
             first_line[count] = line
             return count, count + 1
-        if slots[i, 0] == h and (packed >> 40) == n and slots[i, 2] == w0 and slots[i, 3] == w1:
+        if slots[base + i, 0] == h and (packed >> 40) == n and slots[base + i, 2] == w0 and slots[base + i, 3] == w1:
             code = packed & 0xFFFFFFFFFF
             if n <= 16:  # the slot held all of the key
                 return code, count
@@ -223,6 +248,44 @@ def encode_keys(buf, starts, ends, lines, codes, slots, offsets, first_line, are
             last_start, last_stop = a, z
         codes[k] = last
     return count, touched
+
+
+@njit(cache=True, nogil=True)
+def hash_keys(buf, starts, ends, parts, hashes, w0s, w1s, per_part):
+    """Each key's hash and first two words (``span_hash``, ``word``), and how many keys fall in each region."""
+    for k in range(starts.size):
+        a, z = starts[k], ends[k]
+        w0 = word(buf, a, min(z, a + 8))
+        w1 = word(buf, min(z, a + 8), min(z, a + 16))
+        h = span_hash(buf, a, z, w0, w1)
+        hashes[k], w0s[k], w1s[k] = h, w0, w1
+        per_part[(h >> PART_SHIFT) & (parts - 1)] += 1
+
+
+@njit(cache=True, nogil=True)
+def encode_partitioned(buf, starts, ends, lines, hashes, w0s, w1s, per_part, codes, slots, parts, held, offsets,
+                       first_line, arena, count):
+    """``codes[k]`` = the code of key ``buf[starts[k]:ends[k]]`` (hashed by ``hash_keys``), the keys visited
+    region by region, in file order within a region (so a key's first line is still its first); new keys
+    are added. Returns the keys held. The caller reserved room in every region (``KeyTable.reserve``)."""
+    size = slots.shape[0] // parts
+    start = np.zeros(parts + 1, dtype=np.int64)
+    for p in range(parts):
+        start[p + 1] = start[p] + per_part[p]
+    fill = start[:parts].copy()
+    order = np.empty(starts.size, dtype=np.int64)
+    for k in range(starts.size):   # a stable counting sort by region
+        p = (hashes[k] >> PART_SHIFT) & (parts - 1)
+        order[fill[p]] = k
+        fill[p] += 1
+    for p in range(parts):
+        before = count
+        for j in range(start[p], start[p + 1]):
+            k = order[j]
+            codes[k], count = code_in_region(buf, starts[k], ends[k], lines[k], hashes[k], w0s[k], w1s[k], slots,
+                                             p * size, size - 1, offsets, first_line, arena, count)
+        held[p] += count - before
+    return count
 
 
 @njit(cache=True, nogil=True)
