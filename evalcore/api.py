@@ -498,6 +498,8 @@ def _run_names(runs) -> list[str]:
 
 
 def _run_table(name: str, run, storage_options) -> comparison.RunTable:
+    from evalcore.core import comparison  # already loaded by compare, its one caller
+
     if isinstance(run, EngineResult):
         per_query, record = run.per_query, run.run
     else:
@@ -506,7 +508,5 @@ def _run_table(name: str, run, storage_options) -> comparison.RunTable:
             raise InputError(f"run {run}: has no per_query.parquet, so it is not an evaluation report")
         per_query, record = tables["per_query"], tables.get("run", {})
     options = record.get("options") or {}
-    from evalcore.core import comparison  # already imported by compare, its one caller
-
     return comparison.RunTable(name, per_query, options if isinstance(options, dict) else {})
 
