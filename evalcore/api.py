@@ -19,14 +19,14 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
 import pyarrow as pa
 import zarr
 
-from evalcore.core import comparison, intervals, openset, registry
+from evalcore.core import openset, registry
 from evalcore.engine import evaluate as engine
 from evalcore.engine import options as engine_options
 from evalcore.engine.evaluate import Result as EngineResult
@@ -36,8 +36,13 @@ from evalcore.io import dataset as ds
 from evalcore.io import report
 from evalcore.io.history import atomic_write
 from evalcore.io.validate import validate as validate_group
-from evalcore.render import compare as render_compare
-from evalcore.render import pages
+
+if TYPE_CHECKING:
+    from evalcore.core import comparison
+
+# compare's modules (core.comparison, core.intervals, render.compare) and the report page (render.pages) are
+# imported where they are used: every `evalcore` command that evaluates imports this module, and those that
+# compare nothing or write no page should not pay for them
 
 #: keyword argument -> the dataset array it becomes
 ARRAY_PARAMETERS = {
@@ -64,6 +69,8 @@ class Result(EngineResult):
         The folder appears whole or not at all; an existing one is replaced
         only with ``overwrite=True``. ``run`` adds entries to run.json.
         """
+        from evalcore.render import pages
+
         record = {**self.run, "versions": report.versions(), **(run or {})}
         html = pages.render_report_html(self.per_query, self.summary, self.cmc, record, sweep=self.sweep)
         return report.write_report(out, self.tables(), record, extra={"report.html": html}, overwrite=overwrite,
@@ -441,6 +448,9 @@ def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_0
     ``latex``: write the LaTeX table to that file. Returns the ``Comparison``
     (``.table()`` is comparison.parquet, ``.per_query_diff``, ``.warnings``).
     """
+    from evalcore.core import comparison, intervals
+    from evalcore.render import compare as render_compare
+
     started = time.perf_counter()
     cli = _CLI_WORDS.get()
     method = intervals.Method(ci, resamples, permutations, seed).checked("--" if cli else "")
@@ -488,6 +498,8 @@ def _run_names(runs) -> list[str]:
 
 
 def _run_table(name: str, run, storage_options) -> comparison.RunTable:
+    from evalcore.core import comparison  # already loaded by compare, its one caller
+
     if isinstance(run, EngineResult):
         per_query, record = run.per_query, run.run
     else:

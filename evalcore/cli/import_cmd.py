@@ -9,7 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evalcore.io.importers import FORMATS, FORMATS_HELP, import_to
+#: the formats ``evalcore.io.importers.FORMATS`` reads, in its order (a test keeps them equal): named here so
+#: that parsing the command line imports no reader (pyarrow, zarr, scipy); ``run`` imports them
+FORMAT_NAMES = ("mat", "npy", "parquet", "faiss-json", "trec", "trec-run")
+DESCRIPTION = ("Convert another tool's output into an evalcore dataset (Zarr). Everything is "
+               "validated before anything is written.\n\nFormats:\n\n")
 
 #: option attribute -> importer keyword, for every per-format option.
 FORMAT_OPTIONS = (
@@ -28,15 +32,24 @@ FORMAT_OPTIONS = (
 )
 
 
+class FormatsHelp(argparse.RawDescriptionHelpFormatter):
+    """Adds the importers' text on the formats to the description, only when help is printed."""
+
+    def add_text(self, text):
+        if text == DESCRIPTION:
+            from evalcore.io.importers import FORMATS_HELP
+
+            text += FORMATS_HELP
+        super().add_text(text)
+
+
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``import`` subcommand to ``parser.add_subparsers(dest="command")``."""
     parser = subparsers.add_parser(
         "import", help="convert another tool's files (mat, npy, parquet, faiss-json, trec, trec-run) to a dataset",
-        description="Convert another tool's output into an evalcore dataset (Zarr). Everything is "
-                    "validated before anything is written.\n\nFormats:\n\n" + FORMATS_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("format", metavar="FORMAT", choices=list(FORMATS),
-                        help="input format: " + ", ".join(FORMATS))
+        description=DESCRIPTION, formatter_class=FormatsHelp)
+    parser.add_argument("format", metavar="FORMAT", choices=FORMAT_NAMES,
+                        help="input format: " + ", ".join(FORMAT_NAMES))
     parser.add_argument("inputs", metavar="INPUT", nargs="*",
                         help="input file(s) or folder (see the formats above)")
     parser.add_argument("--out", metavar="DATASET", required=True, help="dataset path or URL to write")
@@ -79,6 +92,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Import and print one summary line; InputError propagates (exit status 2)."""
+    from evalcore.io.importers import import_to
+
     options = {name: getattr(args, name) for name in FORMAT_OPTIONS if getattr(args, name, None) is not None}
     summary = import_to(args.format, list(args.inputs), args.out, overwrite=args.overwrite,
                         chunk_rows=getattr(args, "chunk_rows", None), **options)

@@ -18,17 +18,13 @@ import sys
 import threading
 import time
 
-from evalcore import api
-from evalcore.cli import import_cmd
-from evalcore.core import protocols, registry
+# Only what building the parser needs is imported here (the standard library and evalcore's plain-Python
+# modules): every command pays for this module's imports before it starts, so each command imports the heavy
+# modules it uses (the API and engine: numpy, numba, zarr, pyarrow; the job programs; the pages) when it runs.
+# tests/test_startup.py checks that parsing a command line imports none of them.
+from evalcore.cli import import_cmd, job_commands
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterError, InputError
-from evalcore.io import dataset as ds
-from evalcore.io import neighbors as neighbors_out
-from evalcore.io import report
-from evalcore.io.history import atomic_write
-from evalcore.io.importers import check_import_out
-from evalcore.jobs import bench, bench_challenge, bench_trec, leaderboard, nightly, score, service, synthetic
 from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
@@ -42,8 +38,7 @@ from evalcore.jobs.common import (
     settings_from_args,
     spec_from_args,
 )
-from evalcore.render import pages
-from evalcore.types import SIMILARITIES
+from evalcore.types import PROTOCOLS, SIMILARITIES
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 128 + signal.SIGTERM
 #: the file ``evalcore demo`` writes first into its folder: what --overwrite may replace there
@@ -96,13 +91,16 @@ def cmd_evaluate(args) -> int:
 
 
 def print_summary(summary, per_query, n_worst: int = 10) -> None:
+    from evalcore.render import pages
+
     print(pages.format_terminal(summary, per_query, n_worst=n_worst))
 
 
 def cmd_validate(args) -> int:
     import zarr
 
-    from evalcore.io.validate import validate  # deferred: validation needs numba, evalcore --help does not
+    from evalcore.io import dataset as ds
+    from evalcore.io.validate import validate
 
     storage_options = parse_storage_options(args.storage_option)
     group = ds.open_dataset(args.dataset, storage_options)
@@ -130,6 +128,9 @@ def check_demo_out(out: str, overwrite: bool) -> None:
     Ours: it holds ``DEMO_MARKER`` and nothing but the demo's dataset.zarr and
     report/ (each what evalcore writes) and evalcore's leftovers of them.
     """
+    from evalcore.io import report
+    from evalcore.io.importers import check_import_out
+
     entries = report.local_out_entries(out, overwrite)
     if not entries:
         return
@@ -150,6 +151,10 @@ def check_demo_out(out: str, overwrite: bool) -> None:
 
 
 def cmd_demo(args) -> int:
+    from evalcore.io import report
+    from evalcore.io.history import atomic_write
+    from evalcore.jobs import synthetic
+
     out = args.out or "evalcore-demo"
     dataset = os.path.join(out, "dataset.zarr")
     report_dir = os.path.join(out, "report")
@@ -183,7 +188,7 @@ def cmd_demo(args) -> int:
 def demo_threshold(dataset: str, settings: RunSettings) -> float:
     """The demo's open-set threshold: the lowest at which FPIR <= DEMO_TARGET_FPIR in the data's own sweep
     (a first pass over the same dataset), said on the terminal."""
-    from evalcore import api  # deferred: the engine brings distributed and numba
+    from evalcore import api
 
     with api.command_line_words():
         first = api.evaluate(dataset, ks=(1,), target_fpir=DEMO_TARGET_FPIR, **settings.evaluate_kwargs())
@@ -196,18 +201,26 @@ def demo_threshold(dataset: str, settings: RunSettings) -> float:
 
 
 def cmd_show(args) -> int:
+    from evalcore.io import report
+
     content = report.read_report(args.report, parse_storage_options(args.storage_option))
     print_summary(content["summary"], content["per_query"], n_worst=args.worst)
     return EXIT_OK
 
 
 def cmd_metrics(args) -> int:
+    from evalcore.core import registry
+
     for line in registry.describe():
         print(line)
     return EXIT_OK
 
 
 def cmd_neighbors(args) -> int:
+    from evalcore import api
+    from evalcore.io import neighbors as neighbors_out
+    from evalcore.io import report
+
     storage = parse_storage_options(args.storage_option)
     k = parse_number("--k", args.k, int)
     threads = None if args.threads is None else parse_number("--threads", args.threads, int)
@@ -243,9 +256,15 @@ def cmd_bench(args) -> int:
         if getattr(args, option) is not None:
             raise InputError(f"--{option.replace('_', '-')}: only with --compare")
     if args.shape == "trec":  # import trec-run + evaluate as whole processes, beside pytrec_eval
+        from evalcore.jobs import bench_trec
+
         return bench_trec.run(args)
     if (args.shape or "").startswith("challenge") and not args.sweep:
+        from evalcore.jobs import bench_challenge
+
         return bench_challenge.run(args)
+    from evalcore.jobs import bench
+
     return bench.run(args)
 
 
@@ -258,7 +277,8 @@ def add_interval_options(p: argparse.ArgumentParser, ci_default: str | None) -> 
 
 
 def cmd_compare(args) -> int:
-    from evalcore import api  # deferred: the engine brings distributed and numba, which --help does not need
+    from evalcore import api
+    from evalcore.core import registry
     from evalcore.render.compare import format_terminal
 
     ci = parse_number("--ci", args.ci)
@@ -295,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a dataset and list every problem found")
     p.add_argument("dataset")
-    p.add_argument("--protocol", choices=protocols.names())
+    p.add_argument("--protocol", choices=PROTOCOLS)
     p.add_argument("--similarity", choices=SIMILARITIES)
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE")
     p.set_defaults(func=cmd_validate)
@@ -384,10 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
 
     import_cmd.register(sub)
-    nightly.register(sub)
-    score.register(sub)
-    service.register(sub)
-    leaderboard.register(sub)
+    job_commands.register(sub)  # nightly, score, score-service, leaderboard
     return parser
 
 

@@ -3,10 +3,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from evalcore.core import intervals, protocols, registry
 from evalcore.errors import InputError
 from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES, EmptyQueries, Protocol, Similarity, Ties
+
+if TYPE_CHECKING:
+    from evalcore.core import intervals, registry
+
+# core.protocols, core.registry and core.intervals (numpy, numba) are imported where they are used: the command
+# line builds its parsers from this module's neighbours and must start without them
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,8 @@ class Options:
 
     def checked(self) -> Options:
         """The same options, or an InputError naming the bad one."""
+        from evalcore.core import protocols, registry
+
         protocols.get(self.protocol)  # an InputError naming the registered ones
         if self.similarity not in SIMILARITIES:
             raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
@@ -91,12 +99,16 @@ class Options:
 
     def interval_method(self) -> intervals.Method:
         """The intervals' method (checked: an InputError naming --ci, --resamples or --seed)."""
+        from evalcore.core import intervals
+
         return intervals.Method(level=self.ci if self.ci is not None else 0.95, resamples=self.resamples,
                                 seed=self.seed).checked()
 
     def columns(self, first_rank: bool = False) -> list[registry.Column]:
         """The run's per-query metric columns in report order (``first_rank=True``: with first_rank,
         which the engine needs for the CMC and the open set whether or not it is reported)."""
+        from evalcore.core import registry
+
         return registry.run_columns(self.metrics, self.ks, self.map_at, first_rank)
 
 

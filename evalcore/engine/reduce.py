@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from evalcore.core import intervals
 from evalcore.core import metrics as m
 from evalcore.core.ranking import TILE_COLS, TILE_ROWS
 from evalcore.engine.options import Options
@@ -89,6 +88,8 @@ def mean_intervals(columns: dict[str, np.ndarray], names: dict[str, str], first:
     CMC(k) is the mean of [0 < r_1 <= k]: per resample, the running sum of the shares of first ranks
     1..k among the drawn queries (``intervals.bootstrap_code_shares``, one pass, not max_rank columns).
     """
+    from evalcore.core import intervals  # deferred: only runs with --ci draw resamples
+
     method = options.interval_method()
     matrix = [columns[c][counted] for c in names]
     values = np.column_stack(matrix) if matrix else np.empty((int(counted.sum()), 0))

@@ -18,15 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dask.utils import parse_bytes
-from tqdm import tqdm
-
-from evalcore.core import protocols, registry
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.engine.options import Options, parse_expansion, parse_rerank
 from evalcore.errors import InputError
-from evalcore.io import report
-from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES, Protocol, Similarity
+from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, Protocol, Similarity
+
+# The command line builds its parsers from this module, so it imports only the standard library and evalcore's
+# light modules at the top (faults and options are plain Python); dask, tqdm, the registries (numpy, numba) and
+# the report writer (zarr, pyarrow) are imported by the functions that use them.
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_GATE = 0, 1, 2, 3
 
@@ -45,7 +44,11 @@ def parse_ks(text: str) -> tuple[int, ...]:
 
 def parse_metrics(text: str | None) -> tuple[str, ...] | None:
     """--metrics NAMES (comma-separated), checked against the registry; None when not given."""
-    return None if text is None else registry.select(text, "--metrics")
+    if text is None:
+        return None
+    from evalcore.core import registry
+
+    return registry.select(text, "--metrics")
 
 
 def parse_number(option: str, text: str, kind: Any = float) -> Any:
@@ -117,7 +120,7 @@ def check_storage_options(table, where: str) -> dict:
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by evaluate and the jobs built on it."""
-    p.add_argument("--protocol", choices=protocols.names(),
+    p.add_argument("--protocol", choices=PROTOCOLS,  # core.protocols' names (a test keeps them equal)
                    help="who is relevant (default: the dataset's evalcore attribute, else class)")
     p.add_argument("--similarity", choices=SIMILARITIES, help="default cosine")
     p.add_argument("--ks", default="1,3,5,10", help="cut-offs for hit/recall/precision (default 1,3,5,10)")
@@ -176,6 +179,7 @@ def check_memory_limit(text, option: str = "--memory-limit"):
     """
     if text is None or str(text).strip().lower() == "auto":
         return text
+    from dask.utils import parse_bytes
 
     try:
         n = parse_bytes(str(text))
@@ -254,6 +258,8 @@ class EvaluationSpec:
     def checked(self) -> EvaluationSpec:
         """The same spec, or an InputError naming the bad value: the checks that need no dataset."""
         if self.protocol is not None:
+            from evalcore.core import protocols
+
             protocols.get(self.protocol)  # an InputError naming the registered ones
         if self.similarity is not None and self.similarity not in SIMILARITIES:
             raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
@@ -361,6 +367,8 @@ def progress_reporter(label: str = "chunks") -> Any:
     def on_chunk(stats: dict, done: int, total: int) -> None:
         if sys.stderr.isatty():
             if state["bar"] is None:
+                from tqdm import tqdm
+
                 state["bar"] = tqdm(total=total, unit="chunk", desc=label, file=sys.stderr, leave=False)
             state["bar"].update(1)
             if done == total:
@@ -382,9 +390,9 @@ def evaluate_params(args: argparse.Namespace) -> dict[str, Any]:
 def run_evaluation(dataset: str, out: str, spec: EvaluationSpec, settings: RunSettings, *, quiet: bool = False,
                    extra_run: dict | None = None) -> Any:
     """Evaluate ``dataset`` through the Python API and write the report folder ``out``; returns the Result."""
-    # deferred: the engine brings distributed and numba, which evalcore --help should not import
+    # deferred: the engine and the report writer bring numba, zarr and pyarrow, which argument parsing does not need
     from evalcore import api
-    from evalcore.engine.cluster import dask_client
+    from evalcore.io import report
 
     # everything the user passed is checked here, before any work starts: nothing is written yet
     spec, settings = spec.checked(), settings.checked()
@@ -395,6 +403,8 @@ def run_evaluation(dataset: str, out: str, spec: EvaluationSpec, settings: RunSe
     on_chunk = None if quiet else progress_reporter()
     with api.command_line_words():
         if settings.scheduler:
+            from evalcore.engine.cluster import dask_client  # only here: in-process runs never import distributed
+
             with dask_client(settings.scheduler) as client:
                 result = api.evaluate(dataset, **{**params, "workers": None}, client=client,
                                       storage_options=storage_options, on_chunk=on_chunk)

@@ -18,7 +18,6 @@ reaches it.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -160,19 +159,3 @@ def cmd_leaderboard(args) -> int:
     parquet, page = board_paths(scored, phase, bool(args.reveal))
     print(f"written {parquet} and {page}")
     return EXIT_OK
-
-
-def register(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("leaderboard", help="print and write a phase's ranking from the scoring ledger",
-                              description="Rank each team's best scored submission of a phase: by the public "
-                                          "split, or by the private split with --reveal.")
-    p.add_argument("leaderboard", metavar="LEADERBOARD", help="SCORED folder of score-service, or its ledger")
-    p.add_argument("--reveal", action="store_true", help="rank by the private split and show every split")
-    p.add_argument("--phase", help="the phase (default: the ledger's only phase)")
-    p.add_argument("--ci", nargs="?", const="0.95", metavar="LEVEL",
-                   help="error bars: each ranked row's bootstrap interval at LEVEL (default 0.95) and whether it is "
-                   "statistically tied with rank 1, from the ranking split's queries alone")
-    p.add_argument("--resamples", default="10000", help="--ci: bootstrap resamples and sign-flip permutations "
-                   "(default 10000)")
-    p.set_defaults(func=cmd_leaderboard)
-    return p

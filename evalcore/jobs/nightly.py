@@ -23,7 +23,6 @@ mapping it is and passed to the evaluation as written.
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import difflib
 import json
@@ -50,7 +49,6 @@ from evalcore.jobs.common import (
     EXIT_OK,
     EvaluationSpec,
     RunSettings,
-    add_cluster_options,
     check_memory_limit,
     check_storage_options,
     check_workers,
@@ -488,18 +486,3 @@ def with_significance(check: dict, gate: dict, per_query, history_dir) -> dict:
     else:
         out["message"] += f"; {test}"
     return out
-
-
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add ``evalcore nightly`` to the main command line."""
-    p = subparsers.add_parser(
-        "nightly", help="run a job file's evaluations, keep their history and check regression gates",
-        description="Run the evaluations of a TOML job file (see jobs/nightly.example.toml), write their "
-                    "reports under REPORTS/DATE/NAME, add their summaries to the history, write "
-                    "REPORTS/DATE/trend.html and check the regression gates (exit 3 when one fails).")
-    p.add_argument("job", metavar="JOB.toml", help="the job file")
-    p.add_argument("--date", help="run date YYYY-MM-DD (default: today, UTC); rerunning a date replaces it")
-    p.add_argument("--quiet", action="store_true", help="no per-chunk progress lines")
-    add_cluster_options(p)
-    p.set_defaults(func=cmd_nightly, memory_limit=None)
-    return p

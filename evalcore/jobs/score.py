@@ -28,7 +28,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import warnings
@@ -48,7 +47,6 @@ from evalcore.io.history import atomic_write
 from evalcore.jobs.common import (
     EXIT_OK,
     EvaluationSpec,
-    add_cluster_options,
     parse_number,
     run_evaluation,
     settings_from_args,
@@ -238,30 +236,3 @@ def board_lines(best: pa.Table, method: Method) -> list[str]:
                  f"resamples, seed 0); '=': tied with rank 1 (two-sided sign-flip test of the per-query AP "
                  f"differences, not rejected at {1 - method.level:.2g})")
     return lines
-
-
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add ``evalcore score`` to the main command line."""
-    p = subparsers.add_parser(
-        "score", help="score a challenge submission against a truth bundle and update the leaderboard",
-        description="Check an untrusted submission (a folder with query.npy and gallery.npy, or a Zarr group "
-                    "with query/emb and gallery/emb), score it by judged-only mAP with cosine similarity, write "
-                    "DIR/result.json (participant), DIR/organizer/ (full report) and update the leaderboard.")
-    p.add_argument("submission", metavar="SUBMISSION", help="folder with query.npy + gallery.npy, or a Zarr group")
-    p.add_argument("--truth", required=True, help="truth bundle: Zarr group with query/key, gallery/key, qrels/*")
-    p.add_argument("--out", required=True, metavar="DIR", help="result folder of this submission (new or empty)")
-    p.add_argument("--team", required=True, help="team name")
-    p.add_argument("--name", help="submission name (default: the submission's file or folder name)")
-    p.add_argument("--leaderboard", metavar="PATH",
-                   help="leaderboard Parquet file (default DIR/../leaderboard.parquet)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing DIR")
-    p.add_argument("--quiet", action="store_true", help="no per-chunk progress lines")
-    p.add_argument("--ci", nargs="?", const="0.95", metavar="LEVEL",
-                   help="error bars on leaderboard_best.parquet: each team's bootstrap interval at LEVEL (default "
-                   "0.95) and whether it is statistically tied with rank 1")
-    p.add_argument("--resamples", help="--ci: bootstrap resamples and sign-flip permutations (default 10000)")
-    add_cluster_options(p)
-    p.set_defaults(func=cmd_score)
-    return p
-
-

@@ -39,7 +39,6 @@ scored again, one without is scored from the start (its files are rewritten).
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime as _dt
 import fcntl
@@ -66,7 +65,7 @@ from evalcore.io import dataset as ds
 from evalcore.io import ledger as lg
 from evalcore.io import report
 from evalcore.io.history import atomic_write
-from evalcore.jobs.common import EXIT_OK, add_cluster_options, parse_number, settings_from_args
+from evalcore.jobs.common import EXIT_OK, parse_number, settings_from_args
 from evalcore.jobs.leaderboard import publish
 
 READY = "READY"
@@ -712,26 +711,3 @@ def run_service(config: ServiceConfig, say=print) -> int:
 
 def cmd_score_service(args) -> int:
     return run_service(config_from_args(args))
-
-
-def register(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "score-service", help="score challenge submissions as they arrive, with the truth kept loaded",
-        description="Watch SUBMISSIONS/<team>/<submission> and score each ready submission once (READY marker, "
-                    "or unchanged for --settle seconds) against the truth; record every outcome in "
-                    "OUT/organizer/ledger.parquet and the public leaderboard OUT/leaderboard-PHASE.parquet.")
-    p.add_argument("submissions", metavar="SUBMISSIONS", help="folder of team folders of submissions")
-    p.add_argument("--truth", required=True, help="truth bundle (query/key, gallery/key, qrels/*, query/split)")
-    p.add_argument("--out", required=True, metavar="SCORED", help="where results, ledger and leaderboards go")
-    p.add_argument("--phase", default="main", help="phase name: each phase has its own leaderboard (default main)")
-    p.add_argument("--timeout", default="600", help="seconds one submission may take (default 600)")
-    p.add_argument("--max-per-day", default=None, help="submissions per team per UTC day (default: no limit)")
-    p.add_argument("--retries", default="2", help="times a submission is scored again after the scorer process "
-                   "died on it, then it is failed (default 2)")
-    p.add_argument("--once", action="store_true", help="one pass over the ready submissions, then exit")
-    p.add_argument("--poll", default="10", help="seconds between passes (default 10)")
-    p.add_argument("--settle", default="10", help="a submission without READY is ready after this many "
-                   "seconds unchanged (default 10)")
-    add_cluster_options(p)
-    p.set_defaults(func=cmd_score_service)
-    return p
