@@ -319,6 +319,26 @@ def matrix_like(values):
     return data, data.dtype
 
 
+#: the bytes of one chunk of ranking/item or ranking/score (whole 512-row query tiles): a task reads a few
+#: of them, not one chunk as large as a top-1,000 list of 65,536 queries (524 MB)
+LIST_CHUNK_BYTES = 8 << 20
+
+
+def list_chunk_rows(shape: tuple[int, ...]) -> int:
+    """Rows per chunk of a (Q, K) precomputed list array: about LIST_CHUNK_BYTES at 8 bytes a value, whole
+    query tiles of 512 rows."""
+    k = max(1, int(np.prod(shape[1:], dtype=np.int64)))
+    return max(512, (LIST_CHUNK_BYTES // (8 * k)) // 512 * 512)
+
+
+def fast_codec():
+    """The codec of the numeric arrays written (not embeddings): zstd at its fast level -1. On 10M int64 and
+    10M float64 list entries it writes ~3x and reads ~2.5x faster than level 0 for ~1.25x the bytes.
+    (Blosc's LZ4 is faster still, but numcodecs' Blosc holds a process lock whose leak a killed worker
+    reports on stderr.)"""
+    return zarr.codecs.ZstdCodec(level=-1)
+
+
 def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None = None, *,
                   chunk_rows: int | None = None, storage_options: Mapping | None = None,
                   overwrite: bool = False, array_attrs: Mapping[str, Mapping] | None = None) -> zarr.Group:
@@ -357,12 +377,13 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
                                                    config={"write_empty_chunks": True}), data)
             continue
         data = _as_written(name, values)
-        rows = chunk_rows or DEFAULT_CHUNK_ROWS
+        rows = chunk_rows or (list_chunk_rows(data.shape) if name.startswith("ranking/") else DEFAULT_CHUNK_ROWS)
         chunks = (max(1, min(rows, data.shape[0] or 1)),) + tuple(data.shape[1:]) if data.ndim else ()
         dtype = str if data.dtype == object else data.dtype
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            extra: dict[str, Any] = {"compressors": None} if _leaf(name) == "emb" else {}
+            extra: dict[str, Any] = {"compressors": None} if _leaf(name) == "emb" else \
+                {} if dtype is str else {"compressors": [fast_codec()]}
             # every chunk stored, even one of fill values only: readers treat a missing chunk as lost data
             created[name] = (root.create_array(name, shape=data.shape, dtype=dtype, chunks=chunks,
                                                fill_value=None if dtype is str else 0,
