@@ -58,3 +58,18 @@ def test_bench_trec_rejects_a_bad_count():
     proc = subprocess.run([*CLI, "bench", "--shape", "trec", "--queries", "0"], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "EVALCORE_DEBUG": ""})
     assert proc.returncode == 2 and "--queries" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bench_trec_past_top_100_computes_every_measure_without_pytrec(tmp_path):
+    proc = subprocess.run([*CLI, "bench", "--shape", "trec", "--queries", "40", "--top", "150", "--repeat", "1"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "EVALCORE_DEBUG": ""})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "40 queries x top-150 (6,000 run lines" in out
+    assert "pytrec_eval whole process    not run past top-100" in out
+    printed = dict(re.findall(r"(map|recip_rank|P_10) ([\d.]+)", out.split("evalcore means:")[1].splitlines()[0]))
+    run_path, qrels_path = bench_trec.write_trec_files(str(tmp_path), 40, top=150)
+    lines = open(run_path).read().splitlines()
+    assert len(lines) == 6000 and len({(x.split()[0], x.split()[2]) for x in lines}) == 6000   # no repeats
+    for name, value in reference_means(run_path, qrels_path).items():
+        assert float(printed[name]) == pytest.approx(value, abs=5e-7), name

@@ -369,10 +369,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_neighbors)
 
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
-    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "trec", "challenge",
+    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "reid-200k", "trec", "challenge",
                                        "challenge-product", "challenge-big"],
-                   help="the one shape to measure (default market; not with --sweep); trec: import trec-run + "
-                   "evaluate of a synthetic run (--queries x top-100) as whole processes, beside pytrec_eval; "
+                   help="the one shape to measure (default market; not with --sweep); reid-200k: 20,000 x "
+                   "200,000 x 128, for --rerank at scale; trec: import trec-run + "
+                   "evaluate of a synthetic run (--queries x --top) as whole processes, beside pytrec_eval; "
                    "challenge, challenge-product, challenge-big: the scoring service against evalcore score per "
                    "submission")
     p.add_argument("--workers", help="worker processes (default 2); with --sweep a comma list like --workers-list")
@@ -390,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", help="--sweep: gallery sizes (default 100000,300000,1000000,2000000; 100k, 1M also read)")
     p.add_argument("--dims", help="--sweep: embedding width (default 128)")
     p.add_argument("--queries", help="--sweep: query count (default 10000); --shape trec: run queries (default 100000)")
+    p.add_argument("--top", help="--shape trec: results a query (default 100; pytrec_eval is run up to 100)")
     p.add_argument("--workers-list", help="--sweep: worker counts (default 1,2)")
     p.add_argument("--gallery-shards", help="--sweep: gallery shards per query chunk, passed to evaluate "
                    "(default: as evaluate plans from the memory limit; 1 = whole gallery)")

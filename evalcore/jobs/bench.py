@@ -46,6 +46,8 @@ SHAPES = {
     "market": (3368, 19_732, 2048, "float32", 751, None),
     "large": (20_000, 1_000_000, 128, "float16", 100_000, "4GiB"),
     "xl": (10_000, 2_000_000, 256, "float16", 200_000, "2GiB"),
+    # re-ranking at a scale whose dense (Q+G)^2 matrices would need > 160 GiB
+    "reid-200k": (20_000, 200_000, 128, "float16", 20_000, "4GiB"),
 }
 #: the conventional evaluator holds Q x G float32 scores and int64 argsort indices
 CONVENTIONAL_LIMIT_BYTES = 8 << 30

@@ -1,6 +1,6 @@
 """``evalcore bench --shape trec``: ``import trec-run`` + ``evaluate`` as whole processes on a synthetic TREC run.
 
-The run has ``queries`` queries x top-100 (``qid Q0 docno rank score tag``,
+The run has ``queries`` queries x ``top`` (default 100; ``qid Q0 docno rank score tag``,
 scores with 6 decimals, a few ties), the qrels 20 judgements a query (grades
 0-3) over a 1,000,000-document corpus, so 100,000 queries is the issue's
 10M-line run with 2M qrels lines. Each repeat times evalcore (import, then
@@ -42,39 +42,56 @@ for m in ('map', 'recip_rank', 'P_10', 'recall_100'):
 """
 
 
-def write_trec_files(folder: str, queries: int, seed: int = 1) -> tuple[str, str]:
-    """The synthetic run and qrels files (written with Arrow's CSV writer, space-delimited)."""
-    rng = np.random.default_rng(seed)
+def write_trec_files(folder: str, queries: int, seed: int = 1, top: int = TOP) -> tuple[str, str]:
+    """The synthetic run (``top`` results a query) and qrels files, written a batch of queries at a time
+    (Arrow's CSV writer, space-delimited), so a 100M-line run is never held whole."""
     corpus = pa.array([f"DOC{i:07d}" for i in range(CORPUS)])
-    qids = pa.array([f"{100000 + q}" for q in range(queries)])
-    docs = rng.integers(0, CORPUS, size=(queries, TOP))
-    docs = np.sort(docs, axis=1)  # drop repeats within a query: shift each repeat to a fresh document
-    docs[:, 1:] += np.cumsum(docs[:, 1:] <= docs[:, :-1], axis=1)
-    docs %= CORPUS
-    score = -np.sort(-np.round(rng.random((queries, TOP)) * 20, 4), axis=1)   # descending, some equal
-    run = pa.table({"qid": qids.take(pa.array(np.repeat(np.arange(queries), TOP))),
-                    "q0": pa.array(np.full(queries * TOP, "Q0")),
-                    "docno": corpus.take(pa.array(rng.permuted(docs, axis=1).ravel())),
-                    "rank": pa.array(np.tile(np.arange(1, TOP + 1), queries)),
-                    "score": pa.array(score.ravel()),
-                    "tag": pa.array(np.full(queries * TOP, "bench"))})
-    # judged: half from the run's top 40 (some relevant), half from elsewhere in the corpus
-    near = docs[np.arange(queries)[:, None], np.argsort(rng.random((queries, 40)), axis=1)[:, :JUDGED // 2]]
-    far = rng.integers(0, CORPUS, size=(queries, JUDGED - JUDGED // 2))
-    judged = np.concatenate([near, far], axis=1)
-    qrels = pa.table({"qid": qids.take(pa.array(np.repeat(np.arange(queries), JUDGED))),
-                      "iter": pa.array(np.zeros(queries * JUDGED, dtype=np.int64)),
-                      "docno": corpus.take(pa.array(judged.ravel())),
-                      "rel": pa.array(rng.integers(0, 4, size=queries * JUDGED))})
-    # a document judged twice for a query (near and far drew it) is judged once
-    keys = np.char.add(np.asarray(qrels.column("qid")).astype(str), np.asarray(qrels.column("docno")).astype(str))
-    _, first = np.unique(keys, return_index=True)
-    qrels = qrels.take(pa.array(np.sort(first)))
     options = pa_csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
     run_path, qrels_path = os.path.join(folder, "run.txt"), os.path.join(folder, "qrels.txt")
-    pa_csv.write_csv(run, run_path, write_options=options)
-    pa_csv.write_csv(qrels, qrels_path, write_options=options)
+    with pa_csv.CSVWriter(run_path, RUN_SCHEMA, write_options=options) as run_out, \
+            pa_csv.CSVWriter(qrels_path, QRELS_SCHEMA, write_options=options) as qrels_out:
+        for batch, first in enumerate(range(0, queries, BATCH_QUERIES)):
+            rng = np.random.default_rng([seed, batch])
+            run, qrels = trec_batch(rng, corpus, first, min(queries, first + BATCH_QUERIES), top)
+            run_out.write_table(run)
+            qrels_out.write_table(qrels)
     return run_path, qrels_path
+
+
+#: queries generated at a time
+BATCH_QUERIES = 10_000
+RUN_SCHEMA = pa.schema([("qid", pa.string()), ("q0", pa.string()), ("docno", pa.string()), ("rank", pa.int64()),
+                        ("score", pa.float64()), ("tag", pa.string())])
+QRELS_SCHEMA = pa.schema([("qid", pa.string()), ("iter", pa.int64()), ("docno", pa.string()), ("rel", pa.int64())])
+
+
+def trec_batch(rng, corpus: pa.Array, q0: int, q1: int, top: int) -> tuple[pa.Table, pa.Table]:
+    """Run and qrels rows of queries q0..q1: ``top`` distinct documents a query, scores descending with some
+    equal, JUDGED judgements (grades 0-3) half from the run's top 40, half from anywhere."""
+    n = q1 - q0
+    qids = pa.array([f"{100000 + q}" for q in range(q0, q1)])
+    docs = np.sort(rng.integers(0, CORPUS, size=(n, top)), axis=1)
+    docs[:, 1:] += np.cumsum(docs[:, 1:] <= docs[:, :-1], axis=1)   # a repeat shifted to a fresh document
+    docs %= CORPUS
+    score = -np.sort(-np.round(rng.random((n, top)) * 20, 4), axis=1)
+    run = pa.table({"qid": qids.take(pa.array(np.repeat(np.arange(n), top))),
+                    "q0": pa.array(np.full(n * top, "Q0")),
+                    "docno": corpus.take(pa.array(rng.permuted(docs, axis=1).ravel())),
+                    "rank": pa.array(np.tile(np.arange(1, top + 1), n)),
+                    "score": pa.array(score.ravel()),
+                    "tag": pa.array(np.full(n * top, "bench"))}, schema=RUN_SCHEMA)
+    near = docs[np.arange(n)[:, None], np.argsort(rng.random((n, min(40, top))), axis=1)[:, :JUDGED // 2]]
+    far = rng.integers(0, CORPUS, size=(n, JUDGED - near.shape[1]))
+    judged = np.concatenate([near, far], axis=1)
+    judged_sorted = np.sort(judged, axis=1)              # a document judged twice for a query is judged once
+    keep = np.ones(judged.shape, dtype=bool)
+    keep[:, 1:] = judged_sorted[:, 1:] != judged_sorted[:, :-1]
+    rows = np.repeat(np.arange(n), JUDGED).reshape(n, JUDGED)[keep]
+    qrels = pa.table({"qid": qids.take(pa.array(rows)),
+                      "iter": pa.array(np.zeros(rows.size, dtype=np.int64)),
+                      "docno": corpus.take(pa.array(judged_sorted[keep])),
+                      "rel": pa.array(rng.integers(0, 4, size=rows.size))}, schema=QRELS_SCHEMA)
+    return run, qrels
 
 
 def timed_process(command: list[str]) -> tuple[float, int, str]:
@@ -98,23 +115,31 @@ def evalcore_command() -> list[str]:
 
 
 def run(args) -> int:
-    """``evalcore bench --shape trec [--queries N] [--repeat N]``."""
+    """``evalcore bench --shape trec [--queries N] [--top N] [--repeat N]``."""
     queries = parse_number("--queries", args.queries or "100000", int)
+    top = parse_number("--top", getattr(args, "top", None) or str(TOP), int)
     repeat = parse_number("--repeat", args.repeat or "3", int)
-    if queries < 1 or repeat < 1:
-        raise InputError(f"--queries/--repeat: {queries}/{repeat} must be at least 1")
-    return run_trec(queries, repeat)
+    if queries < 1 or repeat < 1 or top < 1:
+        raise InputError(f"--queries/--top/--repeat: {queries}/{top}/{repeat} must be at least 1")
+    return run_trec(queries, repeat, top=top)
 
 
-def run_trec(queries: int, repeat: int, evalcore: list[str] | None = None) -> int:
+#: pytrec_eval holds about 230 bytes a run line (2.3 GB at 10M lines): past top-100 it is not run
+PYTREC_MAX_TOP = 100
+#: past top-100 evalcore computes every measure (graded ones included) at cut-offs 10, 100 and 1,000
+ALL_METRICS, ALL_KS = "map,mrr,rprec,ndcg,bpref,ndcg@k,precision@k,recall@k,map_cut@k,mrr@k", "10,100,1000"
+
+
+def run_trec(queries: int, repeat: int, evalcore: list[str] | None = None, top: int = TOP) -> int:
     """Time ``repeat`` paired rounds of evalcore (import + evaluate) and pytrec_eval, and print medians."""
     evalcore = evalcore or evalcore_command()
-    have_pytrec = importlib.util.find_spec("pytrec_eval") is not None
+    have_pytrec = importlib.util.find_spec("pytrec_eval") is not None and top <= PYTREC_MAX_TOP
+    metrics, ks = (METRICS, KS) if top <= TOP else (ALL_METRICS, ALL_KS)
     with tempfile.TemporaryDirectory(prefix="evalcore-bench-trec-") as folder:
         t = time.perf_counter()
-        run_path, qrels_path = write_trec_files(folder, queries)
+        run_path, qrels_path = write_trec_files(folder, queries, top=top)
         lines = sum(1 for _ in open(qrels_path))
-        print(f"shape trec: {queries:,} queries x top-{TOP} ({queries * TOP:,} run lines, "
+        print(f"shape trec: {queries:,} queries x top-{top} ({queries * top:,} run lines, "
               f"{os.path.getsize(run_path) / 2**20:,.0f} MiB), {lines:,} qrels lines; generated in "
               f"{time.perf_counter() - t:.1f} s; {repeat} paired rounds", flush=True)
         data, report = os.path.join(folder, "run.zarr"), os.path.join(folder, "report")
@@ -126,7 +151,7 @@ def run_trec(queries: int, repeat: int, evalcore: list[str] | None = None) -> in
             t_import.append(s)
             peak_ours = max(peak_ours, p)
             s, p, out = timed_process([*evalcore, "evaluate", data, "--out", report, "--overwrite", "--quiet",
-                                       "--ks", KS, "--metrics", METRICS, "--empty-queries", "zero"])
+                                       "--ks", ks, "--metrics", metrics, "--empty-queries", "zero"])
             t_eval.append(s)
             peak_ours = max(peak_ours, p)
             if have_pytrec:
@@ -147,6 +172,9 @@ def run_trec(queries: int, repeat: int, evalcore: list[str] | None = None) -> in
             print(f"  pytrec_eval whole process    {spread(t_pytrec)}   largest process "
                   f"{peak_pytrec / 2**20:,.0f} MiB   pytrec_eval / evalcore: median {statistics.median(ratios):.2f}")
             print("  pytrec_eval means: " + " ".join(means.split()))
+        elif top > PYTREC_MAX_TOP:
+            print(f"  pytrec_eval whole process    not run past top-{PYTREC_MAX_TOP} (it would hold about "
+                  f"{queries * top * 230 / 2**30:,.0f} GiB)")
         else:
             print("  pytrec_eval whole process    skipped (pytrec_eval is not importable here)")
     return 0
