@@ -119,3 +119,12 @@ def test_key_table_codes_each_key_once_through_growth(parts):
             assert data[offsets[code]:offsets[code + 1]].tobytes() == key
     assert table.count == len(seen) == len(set(seen.values()))
     assert table.slots.shape[0] > 4 * parts                            # it grew
+
+
+def test_a_problem_in_the_qrels_is_reported_before_one_in_the_run(tmp_path):
+    """The two files are read at once on two threads; the qrels' problem still comes first, as when they were
+    read first, and the run's own problem is reported when the qrels are fine."""
+    with pytest.raises(InputError, match=r"qrels: line 2, field rel: 'x' is not an integer"):
+        run_it(tmp_path, "q1 Q0 d1 1 1_5 t\n", "q1 0 d1 1\nq1 0 d2 x\n")
+    with pytest.raises(InputError, match=r"run: line 1, field score: '1_5' is not a plain decimal"):
+        run_it(tmp_path, "q1 Q0 d1 1 1_5 t\n")

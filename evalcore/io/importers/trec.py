@@ -5,6 +5,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -523,6 +524,19 @@ def _first_lines(lines: TrecLines, keys: np.ndarray) -> dict[str, int]:
     return dict(sorted(first.items(), key=lambda item: item[1]))
 
 
+def read_both(run_path, qrels_path) -> tuple[TrecLines, TrecLines]:
+    """(qrels, run) read at once: the qrels on a second thread while this one reads the run (the compiled
+    passes and Arrow release the GIL). A problem in the qrels is reported first, as when they were read first."""
+    with ThreadPoolExecutor(1) as pool:
+        judged = pool.submit(read_qrels_lines, qrels_path)
+        try:
+            runs = read_run_lines(run_path)
+        except BaseException:
+            judged.result()  # raises the qrels' own problem, if there is one
+            raise
+        return judged.result(), runs
+
+
 def read_trec_run(run_path, *, qrels=None, order: str = "score",
                   complete: bool | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """A TREC run file plus its qrels as precomputed rankings with TREC judgements (protocol qrels).
@@ -538,8 +552,7 @@ def read_trec_run(run_path, *, qrels=None, order: str = "score",
         raise InputError("trec-run: --qrels FILE is required (qid iter docno rel)")
     if order not in ("score", "trec_eval"):
         raise InputError(f"--order: {order!r} is not score or trec_eval")
-    judged = read_qrels_lines(qrels)
-    runs = read_run_lines(run_path)
+    judged, runs = read_both(run_path, qrels)
     judged_query = _positions(runs.qkeys, judged.qkeys)        # run qid -> judged qid, -1 if unjudged
     in_run = np.zeros(len(judged.qkeys), dtype=bool)
     in_run[judged_query[judged_query >= 0]] = True
