@@ -46,8 +46,9 @@ def _sort_row(items, scores, n, by_item):
 
 @njit(cache=True, nogil=True)
 def fill_rows(qcode, dcode, score, row_of_query, item_of_doc, by_item, ranking_item, ranking_score):
-    """Place every kept record in its ranking row (``ranking_item``/``ranking_score``, pre-filled with the pads)
-    in record order, then sort the rows whose records were not listed best first."""
+    """Place every kept record in its ranking row (``ranking_item``/``ranking_score``, uninitialised) in record
+    order, pad each row's rest (item -1, score NaN), then sort the rows whose records were not listed best
+    first. Written once each: filling the arrays with pads first would touch every page twice."""
     filled = np.zeros(ranking_item.shape[0], dtype=np.int64)
     unsorted = np.zeros(ranking_item.shape[0], dtype=np.bool_)
     for r in range(qcode.size):
@@ -62,6 +63,8 @@ def fill_rows(qcode, dcode, score, row_of_query, item_of_doc, by_item, ranking_i
         ranking_item[row, at], ranking_score[row, at] = item, value
         filled[row] = at + 1
     for row in range(ranking_item.shape[0]):
+        for at in range(filled[row], ranking_item.shape[1]):
+            ranking_item[row, at], ranking_score[row, at] = -1, np.nan
         if unsorted[row]:
             _sort_row(ranking_item[row], ranking_score[row], filled[row], by_item)
 

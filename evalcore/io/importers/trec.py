@@ -579,8 +579,8 @@ def read_trec_run(run_path, *, qrels=None, order: str = "score",
     gallery = gallery.take(pc.sort_indices(gallery))
     n_queries = int(chosen.sum())
     counts = result_lists.row_counts(runs.qcode, run_row, n_queries)
-    ranking_item = np.full((n_queries, int(counts.max())), -1, dtype=np.int64)
-    ranking_score = np.full(ranking_item.shape, np.nan, dtype=np.float64)  # every score as read: no merged ties
+    ranking_item = np.empty((n_queries, int(counts.max())), dtype=np.int64)   # fill_rows writes every place
+    ranking_score = np.empty(ranking_item.shape, dtype=np.float64)  # every score as read: no merged ties
     result_lists.fill_rows(runs.qcode, runs.dcode, runs.value, run_row, _positions(runs.dkeys, gallery),
                            order == "trec_eval", ranking_item, ranking_score)
     del runs  # the rankings hold what is needed of the run

@@ -130,38 +130,40 @@ def span_hash(buf, start, stop, w0, w1):
 
 
 @njit(cache=True, nogil=True)
-def key_code(buf, start, stop, line, slots, offsets, first_line, arena, count):
-    """(code of the key ``buf[start:stop]``, keys held now) in a one-region table: its code, added as the
-    next one when new. The caller makes sure there is room for one more key of this length."""
+def key_code(buf, starts, ends, lines, k, slots, offsets, first_line, arena, count):
+    """(code of key k, ``buf[starts[k]:ends[k]]``, keys held now) in a one-region table: its code, added as
+    the next one when new. The caller makes sure there is room for one more key of this length."""
+    start, stop = starts[k], ends[k]
     w0 = word(buf, start, min(stop, start + 8))
     w1 = word(buf, min(stop, start + 8), min(stop, start + 16))
     h = span_hash(buf, start, stop, w0, w1)
-    return code_in_region(buf, start, stop, line, h, w0, w1, slots, 0, slots.shape[0] - 1, offsets, first_line,
-                          arena, count)
+    return code_in_region(buf, starts, lines, k, h, w0, w1, stop - start, slots, 0, slots.shape[0] - 1, offsets,
+                          first_line, arena, count)
 
 
 @njit(cache=True, nogil=True)
-def code_in_region(buf, start, stop, line, h, w0, w1, slots, base, mask, offsets, first_line, arena, count):
-    """``key_code`` for a key whose hash and first words are known, in the region ``slots[base:base + mask + 1]``."""
-    n = stop - start
+def code_in_region(buf, starts, lines, k, h, w0, w1, n, slots, base, mask, offsets, first_line, arena, count):
+    """``key_code`` for key k of length ``n`` whose hash and first words are known, in the region
+    ``slots[base:base + mask + 1]``. Its start and line are read only when needed (a new key, or one longer
+    than a slot holds): the usual lookup touches its slot and nothing else."""
     i = h & mask
     while True:
         packed = slots[base + i, 1]
         if packed < 0:
             slots[base + i, 0], slots[base + i, 1], slots[base + i, 2], slots[base + i, 3] = \
                 h, count | (n << 40), w0, w1
-            at = offsets[count]
+            at, start = offsets[count], starts[k]
             for j in range(n):  # loops, not slice assignment: numba's checks for overlap cost more than the copy
                 arena[at + j] = buf[start + j]
             offsets[count + 1] = at + n
-            first_line[count] = line
+            first_line[count] = lines[k]
             return count, count + 1
         if slots[base + i, 0] == h and (packed >> 40) == n and slots[base + i, 2] == w0 and slots[base + i, 3] == w1:
             code = packed & 0xFFFFFFFFFF
             if n <= 16:  # the slot held all of the key
                 return code, count
             same = True
-            at = offsets[code]
+            at, start = offsets[code], starts[k]
             for j in range(16, n):
                 if arena[at + j] != buf[start + j]:
                     same = False
@@ -244,7 +246,7 @@ def encode_keys(buf, starts, ends, lines, codes, slots, offsets, first_line, are
                     same = False
                     break
         if not same:
-            last, count = key_code(buf, a, z, lines[k], slots, offsets, first_line, arena, count)
+            last, count = key_code(buf, starts, ends, lines, k, slots, offsets, first_line, arena, count)
             last_start, last_stop = a, z
         codes[k] = last
     return count, touched
@@ -267,23 +269,29 @@ def encode_partitioned(buf, starts, ends, lines, hashes, w0s, w1s, per_part, cod
                        first_line, arena, count):
     """``codes[k]`` = the code of key ``buf[starts[k]:ends[k]]`` (hashed by ``hash_keys``), the keys visited
     region by region, in file order within a region (so a key's first line is still its first); new keys
-    are added. Returns the keys held. The caller reserved room in every region (``KeyTable.reserve``)."""
+    are added. Returns the keys held. The caller reserved room in every region (``KeyTable.reserve``).
+
+    Each key's hash, words and length are first copied into region order, so the lookups read them in
+    sequence and touch nothing but the region's slots (small enough for the cache) unless a key is new."""
     size = slots.shape[0] // parts
+    n = starts.size
     start = np.zeros(parts + 1, dtype=np.int64)
     for p in range(parts):
         start[p + 1] = start[p] + per_part[p]
     fill = start[:parts].copy()
-    order = np.empty(starts.size, dtype=np.int64)
-    for k in range(starts.size):   # a stable counting sort by region
+    order, ph = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    p0, p1, plen = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    for k in range(n):   # a stable counting sort by region
         p = (hashes[k] >> PART_SHIFT) & (parts - 1)
-        order[fill[p]] = k
-        fill[p] += 1
+        f = fill[p]
+        order[f], ph[f], p0[f], p1[f], plen[f] = k, hashes[k], w0s[k], w1s[k], ends[k] - starts[k]
+        fill[p] = f + 1
     for p in range(parts):
         before = count
         for j in range(start[p], start[p + 1]):
             k = order[j]
-            codes[k], count = code_in_region(buf, starts[k], ends[k], lines[k], hashes[k], w0s[k], w1s[k], slots,
-                                             p * size, size - 1, offsets, first_line, arena, count)
+            codes[k], count = code_in_region(buf, starts, lines, k, ph[j], p0[j], p1[j], plen[j], slots, p * size,
+                                             size - 1, offsets, first_line, arena, count)
         held[p] += count - before
     return count
 
