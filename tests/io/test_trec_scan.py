@@ -56,7 +56,7 @@ def test_non_utf8_message_is_the_whole_file_decode_message(tmp_path, monkeypatch
         assert str(caught.value) == want
 
 
-@pytest.mark.parametrize("piece", [7, 1 << 24])
+@pytest.mark.parametrize("piece", [7, 64, 1 << 24])
 @pytest.mark.parametrize("order", ["score", "trec_eval"])
 def test_split_and_unsorted_queries_rank_as_a_plain_sort(tmp_path, monkeypatch, piece, order):
     monkeypatch.setattr(trec, "PIECE_BYTES", piece)
@@ -106,13 +106,7 @@ def test_key_table_codes_each_key_once_through_growth(parts):
             table.count, _ = trec_scan.encode_keys(buf, starts, ends, lines, codes, table.slots, table.offsets,
                                                    table.first_line, table.arena, table.count)
         else:
-            hashes, w0s, w1s = (np.empty(len(keys), dtype=np.int64) for _ in range(3))
-            per_part = np.zeros(parts, dtype=np.int64)
-            trec_scan.hash_keys(buf, starts, ends, parts, hashes, w0s, w1s, per_part)
-            table.reserve(len(keys), int(buf.size), per_part)
-            table.count = trec_scan.encode_partitioned(buf, starts, ends, lines, hashes, w0s, w1s, per_part, codes,
-                                                       table.slots, parts, table.held, table.offsets,
-                                                       table.first_line, table.arena, table.count)
+            trec_scan.code_keys(table, buf, starts, ends, lines, codes)
         offsets, data = table.keys()
         for key, code in zip(keys, codes.tolist()):
             assert seen.setdefault(key, code) == code

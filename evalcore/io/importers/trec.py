@@ -272,15 +272,8 @@ def _scan_file(path, layout: str, wanted: tuple[int, int, int], *, more_ignored:
         qtable.count, _ = trec_scan.encode_keys(buf, spans[:, 0].copy(), spans[:, 1].copy(), piece_lines,
                                                 qcode[row:row + n], qtable.slots, qtable.offsets,
                                                 qtable.first_line, qtable.arena, qtable.count)
-        # docnos: hashed first, then looked up one cache-sized region at a time
-        starts, ends = spans[:, 2].copy(), spans[:, 3].copy()
-        hashes, w0s, w1s = (np.empty(n, dtype=np.int64) for _ in range(3))
-        per_part = np.zeros(dtable.parts, dtype=np.int64)
-        trec_scan.hash_keys(buf, starts, ends, dtable.parts, hashes, w0s, w1s, per_part)
-        dtable.reserve(n, int((ends - starts).sum()), per_part)
-        dtable.count = trec_scan.encode_partitioned(buf, starts, ends, piece_lines, hashes, w0s, w1s, per_part,
-                                                    dcode[row:row + n], dtable.slots, dtable.parts, dtable.held,
-                                                    dtable.offsets, dtable.first_line, dtable.arena, dtable.count)
+        # docnos: hashed, then looked up one cache-sized region of the table at a time
+        trec_scan.code_keys(dtable, buf, spans[:, 2].copy(), spans[:, 3].copy(), piece_lines, dcode[row:row + n])
         if keep_lines:
             lines[row:row + n] = piece_lines
         offsets, values = np.empty(n + 1, dtype=np.int64), np.empty(buf.size, dtype=np.uint8)

@@ -26,7 +26,7 @@ class KeyTable:
     padded), code -1 where empty. With ``parts`` > 1 the table is that many
     equal regions, a key's region chosen by high bits of its hash, each kept
     at most half full: a piece's keys are then looked up region by region
-    (``encode_partitioned``), each region small enough to stay in cache,
+    (``code_keys``), each region small enough to stay in cache,
     where one table of a million keys would cost a memory round trip per
     lookup. Key ``c`` is ``arena[offsets[c]:offsets[c + 1]]`` (longer keys are
     compared there) and ``first_line[c]`` the line it first appeared on.
@@ -43,24 +43,26 @@ class KeyTable:
         self.arena = np.zeros(arena, dtype=np.uint8)
         self.count = 0
 
-    def reserve(self, keys: int, key_bytes: int, per_part: np.ndarray | None = None) -> None:
-        """Room for ``keys`` more keys of ``key_bytes`` bytes in all (``per_part``: how many of them may go to
-        each region): the regions or arena doubled until it fits."""
-        per = self.slots.shape[0] // self.parts
-        size = per
-        held = self.held if self.parts > 1 else np.array([self.count])  # one region: encode_keys counts
-        wanted = held + (keys if per_part is None else per_part)
-        while 2 * int(wanted.max()) > size:
-            size *= 2
-        if size > per:
-            self.slots = rehashed(self.slots, self.parts, size)
-        total = self.slots.shape[0]
-        if self.offsets.size < total // 2 + 1:
-            self.offsets = _resized(self.offsets, total // 2 + 1)
-            self.first_line = _resized(self.first_line, total // 2)
+    def reserve(self, keys: int, key_bytes: int) -> None:
+        """Room for ``keys`` more keys of ``key_bytes`` bytes in all: with one region, slots for all of them
+        (``encode_keys``); with several, only the key store, the regions growing as they fill
+        (``encode_in_order`` stops, ``grow``), so the table stays near twice the distinct keys."""
+        if self.parts == 1:
+            size = self.slots.shape[0]
+            while 2 * (self.count + keys) > size:
+                size *= 2
+            if size > self.slots.shape[0]:
+                self.slots = rehashed(self.slots, 1, size)
+        if self.offsets.size < self.count + keys + 1:
+            self.offsets = _resized(self.offsets, max(2 * self.offsets.size, self.count + keys + 1))
+            self.first_line = _resized(self.first_line, self.offsets.size - 1)
         need = int(self.offsets[self.count]) + key_bytes
         if need > self.arena.size:
             self.arena = _resized(self.arena, max(2 * self.arena.size, need))
+
+    def grow(self) -> None:
+        """Every region doubled (its keys placed again)."""
+        self.slots = rehashed(self.slots, self.parts, 2 * (self.slots.shape[0] // self.parts))
 
     def keys(self) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, bytes) of the keys, code order: the buffers of an Arrow binary array."""
@@ -125,7 +127,13 @@ def span_hash(buf, start, stop, w0, w1):
     h = (h ^ (h >> np.uint64(31)) ^ np.uint64(w1)) * np.uint64(0x94D049BB133111EB)
     for i in range(start + 16, stop):   # keys longer than 16 bytes: the rest byte by byte (FNV-1a)
         h = (h ^ np.uint64(buf[i])) * np.uint64(1099511628211)
-    h ^= h >> np.uint64(29)
+    # a full avalanche last: the products above carry a byte's change only upwards, and the table's slot
+    # comes from the low bits (keys alike in their first bytes, DOC0000001, DOC0000002, ... crowded them)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
     return np.int64(h & np.uint64(0x7FFFFFFFFFFFFFFF))
 
 
@@ -142,14 +150,18 @@ def key_code(buf, starts, ends, lines, k, slots, offsets, first_line, arena, cou
 
 
 @njit(cache=True, nogil=True)
-def code_in_region(buf, starts, lines, k, h, w0, w1, n, slots, base, mask, offsets, first_line, arena, count):
+def code_in_region(buf, starts, lines, k, h, w0, w1, n, slots, base, mask, offsets, first_line, arena, count,
+                   can_add=True):
     """``key_code`` for key k of length ``n`` whose hash and first words are known, in the region
     ``slots[base:base + mask + 1]``. Its start and line are read only when needed (a new key, or one longer
-    than a slot holds): the usual lookup touches its slot and nothing else."""
+    than a slot holds): the usual lookup touches its slot and nothing else. A new key when not ``can_add``
+    (the region is full): (-1, count), nothing added."""
     i = h & mask
     while True:
         packed = slots[base + i, 1]
         if packed < 0:
+            if not can_add:
+                return -1, count
             slots[base + i, 0], slots[base + i, 1], slots[base + i, 2], slots[base + i, 3] = \
                 h, count | (n << 40), w0, w1
             at, start = offsets[count], starts[k]
@@ -264,16 +276,30 @@ def hash_keys(buf, starts, ends, parts, hashes, w0s, w1s, per_part):
         per_part[(h >> PART_SHIFT) & (parts - 1)] += 1
 
 
-@njit(cache=True, nogil=True)
-def encode_partitioned(buf, starts, ends, lines, hashes, w0s, w1s, per_part, codes, slots, parts, held, offsets,
-                       first_line, arena, count):
-    """``codes[k]`` = the code of key ``buf[starts[k]:ends[k]]`` (hashed by ``hash_keys``), the keys visited
-    region by region, in file order within a region (so a key's first line is still its first); new keys
-    are added. Returns the keys held. The caller reserved room in every region (``KeyTable.reserve``).
+def code_keys(table: KeyTable, buf, starts, ends, lines, codes) -> None:
+    """``codes[k]`` = the code of key ``buf[starts[k]:ends[k]]`` in a table of several regions (new keys
+    added): hashed, put in region order, then looked up a region at a time; a region that fills up stops
+    the pass, the table doubles and the pass goes on where it stopped."""
+    n = starts.size
+    hashes, w0s, w1s = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    per_part = np.zeros(table.parts, dtype=np.int64)
+    hash_keys(buf, starts, ends, table.parts, hashes, w0s, w1s, per_part)
+    table.reserve(n, int((ends - starts).sum()))
+    start, order, ph, p0, p1, plen = region_order(starts, ends, hashes, w0s, w1s, per_part, table.parts)
+    at = 0
+    while at >= 0:
+        table.count, at = encode_in_order(buf, starts, lines, start, order, ph, p0, p1, plen, at, codes,
+                                          table.slots, table.parts, table.held, table.offsets, table.first_line,
+                                          table.arena, table.count)
+        if at >= 0:
+            table.grow()
 
-    Each key's hash, words and length are first copied into region order, so the lookups read them in
-    sequence and touch nothing but the region's slots (small enough for the cache) unless a key is new."""
-    size = slots.shape[0] // parts
+
+@njit(cache=True, nogil=True)
+def region_order(starts, ends, hashes, w0s, w1s, per_part, parts):
+    """The keys in region order, file order within a region (a stable counting sort): (first position of
+    each region, and per position the key, its hash, words and length), so that the lookups read them in
+    sequence."""
     n = starts.size
     start = np.zeros(parts + 1, dtype=np.int64)
     for p in range(parts):
@@ -281,19 +307,49 @@ def encode_partitioned(buf, starts, ends, lines, hashes, w0s, w1s, per_part, cod
     fill = start[:parts].copy()
     order, ph = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     p0, p1, plen = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    for k in range(n):   # a stable counting sort by region
+    for k in range(n):
         p = (hashes[k] >> PART_SHIFT) & (parts - 1)
         f = fill[p]
         order[f], ph[f], p0[f], p1[f], plen[f] = k, hashes[k], w0s[k], w1s[k], ends[k] - starts[k]
         fill[p] = f + 1
+    return start, order, ph, p0, p1, plen
+
+
+@njit(cache=True, nogil=True)
+def encode_in_order(buf, starts, lines, start, order, ph, p0, p1, plen, j0, codes, slots, parts, held, offsets,
+                    first_line, arena, count):
+    """``codes[order[j]]`` = the code of each key from position ``j0`` on (``region_order``), region by
+    region, so a region's slots stay in cache while its keys are looked up; new keys are added, each region
+    kept at most half full. Returns (keys held, the position where a new key found its region full, or -1
+    when every key has its code): the caller grows the table and goes on from there."""
+    size = slots.shape[0] // parts
+    mask = size - 1
     for p in range(parts):
-        before = count
-        for j in range(start[p], start[p + 1]):
+        base = p * size
+        for j in range(max(start[p], j0), start[p + 1]):
             k = order[j]
-            codes[k], count = code_in_region(buf, starts, lines, k, ph[j], p0[j], p1[j], plen[j], slots, p * size,
-                                             size - 1, offsets, first_line, arena, count)
-        held[p] += count - before
-    return count
+            if plen[j] <= 16:  # the usual lookup, inline: a short key already held (a call costs 6x the probe)
+                h, i, found = ph[j], ph[j] & mask, -1
+                while True:
+                    packed = slots[base + i, 1]
+                    if packed < 0:
+                        break
+                    if slots[base + i, 0] == h and (packed >> 40) == plen[j] and slots[base + i, 2] == p0[j] \
+                            and slots[base + i, 3] == p1[j]:
+                        found = packed & 0xFFFFFFFFFF
+                        break
+                    i = (i + 1) & mask
+                if found >= 0:
+                    codes[k] = found
+                    continue
+            before = count
+            code, count = code_in_region(buf, starts, lines, k, ph[j], p0[j], p1[j], plen[j], slots, p * size,
+                                         size - 1, offsets, first_line, arena, count, 2 * (held[p] + 1) <= size)
+            if code < 0:
+                return count, j
+            held[p] += count - before
+            codes[k] = code
+    return count, -1
 
 
 @njit(cache=True, nogil=True)
