@@ -93,9 +93,13 @@ def raise_first(problems: list[str]) -> None:
         raise InputError(problems[0] + more)
 
 
-def out_of_range(name: str, what: str, values: np.ndarray, rows: np.ndarray, n: int) -> list[str]:
-    """One message for the rows of ``name`` whose index is not in [0, n)."""
+def out_of_range(name: str, what: str, values: np.ndarray, rows: np.ndarray | None, n: int) -> list[str]:
+    """One message for the rows of ``name`` whose index is not in [0, n) (``rows``: their row numbers,
+    None for 0, 1, ...)."""
+    if not values.size or (int(values.min()) >= 0 and int(values.max()) < n):
+        return []
     bad = np.flatnonzero((values < 0) | (values >= n))
+    rows = np.arange(values.size) if rows is None else rows
     if not bad.size:
         return []
     return [f"{name}: rows {rows_text(rows[bad])} hold {what} index {int(values[bad[0]])}"

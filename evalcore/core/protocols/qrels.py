@@ -132,7 +132,7 @@ def read_qrels_chunk(reader: ChunkReader, q0: int, q1: int, n_query: int, n_gall
     if len(set(lengths.values())) > 1:
         raise InputError(f"qrels: arrays differ in length ({', '.join(f'{k} ({v},)' for k, v in lengths.items())})")
     query = reader.read("qrels/query").astype(np.int64)
-    raise_first(out_of_range("qrels/query", "query", query, np.arange(query.size), n_query))
+    raise_first(out_of_range("qrels/query", "query", query, None, n_query))
     sel = chunk_rows(query, q0, q1)
     if isinstance(sel, slice):
         rows = np.arange(sel.start, sel.stop, dtype=np.int64)
