@@ -510,6 +510,24 @@ def _positions(keys: pa.Array, ids) -> np.ndarray:
     return pc.index_in(keys, value_set=value_set).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
+def _sorted_union(a: pa.Array, used_a: np.ndarray, b: pa.Array, used_b: np.ndarray):
+    """(the distinct strings of ``a[used_a]`` and ``b[used_b]`` sorted by bytes, each used one's index there
+    for ``a`` and ``b``, -1 for the others): one sort of both, equal neighbours merged, instead of a hash set,
+    a sort and a hash lookup per side."""
+    ia, ib = np.flatnonzero(used_a), np.flatnonzero(used_b)
+    both = pa.concat_arrays([a.take(pa.array(ia)), b.take(pa.array(ib))])
+    order = pc.sort_indices(both).to_numpy()
+    ordered = both.take(pa.array(order))
+    new = np.ones(len(ordered), dtype=bool)
+    if len(ordered) > 1:
+        new[1:] = pc.not_equal(ordered.slice(1), ordered.slice(0, len(ordered) - 1)).to_numpy(zero_copy_only=False)
+    at = np.empty(len(ordered), dtype=np.int64)
+    at[order] = np.cumsum(new) - 1
+    pos_a, pos_b = np.full(len(a), -1, dtype=np.int64), np.full(len(b), -1, dtype=np.int64)
+    pos_a[ia], pos_b[ib] = at[:ia.size], at[ia.size:]
+    return ordered.filter(pa.array(new)), pos_a, pos_b
+
+
 def _first_lines(lines: TrecLines, keys: np.ndarray) -> dict[str, int]:
     """qid -> its first line, for the selected qids (a bool mask over ``lines.qkeys``), ordered by that line."""
     chosen = np.flatnonzero(keys)   # usually none or few
@@ -567,18 +585,16 @@ def read_trec_run(run_path, *, qrels=None, order: str = "score",
     used_run = result_lists.used_codes(runs.qcode, runs.dcode, run_row, len(runs.dkeys))
     used_qrels = np.zeros(len(judged.dkeys), dtype=bool)
     used_qrels[judged.dcode[kept_qrels]] = True
-    gallery = pc.unique(pa.concat_arrays([runs.dkeys.filter(pa.array(used_run)),
-                                          judged.dkeys.filter(pa.array(used_qrels))]))
-    gallery = gallery.take(pc.sort_indices(gallery))
+    gallery, run_item, qrels_item_of = _sorted_union(runs.dkeys, used_run, judged.dkeys, used_qrels)
     n_queries = int(chosen.sum())
     counts = result_lists.row_counts(runs.qcode, run_row, n_queries)
     ranking_item = np.empty((n_queries, int(counts.max())), dtype=np.int64)   # fill_rows writes every place
     ranking_score = np.empty(ranking_item.shape, dtype=np.float64)  # every score as read: no merged ties
-    result_lists.fill_rows(runs.qcode, runs.dcode, runs.value, run_row, _positions(runs.dkeys, gallery),
+    result_lists.fill_rows(runs.qcode, runs.dcode, runs.value, run_row, run_item,
                            order == "trec_eval", ranking_item, ranking_score)
     del runs  # the rankings hold what is needed of the run
     qrels_query = qrels_rows[kept_qrels]
-    qrels_item = _positions(judged.dkeys, gallery)[judged.dcode[kept_qrels]]
+    qrels_item = qrels_item_of[judged.dcode[kept_qrels]]
     by_pair = np.lexsort((qrels_item, qrels_query))
     arrays = {
         "query/key": judged.qkeys.filter(pa.array(chosen)).to_numpy(zero_copy_only=False).astype(object),
