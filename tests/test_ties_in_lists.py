@@ -157,6 +157,21 @@ def test_an_item_listed_twice_is_an_input_error_naming_the_rows(write):
         evaluate(write(arrays, chunk_rows=1), Options(protocol="class", ks=(1, 10)))
 
 
+def test_evaluate_refuses_indices_outside_the_gallery_in_any_chunk(write, tmp_path):
+    """The tasks check their own rows as they read them (validation before the run checks structure only):
+    bad rows in the second of two chunks still exit 2 with one line naming the array and the rows, and
+    nothing is written."""
+    items = np.tile(np.arange(4), (1024, 1))
+    items[600, 2], items[700, 0] = 9, -3
+    arrays = class_lists(items, None, np.zeros(1024), [0, 1, 0, 1, 0, 1])
+    out = tmp_path / "report"
+    proc = run("evaluate", write(arrays, chunk_rows=512), "--out", out, "--protocol", "class")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == ("evalcore: error: ranking/item: rows 600, 700 hold gallery "
+                                                    "indices outside [0, 6) (use -1 only to pad)"), proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
 def test_pads_are_not_duplicates(write):
     arrays = class_lists([[1, 0, -1, -1]], [[2.0, 1.0, np.nan, np.nan]], [7], [7, 1])
     row = evaluate(write(arrays), Options(protocol="class", ks=(1,))).per_query.to_pylist()[0]

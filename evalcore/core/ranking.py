@@ -82,7 +82,7 @@ def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> 
     if n and k:
         top = int(items.max())
         use_stamp = top < max(1 << 22, 8 * items.size)  # one slot per item, else a sort per row
-        stamp = np.zeros(top + 1 if use_stamp else 0, dtype=np.int64)
+        stamp = np.zeros(top + 1 if use_stamp else 0, dtype=np.int32)   # row + 1 (a chunk's rows fit)
         list_row_problems(items, s if s is not None else np.zeros((0, 0)), s is not None, stamp, use_stamp,
                           dup, nan, rises)
     dup_rows = np.flatnonzero(dup)

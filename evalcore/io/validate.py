@@ -158,10 +158,10 @@ def dot_overflow(query_norms: np.ndarray, gallery_norms: np.ndarray, dims: int) 
 
 
 def keys_ascend(keys: np.ndarray) -> bool:
-    """Whether the keys (str) strictly ascend: a linear check that rules out repeats without a sort."""
+    """Whether the keys (``dataset.read``'s object array of str) strictly ascend: a linear check that rules
+    out repeats without a sort."""
     if len(keys) < 2:
         return True
-    keys = keys.astype(str).astype(object) if keys.dtype != object else keys
     try:
         return bool((keys[1:] > keys[:-1]).all())
     except TypeError:  # not all str: the sort decides
