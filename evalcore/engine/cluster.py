@@ -236,7 +236,11 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
                                      f"{CONNECT_TIMEOUT} ({exc.__class__.__name__}); check the address and "
                                      "that `dask scheduler` is running and reachable from here") from None
         try:
-            with WorkerWatch(client, no_workers_timeout()), _explained(client, scheduler):
+            # a scheduler gone mid-run makes distributed log the broken connection and the failed
+            # reconnection with tracebacks (when a send was under way): the one-line ClusterUnreachable
+            # raised here already says what happened
+            with _muted("distributed.batched"), _muted("distributed.client"), \
+                    WorkerWatch(client, no_workers_timeout()), _explained(client, scheduler):
                 yield client
         finally:
             # closing cancels a reconnection in progress (scheduler gone), which distributed logs as an
