@@ -148,7 +148,13 @@ def test_small_jobs_run_in_this_process_and_release_their_gallery_copy(reid_data
     assert cache.current() is None  # the run's cache (normalised gallery, side arrays) went with it
 
 
-def test_in_process_threads_equal_one_thread_and_any_chunking(reid_data):
+@pytest.mark.parametrize("split_pairs", [8192, 1])
+def test_in_process_threads_equal_one_thread_and_any_chunking(reid_data, monkeypatch, split_pairs):
+    # the threads split each chunk's 5,000 columns off the 4,096-column tile grid (``column_spans``), and with
+    # SPLIT_PAIRS = 1 its thresholds too (``pair_thresholds``); neither may change a number
+    from evalcore.core.scan import base
+
+    monkeypatch.setattr(base, "SPLIT_PAIRS", split_pairs)
     group = ds.write_dataset(zarr.storage.MemoryStore(), reid_data)
     options = engine.Options(protocol="reid")
     one = engine.evaluate(group, options, threads=1, chunk_rows=256)

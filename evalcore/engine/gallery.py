@@ -60,25 +60,56 @@ class GalleryBlocks:
         """All rows as one normalised array, when ``prefetch`` read them into one (else None)."""
         return None if self.cache is None else self.cache.get("whole")
 
-    def prefetch(self, map_fn=map) -> None:
-        """Read and normalise every block into one contiguous array, the blocks as views of it."""
+    def prefetch(self, map_fn=map, pieces: int = 2) -> None:
+        """Read and normalise every block into one contiguous array, the blocks as views of it.
+
+        The blocks are read through ``map_fn``, then their norms and their
+        normalisation are split into ``pieces`` runs of rows each, so the threads
+        share the work even when the whole gallery is one block. Row-wise work,
+        so the split changes no number; a block's problems are reported whole,
+        blocks in order.
+        """
         if self.cache is None or "whole" in self.cache:
             return
-        whole = np.empty((self.n_rows, self.array.shape[1]), dtype=np.float32)
-        # _read caches each block: a view of ``whole``, normalised in place
-        list(map_fn(lambda g0: self._read(g0, into=whole[g0:g0 + self.block_rows]),
-                    range(0, self.n_rows, self.block_rows)))
+        dims = self.array.shape[1]
+        whole = np.empty((self.n_rows, dims), dtype=np.float32)
+        starts = range(0, self.n_rows, self.block_rows)
+
+        def load(g0: int) -> None:  # float16 is upcast on the way
+            whole[g0:g0 + self.block_rows] = ds.read_array(self.array, "gallery/emb",
+                                                           slice(g0, g0 + self.block_rows))
+
+        list(map_fn(load, starts))
+        norms = np.empty(self.n_rows, dtype=np.float64)
+        runs = row_runs(self.n_rows, self.block_rows, pieces)
+
+        def measure(run: Span) -> None:
+            norms[run[0]:run[1]] = row_norms(whole[run[0]:run[1]])
+
+        list(map_fn(measure, runs))
+        for g0 in starts:
+            block, block_norms = whole[g0:g0 + self.block_rows], norms[g0:g0 + self.block_rows]
+            problems = ds.check_embeddings("gallery/emb", g0, block, self.similarity == "cosine", norms=block_norms)
+            if problems:
+                raise InputError(problems[0])
+            self._check_dot(g0, block_norms)
+
+        def scale(run: Span) -> None:
+            a, z = run
+            normalize_rows(whole[a:z], self.similarity, norms=norms[a:z], copy=False)
+
+        list(map_fn(scale, runs))
+        for g0 in starts:
+            self.cache[g0] = whole[g0:g0 + self.block_rows]
+            self.cache[("norms", g0)] = norms[g0:g0 + self.block_rows]
         self.cache["whole"] = whole
 
-    def _read(self, g0: int, into: np.ndarray | None = None) -> np.ndarray:
+    def _read(self, g0: int) -> np.ndarray:
         if self.cache is not None and g0 in self.cache:
             self._check_dot(g0, self.cache[("norms", g0)])  # a cached block meets this task's queries too
             return self.cache[g0]
         raw = ds.read_array(self.array, "gallery/emb", slice(g0, g0 + self.block_rows))
-        if into is not None:
-            into[...] = raw  # float16 is upcast on the way
-            raw = into
-        elif raw.dtype != np.float32:
+        if raw.dtype != np.float32:
             raw = raw.astype(np.float32)  # float16 products are slow in numpy: upcast the block once
         norms = row_norms(raw)
         problems = ds.check_embeddings("gallery/emb", g0, raw, self.similarity == "cosine", norms=norms)
@@ -118,6 +149,16 @@ class GalleryBlocks:
                 g0 = b * self.block_rows
                 np.take(self._read(g0), idx[a:z] - g0, axis=0, out=out[a:z])
         return out
+
+
+def row_runs(n_rows: int, block_rows: int, pieces: int) -> list[Span]:
+    """Each block of rows cut into ``pieces`` runs of as equal length as possible (rows 0..n_rows)."""
+    runs = []
+    for g0 in range(0, n_rows, block_rows):
+        g1 = min(n_rows, g0 + block_rows)
+        edges = [g0 + (g1 - g0) * i // pieces for i in range(pieces + 1)]
+        runs += [(a, z) for a, z in zip(edges[:-1], edges[1:]) if z > a]
+    return runs
 
 
 def dot_overflow_problems(q0: int, query_norms: np.ndarray, g0: int, gallery_norms: np.ndarray,

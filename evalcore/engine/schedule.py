@@ -112,7 +112,7 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
             if shards is None and ctx.shape.ranked_by == "embeddings" and not options.judged_only:
                 # chunks one after another, each scan split over the threads by gallery columns:
                 # the threads finish together, however few chunks there are
-                prefetch_gallery(pool, source, options, storage_options, ctx)
+                prefetch_gallery(pool, source, options, storage_options, ctx, threads)
                 for i, (q0, q1) in enumerate(chunks):
                     finished(i, evaluate_chunk(source, options, q0, q1, storage_options, ctx, threads, pool.map,
                                                rerank), i + 1)
@@ -128,10 +128,10 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
                 raise
 
 
-def prefetch_gallery(pool, source, options: Options, storage_options, ctx: TaskContext) -> None:
-    """Read and normalise the gallery blocks into the run's cache, a block per thread, when they fit."""
+def prefetch_gallery(pool, source, options: Options, storage_options, ctx: TaskContext, threads: int) -> None:
+    """Read and normalise the gallery blocks into the run's cache on the pool's ``threads``, when they fit."""
     group = ds.open_dataset(source, storage_options)
-    GalleryBlocks(group, options.similarity, ctx.run_id, ctx.cache_bytes).prefetch(pool.map)
+    GalleryBlocks(group, options.similarity, ctx.run_id, ctx.cache_bytes).prefetch(pool.map, threads)
 
 
 def run_chunk_here(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext,

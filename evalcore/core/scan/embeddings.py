@@ -160,6 +160,11 @@ class _TileState(CountState):
         self.bounds = tie_boundaries(self.thr_sorted, ties)
         self.qerr = np.ascontiguousarray(qerr[r0:r1], dtype=np.float64)
         self.low = np.full(n, -np.inf, dtype=np.float64)      # largest (score - error) seen: rank 1 is >= it
+        # A negative is rank 1 only if its canonical score reaches the best relevant one (``CountState.finish``),
+        # so the bound starts there: far fewer early pairs are emitted as rank-1 candidates to settle.
+        ends = self.row_start[1:]
+        judged = ends > self.row_start[:-1]
+        self.low[judged] = self.thr_sorted[ends[judged] - 1]
         self.dense = False    # most pairs need canonical scores: compute them first (``update_canonical``)
         # scratch for the kernel, reused across tiles
         self._out_idx: np.ndarray | None = None
@@ -367,6 +372,7 @@ class EmbeddingScan:
     canonical scores decide (module docstring). Its source is a ``Gallery`` of normalised rows."""
 
     name = "embeddings"
+    splits_pairs = True
 
     def queries(self, query_normalized: np.ndarray, q0: int, n_query: int = 0,
                 similarity: str = "cosine") -> EmbeddingQueries:

@@ -205,6 +205,7 @@ class RerankScan:
     """The scan backend of re-ranked evaluation; its source is a ``Gallery`` of normalised rows."""
 
     name = "rerank"
+    splits_pairs = False  # thresholds() keeps the chunk's cosines when it scores all of its pairs
 
     def thresholds(self, queries: RerankQueries, truth: Truth, source: Gallery,
                    pairs: np.ndarray | None = None) -> np.ndarray:

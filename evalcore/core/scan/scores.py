@@ -69,6 +69,7 @@ class ScoreScan:
     """The scan backend over a given score matrix; its source is a ``ScoreSource`` (the chunk's rows)."""
 
     name = "scores"
+    splits_pairs = True
 
     def thresholds(self, queries: ScoreQueries, truth: Truth, source: ScoreSource,
                    pairs: np.ndarray | None = None) -> np.ndarray:
