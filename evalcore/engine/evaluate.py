@@ -37,7 +37,7 @@ from evalcore.engine.plan import (
     shard_owners,
 )
 from evalcore.engine.reduce import add_top1_keys, empty_per_query, run_warnings, score_note, summarize
-from evalcore.engine.schedule import raise_input_error, run_here, submit_chunks
+from evalcore.engine.schedule import load_kernels_aside, raise_input_error, run_here, submit_chunks
 from evalcore.engine.tasks import ChunkResult
 from evalcore.errors import WorkerStalled
 from evalcore.io import dataset as ds
@@ -156,6 +156,8 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     group = ds.open_dataset(path, storage_options)
     source = group if isinstance(path, zarr.Group) else str(path)
     shape = describe(group, options)
+    if client is None and shape.ranked_by != "ranking/item":
+        load_kernels_aside()  # overlaps the checks and the gallery read below
     max_rank, capped = cap_max_rank(options.max_rank, shape.n_gallery)
     options = replace(options, max_rank=max_rank)
     # structure here, once; embedding values are checked by the tasks as they read them

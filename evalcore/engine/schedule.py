@@ -1,6 +1,7 @@
 """Where the tasks run: submitted to a Dask client as a graph, or here on threads."""
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from threadpoolctl import threadpool_limits
@@ -11,6 +12,28 @@ from evalcore.engine.options import Options
 from evalcore.engine.plan import Span, TaskContext
 from evalcore.engine.tasks import ChunkResult, chunk_truth, combine_shards, evaluate_chunk, scan_shard, shard_bands
 from evalcore.io import dataset as ds
+
+
+def load_kernels_aside() -> threading.Thread:
+    """Load the scan's compiled kernels from numba's cache on a thread of their own, and return it.
+
+    Loading them (numba's CPU target, which imports scipy.linalg, then each
+    kernel) takes ~0.3 s of a fresh process and would otherwise wait in the
+    first chunk; a run here starts it at once, so it overlaps reading,
+    checking and normalising the gallery. A failure is left to the first
+    chunk, which meets it again and reports it as it always does.
+    """
+    def load() -> None:
+        from evalcore.core import kernels
+
+        try:
+            kernels.warm_up()
+        except Exception:  # noqa: BLE001 - the chunk's own call reports it
+            pass
+
+    thread = threading.Thread(target=load, name="evalcore-kernels")
+    thread.start()
+    return thread
 
 
 def submit_chunks(client, path, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
