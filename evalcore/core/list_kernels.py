@@ -3,9 +3,11 @@
 numpy needs a global sort of every (row, item) pair for each membership test
 (relevant, junk, judged) and a lexsort of every listed entry for the tie
 policy: at 100,000 queries x top-100 that was ~1.4 s a 50,000-query chunk.
-Here each row is walked once; membership is a binary search in the row's
-sorted CSR list (``Truth`` lists are ascending within a row) and tie groups
-are ordered in place. Numbers are identical to the sort-based formulation
+Here each row is walked once; membership is one probe of a small hash table
+of the row's judged and junk items (a binary search in the row's sorted CSR
+list for judged-only runs' allowed items) and tie groups are ordered in place.
+At 1,024 queries x top-1,000 with grades that is 11 ms a chunk, from 44 ms
+with three binary searches an entry and a gain sort called for every tie group. Numbers are identical to the sort-based formulation
 (``tests/core/test_list_kernels.py`` keeps it as the reference).
 """
 from __future__ import annotations
@@ -58,6 +60,37 @@ def _sort_by_gain(entries, count, gain, pair, descending):
         entries[a] = copy[order[a]]
 
 
+#: flags of a row's table slot (``rank_rows``)
+JUNK = 1
+NONREL = 2
+#: 2**64 / golden ratio (Fibonacci hashing: the product's top bits spread any run of item numbers)
+HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def home_slot(key, shift):
+    """Where linear probing for ``key`` starts: the top bits of key * HASH_MUL."""
+    return np.int64((np.uint64(key) * HASH_MUL) >> shift)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, key):
+    """The slot of ``key`` in row ``r``'s table (linear probing), claimed and cleared if new.
+
+    Slots whose ``slot_row`` is not ``r`` are free: a new row needs no clearing.
+    """
+    h = home_slot(key, shift)
+    while slot_row[h] == r:
+        if slot_key[h] == key:
+            return h
+        h = (h + 1) & mask
+    slot_row[h] = r
+    slot_key[h] = key
+    slot_pair[h] = -1
+    slot_flag[h] = 0
+    return h
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
 def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, gallery_junk, has_gallery_junk,
               allowed_indptr, allowed_items, has_allowed, rel_indptr, rel_items, gains, has_gains,
@@ -85,21 +118,54 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
     knon = np.empty(k, dtype=np.bool_)
     order = np.empty(k, dtype=np.int64)
     rel_tmp = np.empty(k, dtype=np.int64)
+    # the row's judged and junk items in a small open-addressing table, so a listed item that is none of
+    # them (most are) is found out in one probe instead of three binary searches
+    most = 0
     for r in range(n):
+        most = max(most, (rel_indptr[r + 1] - rel_indptr[r]) + (junk_indptr[r + 1] - junk_indptr[r])
+                   + ((nonrel_indptr[r + 1] - nonrel_indptr[r]) if has_nonrel else 0))
+    bits = 4
+    while (1 << bits) < 2 * most:
+        bits += 1
+    size = 1 << bits
+    mask = size - 1
+    shift = np.uint64(64 - bits)
+    slot_key = np.empty(size, dtype=np.int64)
+    slot_row = np.full(size, -1, dtype=np.int64)   # a slot holds a key of this row only when it says so
+    slot_pair = np.empty(size, dtype=np.int64)
+    slot_flag = np.empty(size, dtype=np.uint8)     # JUNK | NONREL
+    for r in range(n):
+        for p in range(rel_indptr[r], rel_indptr[r + 1]):
+            s = table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, rel_items[p])
+            slot_pair[s] = p
+        if has_nonrel:
+            for p in range(nonrel_indptr[r], nonrel_indptr[r + 1]):
+                s = table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, nonrel_items[p])
+                slot_flag[s] |= NONREL
+        for p in range(junk_indptr[r], junk_indptr[r + 1]):
+            s = table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, junk_items[p])
+            slot_flag[s] |= JUNK
         m = 0
         for j in range(k):
             it = items[r, j]
             if it < 0:
                 continue
-            if find_in_row(junk_items, junk_indptr[r], junk_indptr[r + 1], it) >= 0:
-                continue
             if has_gallery_junk and gallery_junk[it]:
                 continue
             if has_allowed and find_in_row(allowed_items, allowed_indptr[r], allowed_indptr[r + 1], it) < 0:
                 continue
+            h = home_slot(it, shift)
+            while slot_row[h] == r and slot_key[h] != it:
+                h = (h + 1) & mask
+            if slot_row[h] == r:
+                if slot_flag[h] & JUNK:
+                    continue
+                kpair[m] = slot_pair[h]
+                knon[m] = (slot_flag[h] & NONREL) != 0
+            else:
+                kpair[m] = -1
+                knon[m] = False
             kpos[m] = j
-            kpair[m] = find_in_row(rel_items, rel_indptr[r], rel_indptr[r + 1], it)
-            knon[m] = has_nonrel and find_in_row(nonrel_items, nonrel_indptr[r], nonrel_indptr[r + 1], it) >= 0
             m += 1
         # the ranking order of the kept entries
         if has_scores:
@@ -115,7 +181,7 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
                     if kpair[e] >= 0:
                         rel_tmp[n_rel] = e
                         n_rel += 1
-                if has_gains:
+                if has_gains and n_rel > 1:  # a call per group costs more than the rest of the row walk
                     _sort_by_gain(rel_tmp, n_rel, gains, kpair, not pessimistic)
                 if not pessimistic:
                     for c in range(n_rel):

@@ -107,6 +107,44 @@ def test_rank_by_lists_equals_the_per_row_rule(seed, ties):
                                   equal_nan=True)
 
 
+@pytest.mark.parametrize("ties", ["pessimistic", "optimistic"])
+def test_rows_of_very_different_judged_counts_and_junk_that_is_also_relevant(ties):
+    """The per-row tables (sized by the busiest row, probed linearly): one row judges 600 items, others one or
+    none; junk items that are also judged relevant are junk (left out), as the rule says."""
+    rng = np.random.default_rng(11)
+    n, k, g = 12, 400, 5000
+    items = np.array([rng.permutation(g)[:k] for _ in range(n)])
+    scores = -np.sort(-rng.integers(0, 40, size=(n, k)), axis=1).astype(np.float64)
+    sizes = [600, 1, 0, 37, 2, 600, 5, 0, 1, 90, 3, 250]
+    rel_rows, rel_items, junk_rows, junk_items, non_rows, non_items = [], [], [], [], [], []
+    for r, size in enumerate(sizes):
+        listed = rng.permutation(items[r])[: size // 2]          # half of the judged items are listed
+        other = rng.permutation(np.setdiff1d(np.arange(g), items[r]))[: size - len(listed)]
+        judged = np.concatenate([listed, other]).astype(np.int64)
+        kind = rng.integers(0, 3, size=len(judged))               # 0 relevant, 1 judged non-relevant, 2 junk
+        rel_rows += [r] * int((kind == 0).sum())
+        rel_items += judged[kind == 0].tolist()
+        non_rows += [r] * int((kind == 1).sum())
+        non_items += judged[kind == 1].tolist()
+        also_junk = judged[kind == 0][:3]                         # relevant and junk at once: junk wins
+        junk_rows += [r] * (int((kind == 2).sum()) + len(also_junk))
+        junk_items += judged[kind == 2].tolist() + also_junk.tolist()
+    rel_indptr, rel_sorted = csr_from_pairs(np.array(rel_rows), np.array(rel_items), n)
+    junk_indptr, junk_sorted = csr_from_pairs(np.array(junk_rows), np.array(junk_items), n)
+    non_indptr, non_sorted = csr_from_pairs(np.array(non_rows), np.array(non_items), n)
+    truth = Truth(rel_indptr, rel_sorted, junk_indptr, junk_sorted, np.diff(junk_indptr),
+                  rel_gain=rng.integers(1, 4, size=len(rel_sorted)), nonrel_indptr=non_indptr,
+                  nonrel_items=non_sorted, n_judged_nonrel=np.diff(non_indptr))
+    ranked = rank_by_lists(items, scores, truth, None, ties=ties)
+    for r, (ranks, pairs, before, top1, *_rest) in enumerate(reference(items, scores, truth, None, ties)):
+        a, b = ranked.indptr[r], ranked.indptr[r + 1]
+        assert ranked.ranks[a:b].tolist() == ranks, r
+        assert ranked.pairs[a:b].tolist() == pairs, r
+        assert ranked.judged_before[a:b].tolist() == before, r
+        assert ranked.top1[r] == top1, r
+    assert sum(len(x) for x in (ranked.ranks,)) > 100  # the busy rows did rank many relevant items
+
+
 def test_big_tie_groups_sort_by_gain_past_the_insertion_sort():
     """A row of 300 equally scored items, 200 of them relevant with grades: the mergesort branch."""
     rng = np.random.default_rng(7)
