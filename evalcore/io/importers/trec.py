@@ -246,11 +246,63 @@ class _Scan:
 DOCNO_PARTS = 128
 
 
+@dataclass
+class _Tokens:
+    """One piece tokenised (``trec_scan.tokenize_piece``): its bytes, the kept lines' field spans and line
+    numbers, the row of its first kept line, and the line of a wrong field count there (-1: none)."""
+
+    row: int
+    buf: np.ndarray
+    spans: np.ndarray
+    lines: np.ndarray
+    bad: int
+
+
+def _tokenised(path, fields: int, wanted: tuple[int, int, int], more_ignored: bool, qtable: trec_scan.KeyTable,
+               qcode: np.ndarray):
+    """The pieces of a file tokenised, each piece's qids coded into ``qcode`` (``qtable`` sees the pieces in
+    file order, so the codes are in first-seen order). Nothing after the piece with a wrong field count:
+    the rest is only read, for the UTF-8 check (a decoding error is reported first, as before)."""
+    row, line, bad = 0, 1, False
+    for _, piece in _pieces(path, PIECE_BYTES):
+        if bad:
+            continue
+        buf = np.frombuffer(piece, dtype=np.uint8)
+        capacity = buf.size // (2 * fields - 1) + 1
+        spans = np.empty((6, capacity), dtype=np.int64)
+        piece_lines = np.empty(capacity, dtype=np.int64)
+        n, bad_line, next_line = trec_scan.tokenize_piece(buf, fields, more_ignored, np.array(wanted), line, spans,
+                                                          piece_lines)
+        spans, piece_lines = spans[:, :n], piece_lines[:n]
+        qtable.reserve(n, int((spans[1] - spans[0]).sum()))
+        qtable.count, _ = trec_scan.encode_keys(buf, spans[0], spans[1], piece_lines, qcode[row:row + n],
+                                                qtable.slots, qtable.offsets, qtable.first_line, qtable.arena,
+                                                qtable.count)
+        yield _Tokens(row, buf, spans, piece_lines, int(bad_line))
+        row, line, bad = row + n, int(next_line), bad_line >= 0
+
+
+_DONE = object()
+
+
+def _ahead(items):
+    """``items`` with the next one made on a second thread while the caller works on this one: the compiled
+    passes release the GIL, so the two use two cores. Its exceptions come out where its items would."""
+    it = iter(items)
+    with ThreadPoolExecutor(1) as pool:
+        coming = pool.submit(next, it, _DONE)
+        while (item := coming.result()) is not _DONE:
+            coming = pool.submit(next, it, _DONE)
+            yield item
+
+
 def _scan_file(path, layout: str, wanted: tuple[int, int, int], *, more_ignored: bool, keep_lines: bool,
                on_values) -> _Scan:
     """Tokenise a TREC file piece by piece (``trec_scan``); ``on_values(first row, tokens)`` gets each
     piece's value fields as an Arrow binary array. Stops at the first line with a wrong field count
-    (the rest of the file is still checked to be UTF-8)."""
+    (the rest of the file is still checked to be UTF-8). A second thread reads, tokenises and codes the
+    qids of the next piece (``_tokenised``) while this one codes the docnos and values of the last, so
+    each table still sees the pieces in file order."""
     fields = len(layout.split())
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     most = (size + 1) // (2 * fields) + 1  # a kept line holds at least 2 * fields - 1 bytes and its \n
@@ -258,32 +310,20 @@ def _scan_file(path, layout: str, wanted: tuple[int, int, int], *, more_ignored:
     qcode, dcode = np.empty(most, dtype=np.int32), np.empty(most, dtype=np.int32)
     lines = np.empty(most if keep_lines else 0, dtype=np.int64)
     qtable, dtable = trec_scan.KeyTable(), trec_scan.KeyTable(1 << 9, 1 << 20, parts=DOCNO_PARTS)
-    bad, row, line = None, 0, 1
-    for _, piece in _pieces(path, PIECE_BYTES):
-        if bad is not None:
-            continue  # only the UTF-8 check of the rest: a decoding error is reported first, as before
-        buf = np.frombuffer(piece, dtype=np.uint8)
-        capacity = buf.size // (2 * fields - 1) + 1
-        spans = np.empty((capacity, 6), dtype=np.int64)
-        piece_lines = np.empty(capacity, dtype=np.int64)
-        n, bad_line = trec_scan.tokenize_piece(buf, fields, more_ignored, np.array(wanted), line, spans, piece_lines)
-        spans, piece_lines = spans[:n], piece_lines[:n]
-        qtable.reserve(n, int((spans[:, 1] - spans[:, 0]).sum()))
-        qtable.count, _ = trec_scan.encode_keys(buf, spans[:, 0].copy(), spans[:, 1].copy(), piece_lines,
-                                                qcode[row:row + n], qtable.slots, qtable.offsets,
-                                                qtable.first_line, qtable.arena, qtable.count)
+    bad, row = None, 0
+    for piece in _ahead(_tokenised(path, fields, wanted, more_ignored, qtable, qcode)):
+        buf, spans, row, n = piece.buf, piece.spans, piece.row, piece.spans.shape[1]
         # docnos: hashed, then looked up one cache-sized region of the table at a time
-        trec_scan.code_keys(dtable, buf, spans[:, 2].copy(), spans[:, 3].copy(), piece_lines, dcode[row:row + n])
+        trec_scan.code_keys(dtable, buf, spans[2], spans[3], piece.lines, dcode[row:row + n])
         if keep_lines:
-            lines[row:row + n] = piece_lines
+            lines[row:row + n] = piece.lines
         offsets, values = np.empty(n + 1, dtype=np.int64), np.empty(buf.size, dtype=np.uint8)
-        trec_scan.gather_tokens(buf, spans[:, 4].copy(), spans[:, 5].copy(), offsets, values)
+        trec_scan.gather_tokens(buf, spans[4], spans[5], offsets, values)
         on_values(row, pa.LargeBinaryArray.from_buffers(pa.large_binary(), n,
                                                         [None, pa.py_buffer(offsets), pa.py_buffer(values)]))
         row += n
-        line += piece.count(b"\n")
-        if bad_line >= 0:
-            bad = int(bad_line)
+        if piece.bad >= 0:
+            bad = piece.bad
     return _Scan(qcode[:row], dcode[:row], lines[:row] if keep_lines else None, qtable, dtable, bad)
 
 

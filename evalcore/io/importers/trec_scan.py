@@ -189,10 +189,12 @@ def code_in_region(buf, starts, lines, k, h, w0, w1, n, slots, base, mask, offse
 def tokenize_piece(buf, fields, more_ignored, wanted, line, spans, lines):
     """Split ``buf`` (whole lines; ``line`` the number of its first) into the kept lines' wanted fields.
 
-    Row k of ``spans`` gets (start, end) of fields ``wanted[0]``, ``wanted[1]``
+    Column k of ``spans`` (6 rows: each a contiguous array the coding passes
+    take as it is) gets (start, end) of fields ``wanted[0]``, ``wanted[1]``
     and ``wanted[2]`` of the k-th kept line, ``lines[k]`` its number. Returns
     (kept lines, line number of the first line with a wrong field count or
-    -1; tokenising stops there).
+    -1, the number of the line after the piece); tokenising stops at a wrong
+    field count. The line count comes from here: ``bytes.count`` holds the GIL.
     """
     token_start = np.empty(MAX_FIELDS, dtype=np.int64)
     token_end = np.empty(MAX_FIELDS, dtype=np.int64)
@@ -218,14 +220,14 @@ def tokenize_piece(buf, fields, more_ignored, wanted, line, spans, lines):
             token_end[n - 1] = i
         if n and buf[token_start[0]] != 35:  # not blank, not a '#' line
             if n < fields or (n > fields and not more_ignored):
-                return row, line
+                return row, line, line
             for f in range(3):
-                spans[row, 2 * f], spans[row, 2 * f + 1] = token_start[wanted[f]], token_end[wanted[f]]
+                spans[2 * f, row], spans[2 * f + 1, row] = token_start[wanted[f]], token_end[wanted[f]]
             lines[row] = line
             row += 1
         pos = i + 1
         line += 1
-    return row, -1
+    return row, -1, line
 
 
 #: lookups ahead whose slot is loaded early: the table is far larger than the caches, and independent
