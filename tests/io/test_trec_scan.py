@@ -122,3 +122,17 @@ def test_a_problem_in_the_qrels_is_reported_before_one_in_the_run(tmp_path):
         run_it(tmp_path, "q1 Q0 d1 1 1_5 t\n", "q1 0 d1 1\nq1 0 d2 x\n")
     with pytest.raises(InputError, match=r"run: line 1, field score: '1_5' is not a plain decimal"):
         run_it(tmp_path, "q1 Q0 d1 1 1_5 t\n")
+
+
+@pytest.mark.parametrize("piece", [1, 3, 7, 64, 1 << 24])
+def test_pieces_are_the_file_cut_after_a_newline(tmp_path, piece):
+    """Read straight into arrays: joined they are the file, each at its offset, each but the last ending at a
+    ``\\n`` (lines longer than a piece too); one read holding it all cuts after its last ``\\n``."""
+    data = b"".join(b"x" * int(n) + b"\n" for n in np.random.default_rng(piece).integers(0, 30, size=60)) + b"tail"
+    (tmp_path / "f").write_bytes(data)
+    pieces = list(trec._pieces(tmp_path / "f", piece))
+    assert b"".join(p.tobytes() for _, p in pieces) == data
+    assert [offset for offset, _ in pieces] == np.cumsum([0] + [p.size for _, p in pieces[:-1]]).tolist()
+    assert all(p[-1] == 10 for _, p in pieces[:-1]) and pieces[-1][1].tobytes().endswith(b"tail")
+    if piece == 1 << 24:
+        assert len(pieces) == 2

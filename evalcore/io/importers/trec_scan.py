@@ -186,6 +186,15 @@ def code_in_region(buf, starts, lines, k, h, w0, w1, n, slots, base, mask, offse
 
 
 @njit(cache=True, nogil=True)
+def last_newline(buf):
+    """The position of the last ``\\n`` in ``buf``, -1 if none: a piece's end (``bytes.rfind`` needs a copy)."""
+    for i in range(buf.size - 1, -1, -1):
+        if buf[i] == 10:
+            return i
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def tokenize_piece(buf, fields, more_ignored, wanted, line, spans, lines):
     """Split ``buf`` (whole lines; ``line`` the number of its first) into the kept lines' wanted fields.
 
