@@ -73,6 +73,8 @@ def test_a_bad_line_in_a_later_piece_is_named(tmp_path, monkeypatch, piece):
     ("q1 Q0 dX 1 1_5 t\n", "q1 Q0 dY 1\n", r"line 31, field score: '1_5' is not a plain decimal"),
     ("q1 Q0 dX 1\n", "q1 Q0 dY 1 nan t\n", r"line 31: 4 fields, expected at least 6 \(qid"),
     ("q1 Q0 dX\n", "q1 Q0 dY 1\n", r"line 31: 3 fields, expected at least 6 \(qid"),
+    ("q1 Q0 dX 1 nan t\n", "q1 Q0 dY 1 1_5 t\n", r"line 31, field score: 'nan' is not a finite number"),
+    ("q1 Q0 dX 1 1e999 t\n", "q1 Q0 dY 1 inf t\n", r"line 31, field score: '1e999' is not a finite number"),
 ])
 def test_the_first_bad_line_wins_when_two_pieces_have_one(tmp_path, monkeypatch, piece, first, later, message):
     monkeypatch.setattr(trec, "PIECE_BYTES", piece)

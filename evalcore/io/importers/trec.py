@@ -216,7 +216,7 @@ def _pieces(path, piece_bytes: int):
         while True:
             data = np.empty(carry.size + piece_bytes, dtype=np.uint8)
             data[:carry.size] = carry
-            got = handle.readinto(memoryview(data)[carry.size:])
+            got = handle.readinto(data.data[carry.size:])
             end = carry.size + got
             if not end:
                 return
@@ -338,12 +338,14 @@ def _keys(table: trec_scan.KeyTable) -> pa.Array:
 
 
 def _sorted_keys(table: trec_scan.KeyTable, codes: np.ndarray) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """(keys sorted by bytes, ``codes`` recoded to index them, each sorted key's first line)."""
+    """(keys sorted by bytes, ``codes`` recoded in place to index them, each sorted key's first line); in
+    place: a recoded copy of a 100M-line run's codes is 400 MB more memory to touch."""
     keys = _keys(table)
     order = pc.sort_indices(keys).to_numpy()
     rank = np.empty(order.size, dtype=np.int32)
     rank[order] = np.arange(order.size, dtype=np.int32)
-    return keys.take(pa.array(order)), rank[codes], table.first_line[:table.count][order]
+    trec_scan.recode(codes, rank)
+    return keys.take(pa.array(order)), codes, table.first_line[:table.count][order]
 
 
 def _line_numbers(path, layout: str, more_ignored: bool, rows) -> np.ndarray:
@@ -464,10 +466,13 @@ def read_run_lines(path) -> TrecLines:
     fields = len(layout.split())
     most = (os.path.getsize(path) + 1) // (2 * fields) + 1 if os.path.isfile(path) else 0
     score = np.empty(most, dtype=np.float64)   # touched only as far as rows are read
+    not_finite: list[int] = []   # the first row whose score is not a plain number (NaN) or is infinite
 
     def scores(first_row: int, tokens: pa.Array) -> None:
-        score[first_row:first_row + len(tokens)] = _plain_numbers(tokens.cast(pa.large_string()), PLAIN_DECIMAL,
-                                                                  DECIMAL_BYTES, pa.float64())
+        values = _plain_numbers(tokens.cast(pa.large_string()), PLAIN_DECIMAL, DECIMAL_BYTES, pa.float64())
+        score[first_row:first_row + len(tokens)] = values
+        if not not_finite:   # checked a piece at a time: a mask of the whole run is memory to touch
+            not_finite.extend(first_row + np.flatnonzero(~np.isfinite(values))[:1])
 
     scan = _scan_file(path, layout, (0, 2, 4), more_ignored=True, keep_lines=False, on_values=scores)
     score = score[:scan.qcode.size]
@@ -476,7 +481,7 @@ def read_run_lines(path) -> TrecLines:
     repeat, earlier = (_duplicates(qcode, dcode, len(dkeys))
                        if result_lists.may_repeat(qcode, dcode, len(qkeys), len(dkeys))
                        else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
-    first = _first_row([np.flatnonzero(~np.isfinite(score)), repeat])  # NaN: not a plain number
+    first = _first_row([np.array(not_finite, dtype=np.int64), repeat])
     problem = scan.bad
     if first is not None:
         at_row = int(_line_numbers(path, layout, True, [first])[0])

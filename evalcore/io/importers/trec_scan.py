@@ -364,6 +364,13 @@ def encode_in_order(buf, starts, lines, start, order, ph, p0, p1, plen, j0, code
 
 
 @njit(cache=True, nogil=True)
+def recode(codes, new_code):
+    """``codes[k] = new_code[codes[k]]`` in place."""
+    for k in range(codes.size):
+        codes[k] = new_code[codes[k]]
+
+
+@njit(cache=True, nogil=True)
 def gather_tokens(buf, starts, ends, offsets, values):
     """Tokens ``buf[starts[k]:ends[k]]`` packed into ``values``, ``offsets`` (k + 1 entries) their bounds."""
     at = 0
