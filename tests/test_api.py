@@ -161,6 +161,11 @@ def test_in_process_threads_equal_one_thread_and_any_chunking(reid_data, monkeyp
     for threads, rows in ((2, 256), (3, 512), (2, 4096)):
         assert_tables_equal(engine.evaluate(group, options, threads=threads, chunk_rows=rows).per_query,
                             one.per_query)
+    # unasked, a run whose chunks each use every thread takes chunks of 4,096 rows: here one
+    planned = engine.evaluate(group, options, threads=2)
+    assert planned.run["chunks"] == [[0, 600]]
+    assert_tables_equal(planned.per_query, one.per_query)
+    assert len(engine.evaluate(group, options, threads=1).run["chunks"]) > 1  # one thread: Zarr chunks, 2 at least
 
 
 @pytest.mark.cluster

@@ -24,6 +24,7 @@ from evalcore.engine import rerank as rerank_phase
 from evalcore.engine.faults import Fault, StallWatch, check_stall_timeout, retried_chunks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import (
+    SPLIT_CHUNK_ROWS,
     DatasetShape,
     Span,
     TaskContext,
@@ -37,7 +38,7 @@ from evalcore.engine.plan import (
     shard_owners,
 )
 from evalcore.engine.reduce import add_top1_keys, empty_per_query, run_warnings, score_note, summarize
-from evalcore.engine.schedule import load_kernels_aside, raise_input_error, run_here, submit_chunks
+from evalcore.engine.schedule import load_kernels_aside, raise_input_error, run_here, splits_columns, submit_chunks
 from evalcore.engine.tasks import ChunkResult
 from evalcore.errors import WorkerStalled
 from evalcore.io import dataset as ds
@@ -181,6 +182,9 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
         else plan_shards(group, shape, ctx.cache_bytes, gallery_shards, n_workers)
     owners = shard_owners(len(shards), sorted(client.scheduler_info()["workers"])) \
         if shards and client is not None else None
+    if client is None and chunk_rows is None and splits_columns(options, shape, shards, max(1, threads)):
+        # every chunk's scan uses all the threads: fewer, larger chunks each save a wait for the last thread
+        chunks = plan_chunks(shape.n_queries, max(zarr_rows, SPLIT_CHUNK_ROWS), 1, per_worker=1)
     model = None
     search_s = 0.0
     model_started = time.perf_counter()

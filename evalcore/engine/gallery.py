@@ -76,8 +76,8 @@ class GalleryBlocks:
         starts = range(0, self.n_rows, self.block_rows)
 
         def load(g0: int) -> None:  # float16 is upcast on the way
-            whole[g0:g0 + self.block_rows] = ds.read_array(self.array, "gallery/emb",
-                                                           slice(g0, g0 + self.block_rows))
+            rows = slice(g0, min(self.n_rows, g0 + self.block_rows))
+            ds.read_into(self.array, "gallery/emb", rows, whole[rows])
 
         list(map_fn(load, starts))
         norms = np.empty(self.n_rows, dtype=np.float64)

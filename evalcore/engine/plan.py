@@ -133,12 +133,12 @@ def cap_max_rank(max_rank: int, n_gallery: int) -> tuple[int, str | None]:
                  f"rank {cap} (it cannot rise beyond the gallery size)")
 
 
-def plan_chunks(n_queries: int, chunk_rows: int, n_workers: int = 1) -> list[tuple[int, int]]:
+def plan_chunks(n_queries: int, chunk_rows: int, n_workers: int = 1, per_worker: int = 2) -> list[tuple[int, int]]:
     """Query ranges for the tasks: whole query tiles (TILE_ROWS), balanced across the workers.
 
     At most ``chunk_rows`` (the Zarr chunk, rounded up to whole tiles) per
-    task; the number of tasks is a multiple of the worker count (at least two
-    per worker while there are tiles to share) and task sizes differ by at
+    task; the number of tasks is a multiple of the worker count (at least
+    ``per_worker`` per worker while there are tiles to share) and task sizes differ by at
     most one tile, so no worker is left with the long tail. A tile is never
     split between tasks (its product would be computed twice).
     """
@@ -146,7 +146,7 @@ def plan_chunks(n_queries: int, chunk_rows: int, n_workers: int = 1) -> list[tup
         return []
     n_tiles = -(-n_queries // TILE_ROWS)
     max_tiles = max(1, -(-chunk_rows // TILE_ROWS))
-    n_tasks = max(-(-n_tiles // max_tiles), 2 * n_workers)
+    n_tasks = max(-(-n_tiles // max_tiles), per_worker * n_workers)
     n_tasks = -(-n_tasks // n_workers) * n_workers
     n_tasks = min(n_tasks, n_tiles)
     base, extra = divmod(n_tiles, n_tasks)
@@ -154,6 +154,10 @@ def plan_chunks(n_queries: int, chunk_rows: int, n_workers: int = 1) -> list[tup
     for i in range(n_tasks):
         edges.append(edges[-1] + base + (1 if i < extra else 0))
     return [(a * TILE_ROWS, min(n_queries, b * TILE_ROWS)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+#: query rows per chunk, at least, of a run here whose chunks each use every thread (``schedule.splits_columns``)
+SPLIT_CHUNK_ROWS = 4096
 
 
 def block_rows(zarr_chunk_rows: int, dims: int, block_bytes: int = BLOCK_BYTES) -> int:

@@ -9,7 +9,7 @@ from threadpoolctl import threadpool_limits
 from evalcore.engine.faults import TaskKind, task_key, test_stall
 from evalcore.engine.gallery import GalleryBlocks
 from evalcore.engine.options import Options
-from evalcore.engine.plan import Span, TaskContext
+from evalcore.engine.plan import DatasetShape, Span, TaskContext
 from evalcore.engine.tasks import ChunkResult, chunk_truth, combine_shards, evaluate_chunk, scan_shard, shard_bands
 from evalcore.io import dataset as ds
 
@@ -132,7 +132,7 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
                 finished(i, run_chunk_here(source, options, q0, q1, storage_options, ctx, shards, rerank), i + 1)
             return
         with ThreadPoolExecutor(threads, thread_name_prefix="evalcore") as pool:
-            if shards is None and ctx.shape.ranked_by == "embeddings" and not options.judged_only:
+            if splits_columns(options, ctx.shape, shards, threads):
                 # chunks one after another, each scan split over the threads by gallery columns:
                 # the threads finish together, however few chunks there are
                 prefetch_gallery(pool, source, options, storage_options, ctx, threads)
@@ -149,6 +149,12 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
                 for future in futures:
                     future.cancel()
                 raise
+
+
+def splits_columns(options: Options, shape: DatasetShape, shards: list[Span] | None, threads: int) -> bool:
+    """Whether a run here splits each chunk's scan over its threads by gallery columns (``run_here``): an
+    unsharded embedding scan on more than one thread."""
+    return threads > 1 and shards is None and shape.ranked_by == "embeddings" and not options.judged_only
 
 
 def prefetch_gallery(pool, source, options: Options, storage_options, ctx: TaskContext, threads: int) -> None:
