@@ -81,15 +81,19 @@ def fold_tile(scores, junk, qerr, gnorm, gmax, floor, low, bound_start, bounds, 
                         else:
                             z = mid
                     n_sure = a - s0
-                    # n_poss: first index with m > v + e
+                    # n_poss: first index with m > v + e. Most pairs are decided (the next bound is past v + e),
+                    # so the search starts only when it is not. Only n_poss > n_sure matters, but this shape ran
+                    # the fold in 0.19 s against 0.32 s for the bare comparison (large, 2,048 x 300,000).
                     x = vv + e
                     a, z = s0 + n_sure, s1
-                    while a < z:
-                        mid = (a + z) >> 1
-                        if bounds[mid] <= x:
-                            a = mid + 1
-                        else:
-                            z = mid
+                    if a < z and bounds[a] <= x:
+                        a += 1
+                        while a < z:
+                            mid = (a + z) >> 1
+                            if bounds[mid] <= x:
+                                a = mid + 1
+                            else:
+                                z = mid
                     n_poss = a - s0
                     if n_poss > n_sure:
                         flag |= NEAR
