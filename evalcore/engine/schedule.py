@@ -19,9 +19,11 @@ def load_kernels_aside() -> threading.Thread:
 
     Loading them (numba's CPU target, which imports scipy.linalg, then each
     kernel) takes ~0.3 s of a fresh process and would otherwise wait in the
-    first chunk; a run here starts it at once, so it overlaps reading,
-    checking and normalising the gallery. A failure is left to the first
-    chunk, which meets it again and reports it as it always does.
+    first chunk; a run here starts it at once. It overlaps the gallery's read
+    and normalisation (IO and numpy, outside the interpreter lock); the checks
+    before those are Python like the loading and only share the time with it.
+    A failure is left to the first chunk, which meets it again and reports it
+    as it always does.
     """
     def load() -> None:
         from evalcore.core import kernels
