@@ -174,8 +174,6 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     ctx = TaskContext(shape, run_id=uuid.uuid4().hex, cache_bytes=cache_budget(client))
     zarr_rows = ds.array(group, query_rows_array(shape)).chunks[0]
     n_workers = len(client.scheduler_info()["workers"]) if client is not None else 1
-    # no worker yet (still starting, or all gone): plan for one; the cluster's watch gives up if none comes
-    chunks = plan_chunks(shape.n_queries, chunk_rows or zarr_rows, max(1, n_workers))
     # re-ranking ranks whole-gallery chunks against its model (no gallery shards: README, Re-ranking); judged-only
     # ranking reads each chunk's judged rows alone (io.truth.rank_among_allowed), which a shard's scan would not
     shards = None if options.rerank or options.judged_only \
@@ -185,6 +183,9 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     if client is None and chunk_rows is None and splits_columns(options, shape, shards, max(1, threads)):
         # every chunk's scan uses all the threads: fewer, larger chunks each save a wait for the last thread
         chunks = plan_chunks(shape.n_queries, max(zarr_rows, SPLIT_CHUNK_ROWS), 1, per_worker=1)
+    else:
+        # no worker yet (still starting, or all gone): plan for one; the cluster's watch gives up if none comes
+        chunks = plan_chunks(shape.n_queries, chunk_rows or zarr_rows, max(1, n_workers))
     model = None
     search_s = 0.0
     model_started = time.perf_counter()

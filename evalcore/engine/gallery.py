@@ -88,11 +88,7 @@ class GalleryBlocks:
 
         list(map_fn(measure, runs))
         for g0 in starts:
-            block, block_norms = whole[g0:g0 + self.block_rows], norms[g0:g0 + self.block_rows]
-            problems = ds.check_embeddings("gallery/emb", g0, block, self.similarity == "cosine", norms=block_norms)
-            if problems:
-                raise InputError(problems[0])
-            self._check_dot(g0, block_norms)
+            self._check(g0, whole[g0:g0 + self.block_rows], norms[g0:g0 + self.block_rows])
 
         def scale(run: Span) -> None:
             a, z = run
@@ -100,8 +96,7 @@ class GalleryBlocks:
 
         list(map_fn(scale, runs))
         for g0 in starts:
-            self.cache[g0] = whole[g0:g0 + self.block_rows]
-            self.cache[("norms", g0)] = norms[g0:g0 + self.block_rows]
+            self._keep(g0, whole[g0:g0 + self.block_rows], norms[g0:g0 + self.block_rows])
         self.cache["whole"] = whole
 
     def _read(self, g0: int) -> np.ndarray:
@@ -112,15 +107,25 @@ class GalleryBlocks:
         if raw.dtype != np.float32:
             raw = raw.astype(np.float32)  # float16 products are slow in numpy: upcast the block once
         norms = row_norms(raw)
-        problems = ds.check_embeddings("gallery/emb", g0, raw, self.similarity == "cosine", norms=norms)
+        self._check(g0, raw, norms)
+        block = normalize_rows(raw, self.similarity, norms=norms, copy=False)
+        if self.cache is not None:
+            self._keep(g0, block, norms)
+        return block
+
+    def _check(self, g0: int, block: np.ndarray, norms: np.ndarray) -> None:
+        """InputError for the block's first problem: NaN/Inf or zero rows (from its float64 norms), or under
+        dot a possible float32 overflow with the queries."""
+        problems = ds.check_embeddings("gallery/emb", g0, block, self.similarity == "cosine", norms=norms)
         if problems:
             raise InputError(problems[0])
         self._check_dot(g0, norms)
-        block = normalize_rows(raw, self.similarity, norms=norms, copy=False)
-        if self.cache is not None:
-            self.cache[g0] = block
-            self.cache[("norms", g0)] = norms
-        return block
+
+    def _keep(self, g0: int, block: np.ndarray, norms: np.ndarray) -> None:
+        """The normalised block and its norms in the run's cache."""
+        assert self.cache is not None
+        self.cache[g0] = block
+        self.cache[("norms", g0)] = norms
 
     def _check_dot(self, g0: int, norms: np.ndarray) -> None:
         """Under dot: InputError when a row of this block times a query row can overflow float32."""

@@ -100,7 +100,5 @@ def out_of_range(name: str, what: str, values: np.ndarray, rows: np.ndarray | No
         return []
     bad = np.flatnonzero((values < 0) | (values >= n))
     rows = np.arange(values.size) if rows is None else rows
-    if not bad.size:
-        return []
     return [f"{name}: rows {rows_text(rows[bad])} hold {what} index {int(values[bad[0]])}"
             f"{' ...' if bad.size > 1 else ''}, outside [0, {n})"]
