@@ -56,3 +56,32 @@ def test_relevant_and_negative_copies_of_the_query_tie():
     for ties in ("pessimistic", "optimistic"):
         result = run(arrays, "class", (6, 3, 0.3), ties=ties)
         assert_equal_to_reference(result, arrays, "class", (6, 3, 0.3), ties=ties)
+
+
+def test_plain_gate_skips_only_what_the_bounds_would_not_count():
+    """The fold's one-comparison gate: every float32 estimate below it has v + e < 1 and -final(v + e) below
+    the bar, computed as the fold computes it (so skipping it changes nothing), and the gate sits within a
+    few float32 steps of the bar's cosine minus e (so it does skip the pairs far from every threshold)."""
+    from evalcore.core.scan.rerank import _negated, _plain_gate
+
+    rng = np.random.default_rng(31)
+    found = 0
+    for _ in range(3000):
+        lam = float(rng.choice([0.0, 1.0, rng.uniform(0.01, 0.99)]))
+        m = float(rng.uniform(0.5, 16.0))
+        e = float(10.0 ** rng.uniform(-9, -4))
+        c_bar = float(rng.choice([1.0, rng.uniform(-1.0, 1.0)]))
+        bar = float(_negated(c_bar, 1.0, m, lam)) + float(rng.choice([0.0, 1e-12, -1e-12]))
+        gate = _plain_gate(bar, e, m, lam)
+        if gate == -np.inf:
+            assert lam == 0.0 and bar <= -1.0 or not c_bar - e > -1.0, (bar, e, m, lam)
+            continue
+        found += 1
+        below = np.nextafter(gate, np.float32(-np.inf))
+        for v in (below, np.nextafter(below, np.float32(-np.inf)), np.float32(-1.0)):
+            if v < gate:
+                x = np.float64(v) + e
+                assert x < 1.0 and _negated(x, 1.0, m, lam) < bar, (bar, e, m, lam, gate, v)
+        if 0.0 < lam and c_bar < 0.999:
+            assert gate >= np.float32(c_bar - e) - 1e-5 * max(1.0, abs(c_bar)), (bar, e, m, lam, gate)
+    assert found > 2000

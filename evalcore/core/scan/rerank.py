@@ -48,6 +48,29 @@ def _negated(c, jac, scale, lam):  # pragma: no cover - compiled
     return -(jac * (1.0 - lam) + (d * d) / scale * lam)
 
 
+@njit(cache=True, nogil=True, boundscheck=False)
+def _plain_gate(bar, e, m, lam):  # pragma: no cover - compiled
+    """A float32 g such that every estimate v < g of a pair without a shared term (jaccard 1) has
+    v + e < 1 and -final(v + e) < ``bar``: ``_bounded_flags`` would neither count nor flag it. Solved from
+    -((1 - lam) + lam (2 - 2c)^2 / m) = bar, then checked with ``_negated`` itself (which rises with c, each
+    rounding being monotone) and lowered until the check holds; -inf when none is found."""
+    if not bar > -np.inf:
+        return np.float32(-np.inf)
+    s = -bar - (1.0 - lam)
+    c = 1.0
+    if lam > 0.0 and s > 0.0:
+        c = 1.0 - np.sqrt(s * m / lam) / 2.0
+    g = np.float32(c - e)
+    step = abs(np.float64(g)) * 2.0 ** -20 + 1e-30
+    for _ in range(8):
+        x = np.float64(g) + e
+        if x < 1.0 and _negated(x, 1.0, m, lam) < bar:
+            return g
+        g = np.float32(np.float64(g) - step)
+        step *= 16.0
+    return np.float32(-np.inf)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _bounded_flags(v, e, jac, m, lam, bar, b, bi, col, lowest, thresholds, s0, s1, pessimistic, hist):
     """One pair whose cosine lies in [v - e, v + e] (v + e < 1, so -final is increasing in it): counted in
@@ -124,8 +147,9 @@ def fold_estimates(est, err, junk, col0, pessimistic, thr_start, thresholds, his
     [v - e, v + e], so G(v - e) <= -final <= G(v + e). A pair both bounds place between the same thresholds
     is counted here; the rest (``NEAR``), those that may be rank 1 (``TOP``: G(v + e) at least the row's best
     so far and the tile's highest G(v - e)) and any whose interval reaches c = 1 (where G turns) are written
-    to ``out_*`` for exact values. Returns (pairs written, next row): rows are taken whole, and the call stops
-    early when the next row might not fit.
+    to ``out_*`` for exact values. A row's estimates below its ``_plain_gate`` (most of them) take one
+    comparison. Returns (pairs written, next row): rows are taken whole, and the call stops early when the
+    next row might not fit.
     """
     n, width = est.shape
     has_junk = junk.shape[0] > 0
@@ -150,7 +174,10 @@ def fold_estimates(est, err, junk, col0, pessimistic, thr_start, thresholds, his
         bar = b
         if vmax > -np.inf and vmax - e < 1.0 and not exact_all:
             bar = max(b, _negated(np.float64(vmax) - e, 1.0, m, lam))
+        gate = np.float32(-np.inf) if exact_all else _plain_gate(min(lowest, bar), e, m, lam)
         for j in range(width):
+            if row[j] < gate:  # most pairs: neither counted, near a threshold nor a rank-1 candidate
+                continue
             v = np.float64(row[j])
             if v == -np.inf or (has_junk and junk[j]):
                 continue
