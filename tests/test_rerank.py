@@ -141,16 +141,49 @@ def test_command_line_writes_the_reranked_report(write, tmp_path):
     assert json.loads((out / "run.json").read_text())["options"]["rerank"] == [12, 4, 0.4]
 
 
-def test_cluster_of_processes_equals_threads(write):
-    """Neighbour search and chunks as tasks on a real LocalCluster of 2 processes: the same tables as threads."""
+def test_cluster_of_processes_equals_threads(write, monkeypatch):
+    """Neighbour search and chunks as tasks on a real LocalCluster of 2 processes: the same tables as threads.
+    The cluster's chunks take the search's estimates from the workers (search tasks of 256 rows, chunks of
+    300 that straddle them); the threads multiply their own (nothing kept)."""
+    from evalcore.engine import rerank as engine_rerank
+
     arrays = random_reid(np.random.default_rng(11), n_query=1100, n_gallery=1500, n_ids=80, spread=0.8)
     path = write(arrays, chunk_rows=512)
+    monkeypatch.setattr(engine_rerank, "KEPT_ESTIMATES_BYTES", 0)
     threads = evalcore.evaluate(path, protocol="reid", rerank=(20, 6, 0.3))
-    cluster = evalcore.evaluate(path, protocol="reid", rerank=(20, 6, 0.3), workers=2, chunk_rows=512)
+    monkeypatch.undo()
+    monkeypatch.setattr(engine_rerank, "SEARCH_ROWS", 256)
+    cluster = evalcore.evaluate(path, protocol="reid", rerank=(20, 6, 0.3), workers=2, chunk_rows=300)
     assert cluster.run["workers"] == 2 and threads.run["execution"] != cluster.run["execution"]
     assert len(cluster.run["chunks"]) >= 2
     assert cluster.per_query.equals(threads.per_query)
     assert cluster.summary.equals(threads.summary)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kept_estimates_change_nothing(write, monkeypatch, threads):
+    """The chunks' scan from the search's kept query x gallery estimates, and from its own products (nothing
+    kept): the same tables, equal to the reference; the kept ones are really used."""
+    from evalcore.engine import rerank as engine_rerank
+    from evalcore.engine import schedule
+    from evalcore.engine.evaluate import Options
+    from evalcore.engine.evaluate import evaluate as engine_evaluate
+
+    arrays = random_reid(np.random.default_rng(12), n_query=130, n_gallery=900, n_ids=40, spread=0.8)
+    path = write(arrays, chunk_rows=50)
+    options = Options(protocol="reid", ks=(1, 5), rerank=(20, 6, 0.3))
+    used = []
+    rows_of = schedule.estimate_rows
+    monkeypatch.setattr(schedule, "estimate_rows", lambda *a: used.append(rows_of(*a)) or used[-1])
+    monkeypatch.setattr(engine_rerank, "SEARCH_ROWS", 64)  # query rows over three search tasks
+    kept = engine_evaluate(path, options, threads=threads, chunk_rows=50)
+    assert used and all(u is not None and u.shape[1] == 900 for u in used)
+    used.clear()
+    monkeypatch.setattr(engine_rerank, "KEPT_ESTIMATES_BYTES", 130 * 900 * 4 - 1)
+    own = engine_evaluate(path, options, threads=threads, chunk_rows=50)
+    assert used and all(u is None for u in used)
+    assert kept.per_query.equals(own.per_query) and kept.summary.equals(own.summary)
+    assert_equal_to_reference(kept, arrays, "reid")
 
 
 @pytest.mark.parametrize("params", [(20, 6, 0.3), (5, 1, 0.0), (7, 9, 1.0)])

@@ -70,9 +70,9 @@ def test_engine_takes_the_one_sided_search_past_the_memory_budget(monkeypatch):
     x = unit_rows(700, 12, seed=9, duplicates=30)
     monkeypatch.setattr(engine_rerank, "SEARCH_ROWS", 128)
     assert engine_rerank.symmetric_fits(len(x), 21, 128)
-    both = engine_rerank.nearest_here(x, 21)
+    both = engine_rerank.nearest_here(x, 21)[0]
     monkeypatch.setattr(engine_rerank, "MIRRORED_BYTES", 0)
     assert not engine_rerank.symmetric_fits(len(x), 21, 128)
-    one = engine_rerank.nearest_here(x, 21)
+    one = engine_rerank.nearest_here(x, 21)[0]
     assert np.array_equal(both.ids, one.ids) and np.array_equal(both.scores, one.scores)
     assert np.array_equal(both.far_ids, one.far_ids)

@@ -188,16 +188,19 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
         chunks = plan_chunks(shape.n_queries, chunk_rows or zarr_rows, max(1, n_workers))
     model = None
     search_s = 0.0
+    estimates: rerank_phase.Pieces = []
     model_started = time.perf_counter()
     if options.rerank:
-        model, search_s = build_model_for(group, shape, options, client, threads)
+        phase = build_model_for(group, shape, options, client, threads)
+        model, search_s, estimates = phase.model, phase.search_s, phase.estimates
     model_s = time.perf_counter() - model_started
     validated = time.perf_counter()
     results: list = [None] * len(chunks)  # each chunk's ChunkResult, in chunk order
     faults: list[Fault] = []
     if client is None:
         try:
-            run_here(source, options, chunks, storage_options, ctx, shards, max(1, threads), results, on_chunk, model)
+            run_here(source, options, chunks, storage_options, ctx, shards, max(1, threads), results, on_chunk, model,
+                     estimates)
         finally:
             run_caches.forget_run(ctx.run_id)
     else:
@@ -206,7 +209,8 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
 
         if isinstance(source, zarr.Group):  # arrays in memory: one copy per worker, not one per task
             source = client.scatter(source, broadcast=True, hash=False)
-        futures = submit_chunks(client, source, options, chunks, storage_options, ctx, shards, owners, model)
+        futures = submit_chunks(client, source, options, chunks, storage_options, ctx, shards, owners, model,
+                                    estimates)
         index = {f.key: i for i, f in enumerate(futures)}
         watch = StallWatch(client, futures, ctx.run_id, stall_timeout)
         try:
@@ -257,9 +261,9 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     return Result(per_query, summary, cmc, run=record.as_dict(), record=record)
 
 
-def build_model_for(group, shape: DatasetShape, options: Options, client, threads: int):
-    """The run's re-ranking model and its neighbour search's seconds: on the client, or on ``threads`` threads
-    here."""
+def build_model_for(group, shape: DatasetShape, options: Options, client, threads: int) -> rerank_phase.RerankPhase:
+    """The run's re-ranking model, its neighbour search's seconds and kept estimates: on the client, or on
+    ``threads`` threads here."""
     assert options.rerank is not None
     if client is not None:
         return rerank_phase.build_timed(group, shape, options.rerank, client=client)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,6 +33,22 @@ from evalcore.io import dataset as ds
 SEARCH_ROWS = 2048
 #: the most the symmetric search's mirrored candidates may take on the driver (``symmetric_fits``)
 MIRRORED_BYTES = 512 * 2 ** 20
+#: the most the query x gallery estimates the search keeps for the chunks may take (``keeps_estimates``)
+KEPT_ESTIMATES_BYTES = 512 * 2 ** 20
+
+#: float32 query x gallery estimates kept from the search, as (first query row, end row, rows x gallery array),
+#: the array on a cluster a future of one held by the worker that multiplied those rows
+Pieces = list[tuple[int, int, object]]
+
+
+@dataclass(frozen=True)
+class RerankPhase:
+    """What the first phase hands the chunks: the model, the search's seconds (reading included), and the
+    search's query x gallery estimates where they were kept (else no pieces)."""
+
+    model: RerankModel
+    search_s: float
+    estimates: Pieces
 
 
 def params_of(rerank: tuple[int, int, float]) -> RerankParams:
@@ -41,16 +58,18 @@ def params_of(rerank: tuple[int, int, float]) -> RerankParams:
 
 def read_side_into(group, name: str, out: np.ndarray) -> None:
     """``name`` (query/emb or gallery/emb) read, checked and L2-normalised into ``out``, a block of Zarr chunks
-    at a time (no second whole copy of the side)."""
+    at a time, decoded straight into ``out`` and normalised there (no temporary: fresh memory's first touch
+    is most of a read's time on a VM)."""
     arr = group[name]
     step = max(arr.chunks[0], 1) * max(1, (1 << 16) // max(arr.chunks[0], 1))
     for a in range(0, arr.shape[0], step):
-        raw = ds.read_array(arr, name, slice(a, a + step))
-        norms = row_norms(raw)
-        problems = ds.check_embeddings(name, a, raw, True, norms=norms)
+        piece = out[a:a + step]
+        ds.read_into(arr, name, slice(a, a + step), piece)
+        norms = row_norms(piece)
+        problems = ds.check_embeddings(name, a, piece, True, norms=norms)
         if problems:
             raise InputError(problems[0])
-        out[a:a + len(raw)] = normalize_rows(raw, "cosine", norms)
+        normalize_rows(piece, "cosine", norms, copy=False)
 
 
 def read_side(group, name: str) -> np.ndarray:
@@ -89,10 +108,13 @@ def search_rows(rows: np.ndarray, r0: int, r1: int, k: int) -> Neighbors:
     return search(rows[r0:r1], r0, ArrayColumns(rows), k)
 
 
-def search_upper_rows(rows: np.ndarray, r0: int, r1: int, k: int) -> tuple[Neighbors, Mirrored]:
-    """Task of the symmetric search: rows r0 .. r1 against the rows from r0 on, and the mirrored candidates of
-    the later rows."""
-    return search_upper(rows, r0, r1, k)
+def search_upper_rows(rows: np.ndarray, r0: int, r1: int, k: int,
+                      n_query: int = 0) -> tuple[Neighbors, Mirrored, np.ndarray | None]:
+    """Task of the symmetric search: rows r0 .. r1 against the rows from r0 on, the mirrored candidates of
+    the later rows, and, for rows below ``n_query``, their estimates against the gallery (else None)."""
+    kept = np.empty((min(r1, n_query) - r0, len(rows) - n_query), np.float32) if r0 < n_query else None
+    near, mirrored = search_upper(rows, r0, r1, k, kept, n_query)
+    return near, mirrored, kept
 
 
 def symmetric_fits(n: int, k: int, size: int = SEARCH_ROWS) -> bool:
@@ -102,46 +124,81 @@ def symmetric_fits(n: int, k: int, size: int = SEARCH_ROWS) -> bool:
     return (n / size / 2) * n * (k + 2) * 20 <= MIRRORED_BYTES
 
 
-def nearest_here(rows: np.ndarray, k: int, map_fn=map) -> Neighbors:
-    """Every row's lists, row ranges run through ``map_fn`` (a thread pool's map)."""
-    if symmetric_fits(len(rows), k, SEARCH_ROWS):
-        return symmetric_search(rows, k, SEARCH_ROWS, map_fn)
-    return concat(list(map_fn(lambda span: search_rows(rows, span[0], span[1], k), row_ranges(len(rows)))))
+def keeps_estimates(n_query: int, n_gallery: int, n: int, k: int) -> bool:
+    """Whether the search keeps its query x gallery estimates for the chunks' scan (which then multiplies
+    nothing again): the symmetric search runs and they fit KEPT_ESTIMATES_BYTES."""
+    return symmetric_fits(n, k) and n_query * n_gallery * 4 <= KEPT_ESTIMATES_BYTES
 
 
-def nearest_on(client, rows: np.ndarray, k: int) -> Neighbors:
+def estimate_rows(pieces: Pieces, q0: int, q1: int) -> np.ndarray | None:
+    """Rows q0 .. q1 of the kept estimates (a view when one piece holds them), None unless pieces hold them
+    all."""
+    parts = [np.asarray(values)[max(q0, a) - a:min(q1, b) - a] for a, b, values in pieces if a < q1 and b > q0]
+    if not parts or sum(len(x) for x in parts) != q1 - q0:
+        return None
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def nearest_here(rows: np.ndarray, k: int, map_fn=map, n_query: int = 0) -> tuple[Neighbors, Pieces]:
+    """Every row's lists, row ranges run through ``map_fn`` (a thread pool's map); with ``n_query``, the
+    query x gallery estimates too where ``keeps_estimates``."""
+    if not symmetric_fits(len(rows), k, SEARCH_ROWS):
+        return concat(list(map_fn(lambda span: search_rows(rows, span[0], span[1], k), row_ranges(len(rows))))), []
+    kept = np.empty((n_query, len(rows) - n_query), np.float32) \
+        if n_query and keeps_estimates(n_query, len(rows) - n_query, len(rows), k) else None
+
+    def run(spans):
+        return list(map_fn(lambda s: search_upper(rows, s[0], s[1], k,
+                                                  None if kept is None or s[0] >= n_query else kept[s[0]:s[1]],
+                                                  n_query), spans))
+
+    return symmetric_search(rows, k, SEARCH_ROWS, map_fn, run=run), [] if kept is None else [(0, n_query, kept)]
+
+
+def nearest_on(client, rows: np.ndarray, k: int, n_query: int = 0) -> tuple[Neighbors, Pieces]:
     """Every row's lists, one cluster task per row range (the rows are scattered once to every worker); with
-    the symmetric search, the ranges are completed on this process."""
+    the symmetric search, the ranges are completed on this process. The kept estimates stay on the workers
+    that computed them, as futures."""
     held = client.scatter(rows, broadcast=True, hash=False)
     if not symmetric_fits(len(rows), k, SEARCH_ROWS):
         futures = [client.submit(search_rows, held, a, b, k, pure=False, retries=3) for a, b in row_ranges(len(rows))]
-        return concat(client.gather(futures))
+        return concat(client.gather(futures)), []
+    keep = n_query if n_query and keeps_estimates(n_query, len(rows) - n_query, len(rows), k) else 0
+    pieces: Pieces = []
 
     def run(spans):
         # submitted largest first: task a's share of the products falls with a (it multiplies rows a.. only)
-        return client.gather([client.submit(search_upper_rows, held, a, b, k, pure=False, retries=3)
-                              for a, b in spans])
+        tasks = [client.submit(search_upper_rows, held, a, b, k, keep, pure=False, retries=3) for a, b in spans]
+        pieces.extend((a, min(b, keep), client.submit(_item, t, 2, pure=False))
+                      for (a, b), t in zip(spans, tasks) if a < keep)
+        return client.gather([client.submit(_item, t, slice(0, 2), pure=False) for t in tasks])
 
     with ThreadPoolExecutor(2) as pool:
-        return symmetric_search(rows, k, SEARCH_ROWS, pool.map, run=run)
+        return symmetric_search(rows, k, SEARCH_ROWS, pool.map, run=run), pieces
+
+
+def _item(value, at):
+    return value[at]
 
 
 def build(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None, map_fn=map) -> RerankModel:
     """The run's re-ranking model (module docstring)."""
-    return build_timed(group, shape, rerank, client=client, map_fn=map_fn)[0]
+    return build_timed(group, shape, rerank, client=client, map_fn=map_fn).model
 
 
-def build_timed(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None,
-                map_fn=map) -> tuple[RerankModel, float]:
-    """``build``, and the seconds its neighbour search took (reading the rows included)."""
+def build_timed(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None, map_fn=map,
+                keep: bool = True) -> RerankPhase:
+    """``build``, the seconds its neighbour search took (reading the rows included), and, with ``keep``, the
+    search's query x gallery estimates where they fit (``keeps_estimates``)."""
     params = params_of(rerank)
     check_shape(shape, params)
     started = time.perf_counter()
     rows = union_rows(group)
-    nearest = nearest_here(rows, params.list_length, map_fn) if client is None \
-        else nearest_on(client, rows, params.list_length)
+    n_query = shape.n_queries if keep else 0
+    nearest, pieces = nearest_here(rows, params.list_length, map_fn, n_query) if client is None \
+        else nearest_on(client, rows, params.list_length, n_query)
     search_s = time.perf_counter() - started
-    return build_model(rows, shape.n_queries, nearest, params), search_s
+    return RerankPhase(build_model(rows, shape.n_queries, nearest, params), search_s, pieces)
 
 
 def gallery_neighbors(group, k: int, *, similarity: str = "cosine", map_fn=map) -> Neighbors:

@@ -10,6 +10,7 @@ from evalcore.engine.faults import TaskKind, task_key, test_stall
 from evalcore.engine.gallery import GalleryBlocks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import DatasetShape, Span, TaskContext
+from evalcore.engine.rerank import Pieces, estimate_rows
 from evalcore.engine.tasks import ChunkResult, chunk_truth, combine_shards, evaluate_chunk, scan_shard, shard_bands
 from evalcore.io import dataset as ds
 
@@ -39,7 +40,8 @@ def load_kernels_aside() -> threading.Thread:
 
 
 def submit_chunks(client, path, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
-                  shards: list[Span] | None, owners: list[list[str]] | None = None, rerank=None) -> list:
+                  shards: list[Span] | None, owners: list[list[str]] | None = None, rerank=None,
+                  estimates: Pieces | None = None) -> list:
     """Futures of every chunk's ``ChunkResult``: one task each, or a small graph over gallery shards.
 
     Sharded work is submitted shard by shard (earlier submissions run first):
@@ -56,7 +58,9 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
     if shards is None:
         # a re-ranking model goes to every worker once, not once per task
         model = client.scatter(rerank, broadcast=True, hash=False) if rerank is not None else None
+        # a chunk takes the kept estimates of its rows from the workers holding them (``estimate_rows``)
         return [client.submit(chunk_task, path, options, q0, q1, storage_options, ctx, model,
+                              [p for p in estimates or [] if p[0] < q1 and p[1] > q0],
                               key=task_key("chunk", q0, q1, run), retries=3, pure=False) for q0, q1 in chunks]
 
     order = iter(range(10 ** 9, 0, -1))
@@ -88,11 +92,13 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
 
 
 def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext,
-               rerank=None) -> ChunkResult:
+               rerank=None, estimates: list | None = None) -> ChunkResult:
     """The whole-gallery chunk task as a cluster runs it: ``evaluate_chunk``, after the tests' stall hook
-    (``faults.test_stall``, a no-op unless ``EVALCORE_TEST_STALL`` is set)."""
+    (``faults.test_stall``, a no-op unless ``EVALCORE_TEST_STALL`` is set); ``estimates``: the kept search
+    estimates (first row, array) that hold its rows, if any."""
     test_stall(q0)
-    return evaluate_chunk(path, options, q0, q1, storage_options, ctx, rerank=rerank)
+    return evaluate_chunk(path, options, q0, q1, storage_options, ctx, rerank=rerank,
+                          estimates=estimate_rows(estimates or [], q0, q1))
 
 
 #: query rows (as float32) one bands task holds at most
@@ -114,7 +120,8 @@ def band_batches(chunks: list[Span], dims: int, max_bytes: int = BAND_BATCH_BYTE
 
 
 def run_here(source, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
-             shards: list[Span] | None, threads: int, results: list, on_chunk=None, rerank=None) -> None:
+             shards: list[Span] | None, threads: int, results: list, on_chunk=None, rerank=None,
+             estimates: Pieces | None = None) -> None:
     """Run every chunk in this process, on ``threads`` threads, into ``results`` (in chunk order).
 
     BLAS is held to one thread for the whole run: the grid's exactness needs
@@ -131,7 +138,8 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
     with threadpool_limits(limits=1, user_api="blas"):
         if threads <= 1:
             for i, (q0, q1) in enumerate(chunks):
-                finished(i, run_chunk_here(source, options, q0, q1, storage_options, ctx, shards, rerank), i + 1)
+                finished(i, run_chunk_here(source, options, q0, q1, storage_options, ctx, shards, rerank, estimates),
+                         i + 1)
             return
         with ThreadPoolExecutor(threads, thread_name_prefix="evalcore") as pool:
             if splits_columns(options, ctx.shape, shards, threads):
@@ -140,9 +148,10 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
                 prefetch_gallery(pool, source, options, storage_options, ctx, threads)
                 for i, (q0, q1) in enumerate(chunks):
                     finished(i, evaluate_chunk(source, options, q0, q1, storage_options, ctx, threads, pool.map,
-                                               rerank), i + 1)
+                                               rerank, estimate_rows(estimates or [], q0, q1)), i + 1)
                 return
-            futures = {pool.submit(run_chunk_here, source, options, q0, q1, storage_options, ctx, shards, rerank): i
+            futures = {pool.submit(run_chunk_here, source, options, q0, q1, storage_options, ctx, shards, rerank,
+                                   estimates): i
                        for i, (q0, q1) in enumerate(chunks)}
             try:
                 for done, future in enumerate(as_completed(futures), start=1):
@@ -166,10 +175,11 @@ def prefetch_gallery(pool, source, options: Options, storage_options, ctx: TaskC
 
 
 def run_chunk_here(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext,
-                   shards: list[Span] | None, rerank=None) -> ChunkResult:
+                   shards: list[Span] | None, rerank=None, estimates: Pieces | None = None) -> ChunkResult:
     """The same work without a cluster, one piece after another."""
     if shards is None:
-        return evaluate_chunk(path, options, q0, q1, storage_options, ctx, rerank=rerank)
+        return evaluate_chunk(path, options, q0, q1, storage_options, ctx, rerank=rerank,
+                              estimates=estimate_rows(estimates or [], q0, q1))
     truth = chunk_truth(path, options, q0, q1, storage_options, ctx)
     bands = [shard_bands(path, options, q0, q1, s0, s1, storage_options, ctx, [(q0, q1)], truth) for s0, s1 in shards]
     parts = [scan_shard(path, options, q0, q1, s0, s1, storage_options, ctx, truth, 0, *bands) for s0, s1 in shards]

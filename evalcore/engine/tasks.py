@@ -108,12 +108,13 @@ def _nullable(values: np.ndarray, null: np.ndarray) -> pa.Array:
 
 
 def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, threads: int = 1,
-               map_fn=map, rerank: RerankModel | None = None) -> Ranked:
+               map_fn=map, rerank: RerankModel | None = None, estimates: np.ndarray | None = None) -> Ranked:
     """Relevant ranks for one chunk, from a scan backend or from precomputed lists (``threads``: column ranges
-    of the scan run through ``map_fn``); re-ranked by ``rerank`` when given."""
+    of the scan run through ``map_fn``); re-ranked by ``rerank`` when given (from ``estimates``, when given,
+    instead of products)."""
     gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
     if rerank is not None:
-        return rank_reranked(group, options, ctx, truth, q0, q1, rerank, threads, map_fn, gallery_junk)
+        return rank_reranked(group, options, ctx, truth, q0, q1, rerank, threads, map_fn, gallery_junk, estimates)
     if ctx.shape.ranked_by == "ranking/item":
         items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
         scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
@@ -128,11 +129,11 @@ def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: in
 
 
 def rank_reranked(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, model: RerankModel,
-                  threads: int, map_fn, gallery_junk) -> Ranked:
+                  threads: int, map_fn, gallery_junk, estimates: np.ndarray | None = None) -> Ranked:
     """Ranks of one chunk by re-ranking's final distance (``core.scan.rerank``), cosine scores reported."""
     query, gallery = chunk_inputs(group, options, q0, q1, ctx, cache=True)
     queries = RerankQueries(normalize_rows(query, "cosine"), q0, model.scale[q0:q1], model.shared(q0, q1),
-                            model.params)
+                            model.params, estimates=estimates)
     ranked = scan.rank(RERANK, queries, truth, gallery, ties=options.ties, gallery_junk=gallery_junk,
                        threads=threads, map_fn=map_fn)
     return with_cosines(queries, truth, gallery, ranked)
@@ -256,15 +257,16 @@ def combine_shards(path: str, options: Options, q0: int, q1: int, storage_option
 
 def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_options: dict | None = None,
                    ctx: TaskContext | None = None, threads: int = 1, map_fn=map,
-                   rerank: RerankModel | None = None) -> ChunkResult:
+                   rerank: RerankModel | None = None, estimates: np.ndarray | None = None) -> ChunkResult:
     """The task: per-query rows for queries q0..q1 and a few counters (``threads`` column ranges of the scan,
-    run through ``map_fn``: a thread pool's map; ``rerank``: the run's re-ranking model)."""
+    run through ``map_fn``: a thread pool's map; ``rerank``: the run's re-ranking model, ``estimates`` the
+    float32 estimates of these queries against the gallery its search kept, if any)."""
     started = time.perf_counter()
     try:
         group = ds.open_dataset(path, storage_options)
         ctx = ctx or TaskContext(describe(group, options))
         truth = load_truth(group, options, q0, q1, ctx.shape.n_gallery, ctx.run_id)
-        ranked = rank_chunk(group, options, ctx, truth, q0, q1, threads, map_fn, rerank)
+        ranked = rank_chunk(group, options, ctx, truth, q0, q1, threads, map_fn, rerank, estimates)
         table = per_query_table(group, options, truth, ranked, q0, q1, ctx.shape.n_gallery)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
         return ChunkResult(q0, q1, None, seconds=time.perf_counter() - started, input_error=TaskInputError(str(exc)))

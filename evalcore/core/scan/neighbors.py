@@ -338,7 +338,8 @@ def mirrored_candidates(est: np.ndarray, lo: int, err: np.ndarray,
         size = est.shape[0] * (est.shape[1] - lo)  # many equal estimates (duplicate rows): room for every pair
 
 
-def search_upper(rows: np.ndarray, a0: int, a1: int, k: int) -> tuple[Neighbors, Mirrored]:
+def search_upper(rows: np.ndarray, a0: int, a1: int, k: int, kept: np.ndarray | None = None,
+                 n_query: int = 0) -> tuple[Neighbors, Mirrored]:
     """One task of the symmetric search of ``rows`` (normalised float32) against themselves: rows a0..a1
     against columns a0..N, exactly (their ``Neighbors`` over those columns), and, from the same products
     transposed, every pair (r, c) with r >= a1 and a0 <= c < a1 that may still enter r's lists.
@@ -348,6 +349,10 @@ def search_upper(rows: np.ndarray, a0: int, a1: int, k: int) -> tuple[Neighbors,
     row's k-th highest (or lowest) estimate over this task's columns: any other has k columns of this task
     with strictly higher (lower) canonical scores, so it can be in neither list. ``merge_mirrored`` settles the
     kept ones against the row's own task's result.
+
+    ``kept`` (rows a0 .. a0 + len(kept), all below ``n_query``, by the columns from ``n_query`` on) receives
+    the float32 estimates of those pairs as the tiles pass: re-ranking's query x gallery scan counts from
+    estimates, so it can take these instead of multiplying the same rows again.
     """
     block = np.ascontiguousarray(rows[a0:a1])
     states = [TopKState(block[t0:t0 + TILE_ROWS], k) for t0 in range(0, len(block), TILE_ROWS)]
@@ -359,6 +364,9 @@ def search_upper(rows: np.ndarray, a0: int, a1: int, k: int) -> tuple[Neighbors,
             cols = rows[c0:c0 + TILE_COLS]
             norms = row_norms(cols)
             est = np.matmul(block, cols.T)
+            if kept is not None and c0 + len(cols) > n_query:
+                g0 = max(c0, n_query)
+                kept[:, g0 - n_query:c0 + len(cols) - n_query] = est[:len(kept), g0 - c0:]
             for t, state in enumerate(states):
                 state.update(est[t * TILE_ROWS:(t + 1) * TILE_ROWS], c0, cols, float(norms.max()))
             lo = max(c0, a1) - c0  # the columns after this task's rows: rows of the mirrored pairs

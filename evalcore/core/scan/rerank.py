@@ -199,13 +199,16 @@ def fold_estimates(est, err, junk, col0, pessimistic, thr_start, thresholds, his
 @dataclass
 class RerankQueries:
     """One chunk of queries: normalised rows ``q0 ..``, their M (``scale``), their shared Jaccard terms
-    (rows of the chunk, gallery items), the parameters; ``cosines`` of the relevant pairs once known."""
+    (rows of the chunk, gallery items), the parameters; ``estimates``, when given, float32 estimates of their
+    cosines with every gallery item (from the neighbour search, which multiplied these rows already), taken
+    instead of the tiles' products; ``cosines`` of the relevant pairs once known."""
 
     normalized: np.ndarray
     q0: int
     scale: np.ndarray
     shared: SparseRows
     params: RerankParams
+    estimates: np.ndarray | None = field(default=None, repr=False)
     cosines: np.ndarray | None = field(default=None, repr=False)
 
     def jaccard_pairs(self, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
@@ -264,7 +267,10 @@ class RerankScan:
                     err = score_error(dims) * q_norms * float(row_norms(rows).max()) + error_floor(dims)
                     colmask = tile_mask(col0, len(rows), gallery_junk)
                     for state in states:
-                        est = np.matmul(q[state.l0:state.l1], rows.T)
+                        if queries.estimates is None:
+                            est = np.matmul(q[state.l0:state.l1], rows.T)
+                        else:  # any float32 product is within err of the canonical score, whatever its order
+                            est = np.array(queries.estimates[state.l0:state.l1, col0:col0 + len(rows)])
                         state.mask(est, col0)
                         fold_shared(queries, state, est, rows, col0, colmask, err[state.l0:state.l1])
                         fold_plain(queries, state, est, rows, col0, colmask, err[state.l0:state.l1])
