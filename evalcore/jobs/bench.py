@@ -313,7 +313,7 @@ def run(args) -> int:
               f"peak RSS {cpeak.peak / 2**20:,.0f} MiB", flush=True)
         whole_process_figures(path, workers, repeat)
     if getattr(args, "rerank", False):
-        bench_rerank(path, workers, limit, t_eval, summary["map"])
+        bench_rerank(path, workers, limit, t_eval, summary["map"], repeat)
     if tmp is not None:
         tmp.cleanup()
     return 0
@@ -323,6 +323,18 @@ def run(args) -> int:
 
 #: the dense reference holds about this many (Q + G)^2 float64 matrices at once (inputs, distances, V, V_qe, ranks)
 REFERENCE_MATRICES = 7
+
+
+def rerank_commands(path: str, repeat: int):
+    """``evalcore evaluate --rerank`` against ``evalcore evaluate`` on the same dataset, as fresh processes,
+    alternated pair by pair: how a user on one machine runs both."""
+    exe = shutil.which("evalcore") or os.path.join(os.path.dirname(sys.executable), "evalcore")
+    with tempfile.TemporaryDirectory(prefix="evalcore-bench-out-") as out:
+        plain = [exe, "evaluate", path, "--out", os.path.join(out, "p"), "--protocol", "reid", "--ks", "1,5,10",
+                 "--quiet", "--overwrite"]
+        reranked = [exe, "evaluate", path, "--out", os.path.join(out, "r"), "--protocol", "reid", "--ks", "1,5,10",
+                    "--rerank", "20,6,0.3", "--quiet", "--overwrite"]
+        return alternate(lambda: whole_process(reranked), lambda: whole_process(plain), repeat)
 
 
 def reference_module():
@@ -350,8 +362,9 @@ def search_product_floor(path: str, threads: int) -> float:
     return matrix_product_floor(path, threads, rows, rows)
 
 
-def bench_rerank(path: str, workers: int, limit: str, t_plain: float, plain_map: float) -> None:
-    """Re-ranked evaluation against the plain one, and the dense reference function where it fits."""
+def bench_rerank(path: str, workers: int, limit: str, t_plain: float, plain_map: float, repeat: int = 1) -> None:
+    """Re-ranked evaluation against the plain one (on the cluster, then as whole commands run here on
+    threads, ``repeat`` alternated pairs), and the dense reference function where it fits."""
     from distributed import Client, LocalCluster
 
     from evalcore.engine.cluster import PRELOAD
@@ -376,6 +389,9 @@ def bench_rerank(path: str, workers: int, limit: str, t_plain: float, plain_map:
     t_floor = search_product_floor(path, workers)
     print(f"  search floor ((Q+G)^2 float32 gemm)  {t_floor:9.2f} s   search / floor = {search_s / t_floor:.2f}",
           flush=True)
+    commands = rerank_commands(path, repeat)
+    print(f"  whole commands here (threads), alternated pairs: evaluate --rerank {commands.first.text()}   "
+          f"re-ranked / plain = {commands.ratio_text()}   (plain {commands.second.text()})", flush=True)
     module = reference_module()
     root = zarr.open_group(path, mode="r")
     nq, ng = member_array(root, "query/emb").shape[0], member_array(root, "gallery/emb").shape[0]
