@@ -204,3 +204,22 @@ def test_every_final_distance_equals_the_reference_bit_for_bit(params):
     got = rr.final_distance(jac, rr.original_distance(cos, model.scale[:len(q), None]), params[2])
     np.testing.assert_array_equal(got, expected)
     assert (jac < 1).any() and (jac == 1).any()
+
+
+def test_set_scores_from_the_lists_equal_computed_ones():
+    """The model's scores of (row, set member) pairs: taken from the row's nearest list where the member is
+    on it, computed otherwise; both ways give canonical_pairs' value exactly, and both ways are taken."""
+    from evalcore.core import rerank as rr
+    from evalcore.core.canonical import canonical_pairs
+    from evalcore.engine.rerank import nearest_here
+
+    arrays = random_reid(np.random.default_rng(13), n_query=80, n_gallery=600, n_ids=30, spread=0.8)
+    x = unit_rows(np.concatenate([arrays["query/emb"], arrays["gallery/emb"]]))
+    x[600:640] = x[100:140]  # exact duplicates: equal scores on the lists
+    nearest, _ = nearest_here(x, 21)
+    indptr, members = rr.k_reciprocal_csr(nearest.ids, 20)
+    ia = np.repeat(np.arange(len(x)), np.diff(indptr))
+    got = rr.set_scores(x, nearest, ia, members)
+    assert np.array_equal(got, canonical_pairs(x, x, ia, members))
+    listed = (nearest.ids[ia] == members[:, None]).any(axis=1)
+    assert 0 < listed.sum() < len(ia)

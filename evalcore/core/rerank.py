@@ -308,6 +308,30 @@ class RerankModel:
         return shared_terms(self.v_qe, self.by_col, q0, q1, self.n_query)
 
 
+@njit(cache=True, nogil=True)
+def _listed(ids, scores, ia, ib, out, found):  # pragma: no cover - compiled
+    k = ids.shape[1]
+    for p in range(ia.shape[0]):
+        i = ia[p]
+        for t in range(k):
+            if ids[i, t] == ib[p]:
+                out[p] = scores[i, t]
+                found[p] = True
+                break
+
+
+def set_scores(rows: np.ndarray, nearest: Neighbors, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """canonical(rows[ia[p]], rows[ib[p]]) for every pair of a row and a member of its set: from the row's
+    nearest list where the member is on it (the search scored it so), else computed (the sets reach beyond
+    a row's own list: members of a neighbour's set)."""
+    out = np.empty(len(ia), dtype=np.float32)
+    found = np.zeros(len(ia), dtype=np.bool_)
+    _listed(np.ascontiguousarray(nearest.ids), np.ascontiguousarray(nearest.scores), ia, ib, out, found)
+    rest = np.flatnonzero(~found)
+    out[rest] = canonical_pairs(rows, rows, ia[rest], ib[rest])
+    return out
+
+
 def build_model(rows: np.ndarray, n_query: int, nearest: Neighbors, params: RerankParams) -> RerankModel:
     """The re-ranking model of the union ``rows`` (normalised; queries first), from its exact neighbour lists
     (``nearest``: the ``params.list_length`` nearest rows of every row, and its farthest)."""
@@ -316,8 +340,7 @@ def build_model(rows: np.ndarray, n_query: int, nearest: Neighbors, params: Rera
     sets = k_reciprocal_sets(ids, params.k1)
     ia = np.repeat(np.arange(len(sets), dtype=np.int64), [len(s) for s in sets])
     ib = np.concatenate(sets).astype(np.int64)
-    # the sets reach beyond a row's own list (members of a neighbour's set): score those pairs too
-    original = original_distance(canonical_pairs(rows, rows, ia, ib), scale[ia])
+    original = original_distance(set_scores(rows, nearest, ia, ib), scale[ia])
     bounds = np.cumsum([0] + [len(s) for s in sets])
     v = reciprocal_weights(sets, [original[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
     v_qe = local_expansion(v, ids, params.k2)
