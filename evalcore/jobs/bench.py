@@ -182,13 +182,21 @@ print(f"mAP {np.mean(aps):.4f} rank-1 {np.mean(hits):.4f}")
 """
 
 
-def whole_process(command: list[str], env: dict | None = None) -> float:
-    """Wall seconds of a fresh process, start to exit (imports, cluster start, work, shutdown)."""
+def whole_process(command: list[str], env: dict | None = None, peaks: list[int] | None = None) -> float:
+    """Wall seconds of a fresh process, start to exit (imports, cluster start, work, shutdown); with ``peaks``,
+    its peak RSS in bytes is appended there (the child's own, as the kernel accounts it at exit)."""
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"{command[:3]} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+    with tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"{command[:3]} exited {child.returncode}: "
+                               f"{err.read().decode(errors='replace').strip()[-500:]}")
+    if peaks is not None:
+        peaks.append(usage.ru_maxrss * 1024)  # Linux reports KiB
     return seconds
 
 
@@ -327,14 +335,17 @@ REFERENCE_MATRICES = 7
 
 def rerank_commands(path: str, repeat: int):
     """``evalcore evaluate --rerank`` against ``evalcore evaluate`` on the same dataset, as fresh processes,
-    alternated pair by pair: how a user on one machine runs both."""
+    alternated pair by pair (how a user on one machine runs both), and the re-ranking command's largest peak
+    RSS in bytes."""
     exe = shutil.which("evalcore") or os.path.join(os.path.dirname(sys.executable), "evalcore")
+    peaks: list[int] = []
     with tempfile.TemporaryDirectory(prefix="evalcore-bench-out-") as out:
         plain = [exe, "evaluate", path, "--out", os.path.join(out, "p"), "--protocol", "reid", "--ks", "1,5,10",
                  "--quiet", "--overwrite"]
         reranked = [exe, "evaluate", path, "--out", os.path.join(out, "r"), "--protocol", "reid", "--ks", "1,5,10",
                     "--rerank", "20,6,0.3", "--quiet", "--overwrite"]
-        return alternate(lambda: whole_process(reranked), lambda: whole_process(plain), repeat)
+        timed = alternate(lambda: whole_process(reranked, peaks=peaks), lambda: whole_process(plain), repeat)
+        return timed, max(peaks)
 
 
 def reference_module():
@@ -389,9 +400,10 @@ def bench_rerank(path: str, workers: int, limit: str, t_plain: float, plain_map:
     t_floor = search_product_floor(path, workers)
     print(f"  search floor ((Q+G)^2 float32 gemm)  {t_floor:9.2f} s   search / floor = {search_s / t_floor:.2f}",
           flush=True)
-    commands = rerank_commands(path, repeat)
+    commands, command_peak = rerank_commands(path, repeat)
     print(f"  whole commands here (threads), alternated pairs: evaluate --rerank {commands.first.text()}   "
-          f"re-ranked / plain = {commands.ratio_text()}   (plain {commands.second.text()})", flush=True)
+          f"re-ranked / plain = {commands.ratio_text()}   (plain {commands.second.text()})   "
+          f"peak RSS of the re-ranking command {command_peak / 2**20:,.0f} MiB", flush=True)
     module = reference_module()
     root = zarr.open_group(path, mode="r")
     nq, ng = member_array(root, "query/emb").shape[0], member_array(root, "gallery/emb").shape[0]
