@@ -124,6 +124,46 @@ def test_a_worker_killed_mid_run_changes_nothing(cluster, big, tmp_path, shardin
     assert any(address in w and "ran again on another worker" in w for w in record["warnings"]), record["warnings"]
 
 
+@pytest.fixture(scope="module")
+def reranked(tmp_path_factory):
+    """1,500 queries x 20,000 gallery x 64 dims: small enough that a re-ranked run keeps the search's query x
+    gallery estimates on the worker that computed them."""
+    path = tmp_path_factory.mktemp("faults-rerank") / "rr.zarr"
+    ds.write_dataset(path, random_reid(np.random.default_rng(4), n_query=1500, n_gallery=20000, dims=64,
+                                       n_ids=700), {"protocol": "reid"}, chunk_rows=4096)
+    return path
+
+
+def test_a_worker_killed_while_re_ranking_changes_nothing(cluster, reranked, tmp_path):
+    """Re-ranked on the cluster, the chunks count from estimates kept on the worker that computed them. Kill
+    that worker mid-run (one chunk held back there, so it is busy): what it held is computed again from the
+    run's rows, which stay on the cluster for the run, and the tables are the same."""
+    args = ["--scheduler", cluster.address, "--chunk-rows", "256", "--rerank", "10,4,0.3"]
+    clean = run("evaluate", reranked, "--out", tmp_path / "clean", *args, "--quiet")
+    assert clean.returncode == 0, clean.stderr + cluster.log_tail()
+
+    def kill_the_holder(done, total, proc):
+        holders = sorted({w for key, where in cluster.client.who_has().items() if "rerank-estimates" in key
+                          for w in where})
+        assert holders, "no worker holds kept estimates"
+        pid = cluster.worker_pids()[holders[0]]
+        os.kill(pid, signal.SIGKILL)
+        return pid, holders[0]
+
+    rc, stdout, stderr, (killed, address) = run_with_fault(
+        ["evaluate", reranked, "--out", tmp_path / "faulty", *args], kill_the_holder,
+        env={TEST_STALL_ENV: f"*:3:{tmp_path / 'held-back-once'}"})
+    assert rc == 0, stderr + cluster.log_tail()
+    cluster.client.wait_for_workers(2, timeout=30)
+    assert killed not in cluster.worker_pids().values()
+    assert_same_tables(tmp_path / "clean", tmp_path / "faulty")
+    record = json.loads((tmp_path / "faulty" / "run.json").read_text())
+    assert record["workers_lost"] == [address], record["faults"]
+    # the clean run's chunks read kept blocks; after the holder died, the chunks that ran again could not
+    assert json.loads((tmp_path / "clean" / "run.json").read_text())["rerank_chunks_from_estimates"] >= 1
+    assert record["rerank_chunks_from_estimates"] < len(record["chunks"])
+
+
 # --------------------------------------------------------------------------- a worker that stops making progress
 
 

@@ -156,6 +156,8 @@ def test_cluster_of_processes_equals_threads(write, monkeypatch):
     cluster = evalcore.evaluate(path, protocol="reid", rerank=(20, 6, 0.3), workers=2, chunk_rows=300)
     assert cluster.run["workers"] == 2 and threads.run["execution"] != cluster.run["execution"]
     assert len(cluster.run["chunks"]) >= 2
+    # the chunks read the kept blocks on the workers (those that ran elsewhere multiplied their own)
+    assert cluster.run["rerank_chunks_from_estimates"] >= 1 and threads.run["rerank_chunks_from_estimates"] == 0
     assert cluster.per_query.equals(threads.per_query)
     assert cluster.summary.equals(threads.summary)
 
@@ -182,6 +184,8 @@ def test_kept_estimates_change_nothing(write, monkeypatch, threads):
     monkeypatch.setattr(engine_rerank, "KEPT_ESTIMATES_BYTES", 130 * 900 * 4 - 1)
     own = engine_evaluate(path, options, threads=threads, chunk_rows=50)
     assert used and all(u is None for u in used)
+    assert kept.run["rerank_chunks_from_estimates"] == len(kept.run["chunks"]) >= 1
+    assert own.run["rerank_chunks_from_estimates"] == 0
     assert kept.per_query.equals(own.per_query) and kept.summary.equals(own.summary)
     assert_equal_to_reference(kept, arrays, "reid")
 

@@ -8,6 +8,7 @@ worker count. What run.json records about the run is a ``RunRecord``.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from evalcore.core import registry
 from evalcore.engine import cache as run_caches
 from evalcore.engine import expansion as expansion_phase
 from evalcore.engine import rerank as rerank_phase
-from evalcore.engine.faults import Fault, StallWatch, check_stall_timeout, retried_chunks
+from evalcore.engine.faults import Fault, StallWatch, broadcasts_kept, check_stall_timeout, retried_chunks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import (
     SPLIT_CHUNK_ROWS,
@@ -68,6 +69,8 @@ class RunRecord:
     #: cluster runs: the stall limit's floor (seconds), and the workers lost or restarted during the run
     stall_timeout: float | None = None
     faults: list[Fault] = field(default_factory=list)
+    #: re-ranked runs: the chunks that counted from the neighbour search's kept estimates
+    rerank_chunks_from_estimates: int | None = None
 
     def as_dict(self) -> dict:
         """The run.json payload: the dataset's description, then the run's own fields."""
@@ -81,6 +84,8 @@ class RunRecord:
                     "faults": [f.record() for f in self.faults],
                     "workers_lost": [f.worker for f in self.faults],
                     "retried_chunks": [list(c) for c in retried_chunks(self.faults)]})
+        if self.rerank_chunks_from_estimates is not None:
+            out["rerank_chunks_from_estimates"] = self.rerank_chunks_from_estimates
         return out
 
 
@@ -151,6 +156,19 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     task so far, if longer) is restarted, or the run fails with
     ``WorkerStalled``: see ``engine.faults``.
     """
+    asked = options or Options()
+    broadcasts = client is not None and bool(asked.rerank or asked.query_expansion or asked.database_augmentation
+                                             or isinstance(path, zarr.Group))
+    with broadcasts_kept(client) if broadcasts else contextlib.nullcontext():
+        return _evaluate(path, options, client=client, threads=threads, storage_options=storage_options,
+                         chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
+                         stall_timeout=stall_timeout)
+
+
+def _evaluate(path, options: Options | None, *, client, threads: int, storage_options: dict | None,
+              chunk_rows: int | None, gallery_shards: int | None, on_chunk: Callable[[dict, int, int], None] | None,
+              stall_timeout: float | None) -> Result:
+    """``evaluate``, while the broadcasts it relies on stay on every worker."""
     options = (options or Options()).checked()
     stall_timeout = check_stall_timeout(stall_timeout)
     started = time.perf_counter()
@@ -191,6 +209,7 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     estimates: rerank_phase.Pieces = []
     model_started = time.perf_counter()
     if options.rerank:
+        # phase stays referenced to the end of the run: the kept estimates' futures must outlive the chunks
         phase = build_model_for(group, shape, options, client, threads)
         model, search_s, estimates = phase.model, phase.search_s, phase.estimates
     model_s = time.perf_counter() - model_started
@@ -257,7 +276,8 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
                  "rank_s": ranked - validated,
                  "reduce_s": finished - ranked, "total_s": finished - started,
                  "chunk_s": [round(r.seconds, 4) for r in results]},
-        workers=n_workers, stall_timeout=stall_timeout if client is not None else None, faults=faults)
+        workers=n_workers, stall_timeout=stall_timeout if client is not None else None, faults=faults,
+        rerank_chunks_from_estimates=sum(r.from_estimates for r in results) if model is not None else None)
     return Result(per_query, summary, cmc, run=record.as_dict(), record=record)
 
 

@@ -41,6 +41,7 @@ normally.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -500,3 +501,27 @@ class StallWatch:
             self.client.cancel(self.futures, reason=STALL_REASON)
         except Exception:  # noqa: BLE001 - the driver still sees failure when its futures end
             pass
+
+
+@contextlib.contextmanager
+def broadcasts_kept(client):
+    """Dask's active memory manager paused while a run relies on data broadcast to every worker (the
+    re-ranking model, the union's rows, arrays given in memory), and restarted after if it ran. Its default
+    policy drops the extra copies once no waiting task on a worker needs them; the death of the worker then
+    left with the only copy would cancel every chunk that depends on it ("already forgotten"), where a
+    retry on another worker was promised (``tests/test_faults.py``)."""
+    amm = getattr(client, "amm", None)
+    try:
+        running = bool(amm.running()) if amm is not None else False
+        if running:
+            amm.stop()
+    except Exception:  # noqa: BLE001 - a scheduler without it (or refusing): the run goes on as before
+        running = False
+    try:
+        yield
+    finally:
+        if running:
+            try:
+                amm.start()
+            except Exception:  # noqa: BLE001 - the scheduler is gone or refuses: nothing left to restore
+                logging.getLogger("evalcore").debug("could not restart the active memory manager")

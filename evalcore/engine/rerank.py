@@ -9,6 +9,7 @@ The chunks then rank against it (``core.scan.rerank``).
 from __future__ import annotations
 
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -44,7 +45,8 @@ Pieces = list[tuple[int, int, object]]
 @dataclass(frozen=True)
 class RerankPhase:
     """What the first phase hands the chunks: the model, the search's seconds (reading included), and the
-    search's query x gallery estimates where they were kept (else no pieces)."""
+    search's query x gallery estimates where they were kept (else no pieces; on a cluster futures, which the
+    run holds until it ends so that their blocks stay on the workers)."""
 
     model: RerankModel
     search_s: float
@@ -139,6 +141,15 @@ def estimate_rows(pieces: Pieces, q0: int, q1: int) -> np.ndarray | None:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def worker_pieces(keys: list[tuple[int, int, str]]) -> Pieces:
+    """The kept blocks among ``keys`` (first row, end row, key) that the worker running this task holds. A
+    chunk that runs elsewhere (its holder busy, or dead) finds fewer and multiplies its own rows instead."""
+    from distributed import get_worker  # deferred: only cluster tasks call this
+
+    data = get_worker().data
+    return [(a, b, data[key]) for a, b, key in keys if key in data]
+
+
 def nearest_here(rows: np.ndarray, k: int, map_fn=map, n_query: int = 0) -> tuple[Neighbors, Pieces]:
     """Every row's lists, row ranges run through ``map_fn`` (a thread pool's map); with ``n_query``, the
     query x gallery estimates too where ``keeps_estimates``."""
@@ -158,7 +169,7 @@ def nearest_here(rows: np.ndarray, k: int, map_fn=map, n_query: int = 0) -> tupl
 def nearest_on(client, rows: np.ndarray, k: int, n_query: int = 0) -> tuple[Neighbors, Pieces]:
     """Every row's lists, one cluster task per row range (the rows are scattered once to every worker); with
     the symmetric search, the ranges are completed on this process. The kept estimates stay on the workers
-    that computed them, as futures."""
+    that computed them, as futures (chunk tasks read them there: ``worker_pieces``)."""
     held = client.scatter(rows, broadcast=True, hash=False)
     if not symmetric_fits(len(rows), k, SEARCH_ROWS):
         futures = [client.submit(search_rows, held, a, b, k, pure=False, retries=3) for a, b in row_ranges(len(rows))]
@@ -169,7 +180,7 @@ def nearest_on(client, rows: np.ndarray, k: int, n_query: int = 0) -> tuple[Neig
     def run(spans):
         # submitted largest first: task a's share of the products falls with a (it multiplies rows a.. only)
         tasks = [client.submit(search_upper_rows, held, a, b, k, keep, pure=False, retries=3) for a, b in spans]
-        pieces.extend((a, min(b, keep), client.submit(_item, t, 2, pure=False))
+        pieces.extend((a, min(b, keep), client.submit(_item, t, 2, key=f"rerank-estimates-{a}-{uuid.uuid4().hex}"))
                       for (a, b), t in zip(spans, tasks) if a < keep)
         return client.gather([client.submit(_item, t, slice(0, 2), pure=False) for t in tasks])
 

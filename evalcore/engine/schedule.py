@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, cast
 
 from threadpoolctl import threadpool_limits
 
@@ -10,7 +11,7 @@ from evalcore.engine.faults import TaskKind, task_key, test_stall
 from evalcore.engine.gallery import GalleryBlocks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import DatasetShape, Span, TaskContext
-from evalcore.engine.rerank import Pieces, estimate_rows
+from evalcore.engine.rerank import Pieces, estimate_rows, worker_pieces
 from evalcore.engine.tasks import ChunkResult, chunk_truth, combine_shards, evaluate_chunk, scan_shard, shard_bands
 from evalcore.io import dataset as ds
 
@@ -58,10 +59,17 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
     if shards is None:
         # a re-ranking model goes to every worker once, not once per task
         model = client.scatter(rerank, broadcast=True, hash=False) if rerank is not None else None
-        # a chunk takes the kept estimates of its rows from the workers holding them (``estimate_rows``)
-        return [client.submit(chunk_task, path, options, q0, q1, storage_options, ctx, model,
-                              [p for p in estimates or [] if p[0] < q1 and p[1] > q0],
-                              key=task_key("chunk", q0, q1, run), retries=3, pure=False) for q0, q1 in chunks]
+        # a chunk runs where the kept estimates of its rows are, if it can, and reads them there by key: not
+        # a dependency, so a lost holder costs the chunk its own products, never the run (``worker_pieces``)
+        where = client.who_has([f for _, _, f in estimates]) if estimates else {}
+        futures = []
+        for q0, q1 in chunks:
+            mine = [(a, b, cast(Any, f).key) for a, b, f in estimates or [] if a < q1 and b > q0]
+            holders = sorted({w for _, _, key in mine for w in where.get(key, ())})
+            pin = {"workers": holders, "allow_other_workers": True} if holders else {}
+            futures.append(client.submit(chunk_task, path, options, q0, q1, storage_options, ctx, model, mine,
+                                         key=task_key("chunk", q0, q1, run), retries=3, pure=False, **pin))
+        return futures
 
     order = iter(range(10 ** 9, 0, -1))
 
@@ -94,11 +102,11 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
 def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext,
                rerank=None, estimates: list | None = None) -> ChunkResult:
     """The whole-gallery chunk task as a cluster runs it: ``evaluate_chunk``, after the tests' stall hook
-    (``faults.test_stall``, a no-op unless ``EVALCORE_TEST_STALL`` is set); ``estimates``: the kept search
-    estimates (first row, array) that hold its rows, if any."""
+    (``faults.test_stall``, a no-op unless ``EVALCORE_TEST_STALL`` is set); ``estimates``: (first row, end
+    row, key) of the kept search estimates that hold its rows, used when this worker has them all."""
     test_stall(q0)
     return evaluate_chunk(path, options, q0, q1, storage_options, ctx, rerank=rerank,
-                          estimates=estimate_rows(estimates or [], q0, q1))
+                          estimates=estimate_rows(worker_pieces(estimates) if estimates else [], q0, q1))
 
 
 #: query rows (as float32) one bands task holds at most

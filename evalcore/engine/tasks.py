@@ -59,6 +59,8 @@ class ChunkResult:
     #: gallery shards whose states were added (sharded runs only)
     shards: int | None = None
     input_error: TaskInputError | None = None
+    #: re-ranked runs: whether the chunk counted from the search's kept estimates (else its own products)
+    from_estimates: bool = False
 
     def stats(self) -> dict:
         """The counters as ``on_chunk`` receives them: q0, q1, near_ties, seconds (and shards when sharded)."""
@@ -270,7 +272,8 @@ def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_option
         table = per_query_table(group, options, truth, ranked, q0, q1, ctx.shape.n_gallery)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
         return ChunkResult(q0, q1, None, seconds=time.perf_counter() - started, input_error=TaskInputError(str(exc)))
-    return ChunkResult(q0, q1, table, near_ties=ranked.near_ties, seconds=time.perf_counter() - started)
+    return ChunkResult(q0, q1, table, near_ties=ranked.near_ties, seconds=time.perf_counter() - started,
+                       from_estimates=estimates is not None)
 
 
 def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0: int, q1: int,
