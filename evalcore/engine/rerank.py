@@ -132,10 +132,11 @@ def keeps_estimates(n_query: int, n_gallery: int, n: int, k: int) -> bool:
     return symmetric_fits(n, k) and n_query * n_gallery * 4 <= KEPT_ESTIMATES_BYTES
 
 
-def estimate_rows(pieces: Pieces, q0: int, q1: int) -> np.ndarray | None:
+def estimate_rows(pieces: Pieces | None, q0: int, q1: int) -> np.ndarray | None:
     """Rows q0 .. q1 of the kept estimates (a view when one piece holds them), None unless pieces hold them
     all."""
-    parts = [np.asarray(values)[max(q0, a) - a:min(q1, b) - a] for a, b, values in pieces if a < q1 and b > q0]
+    parts = [np.asarray(values)[max(q0, a) - a:min(q1, b) - a] for a, b, values in pieces or ()
+             if a < q1 and b > q0]
     if not parts or sum(len(x) for x in parts) != q1 - q0:
         return None
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -197,17 +198,16 @@ def build(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=
     return build_timed(group, shape, rerank, client=client, map_fn=map_fn).model
 
 
-def build_timed(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None, map_fn=map,
-                keep: bool = True) -> RerankPhase:
-    """``build``, the seconds its neighbour search took (reading the rows included), and, with ``keep``, the
-    search's query x gallery estimates where they fit (``keeps_estimates``)."""
+def build_timed(group, shape: DatasetShape, rerank: tuple[int, int, float], *, client=None,
+                map_fn=map) -> RerankPhase:
+    """``build``, the seconds its neighbour search took (reading the rows included), and the search's
+    query x gallery estimates where they fit (``keeps_estimates``)."""
     params = params_of(rerank)
     check_shape(shape, params)
     started = time.perf_counter()
     rows = union_rows(group)
-    n_query = shape.n_queries if keep else 0
-    nearest, pieces = nearest_here(rows, params.list_length, map_fn, n_query) if client is None \
-        else nearest_on(client, rows, params.list_length, n_query)
+    nearest, pieces = nearest_here(rows, params.list_length, map_fn, shape.n_queries) if client is None \
+        else nearest_on(client, rows, params.list_length, shape.n_queries)
     search_s = time.perf_counter() - started
     return RerankPhase(build_model(rows, shape.n_queries, nearest, params), search_s, pieces)
 

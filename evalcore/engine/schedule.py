@@ -106,7 +106,7 @@ def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: T
     row, key) of the kept search estimates that hold its rows, used when this worker has them all."""
     test_stall(q0)
     return evaluate_chunk(path, options, q0, q1, storage_options, ctx, rerank=rerank,
-                          estimates=estimate_rows(worker_pieces(estimates) if estimates else [], q0, q1))
+                          estimates=estimate_rows(worker_pieces(estimates) if estimates else None, q0, q1))
 
 
 #: query rows (as float32) one bands task holds at most
@@ -156,7 +156,7 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
                 prefetch_gallery(pool, source, options, storage_options, ctx, threads)
                 for i, (q0, q1) in enumerate(chunks):
                     finished(i, evaluate_chunk(source, options, q0, q1, storage_options, ctx, threads, pool.map,
-                                               rerank, estimate_rows(estimates or [], q0, q1)), i + 1)
+                                               rerank, estimate_rows(estimates, q0, q1)), i + 1)
                 return
             futures = {pool.submit(run_chunk_here, source, options, q0, q1, storage_options, ctx, shards, rerank,
                                    estimates): i
@@ -187,7 +187,7 @@ def run_chunk_here(path, options: Options, q0: int, q1: int, storage_options, ct
     """The same work without a cluster, one piece after another."""
     if shards is None:
         return evaluate_chunk(path, options, q0, q1, storage_options, ctx, rerank=rerank,
-                              estimates=estimate_rows(estimates or [], q0, q1))
+                              estimates=estimate_rows(estimates, q0, q1))
     truth = chunk_truth(path, options, q0, q1, storage_options, ctx)
     bands = [shard_bands(path, options, q0, q1, s0, s1, storage_options, ctx, [(q0, q1)], truth) for s0, s1 in shards]
     parts = [scan_shard(path, options, q0, q1, s0, s1, storage_options, ctx, truth, 0, *bands) for s0, s1 in shards]
