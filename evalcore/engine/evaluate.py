@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import zarr
 
@@ -180,8 +181,9 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
     max_rank, capped = cap_max_rank(options.max_rank, shape.n_gallery)
     options = replace(options, max_rank=max_rank)
     # structure here, once; embedding values are checked by the tasks as they read them
+    kept: dict[str, np.ndarray] = {}  # gallery/key, read whole by the checks: the top-1 keys come from it
     problems = validate_dataset(group, options.protocol, similarity=options.similarity, judged_only=options.judged_only,
-                           scan_values=False)
+                                scan_values=False, keep=kept)
     problems.raise_if_any()
     fingerprint = ds.fingerprint(group)  # of the dataset as given, also when its vectors are expanded below
     expand_started = time.perf_counter()
@@ -255,7 +257,7 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
     ranked = time.perf_counter()
     per_query = pa.concat_tables([r.table for r in results]) if results else empty_per_query(options)
     if "top1" in per_query.column_names:
-        per_query = add_top1_keys(group, per_query)
+        per_query = add_top1_keys(group, per_query, kept.get("gallery/key"))
     summary, cmc = summarize(per_query, options)
     finished = time.perf_counter()
     record = RunRecord(

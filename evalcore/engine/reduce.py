@@ -17,10 +17,15 @@ from evalcore.engine.plan import DatasetShape
 from evalcore.engine.tasks import keys_of
 
 
-def add_top1_keys(group, per_query: pa.Table) -> pa.Table:
-    """Insert ``top1_key`` after ``top1``: one read of the gallery keys for the whole run."""
+def add_top1_keys(group, per_query: pa.Table, gallery_keys: np.ndarray | None = None) -> pa.Table:
+    """Insert ``top1_key`` after ``top1``: one read of the gallery keys for the whole run, none when
+    ``gallery_keys`` (the whole ``gallery/key``, e.g. as the checks read it) is given."""
     top1 = per_query.column("top1").fill_null(-1).to_numpy()
-    keys = pa.array(keys_of(group, "gallery", top1), pa.string())
+    if gallery_keys is None:
+        keys = pa.array(keys_of(group, "gallery", top1), pa.string())
+    else:
+        found = top1 >= 0
+        keys = pa.array(gallery_keys[np.where(found, top1, 0)], pa.string(), mask=~found)
     return per_query.add_column(per_query.column_names.index("top1") + 1, "top1_key", keys)
 
 

@@ -158,8 +158,8 @@ def dot_overflow(query_norms: np.ndarray, gallery_norms: np.ndarray, dims: int) 
 
 
 def keys_ascend(keys: np.ndarray) -> bool:
-    """Whether the keys (``dataset.read``'s object array of str) strictly ascend: a linear check that rules
-    out repeats without a sort."""
+    """Whether the keys (as stored, or ``dataset.read``'s object array of str) strictly ascend: a linear check
+    that rules out repeats without a sort."""
     if len(keys) < 2:
         return True
     try:
@@ -168,9 +168,18 @@ def keys_ascend(keys: np.ndarray) -> bool:
         return False
 
 
+#: gallery keys the checks read whole are handed on (``validate``'s ``keep``) up to this many rows: ~16 bytes
+#: a short key, and a run names each query's rank-1 item by them at the end
+KEPT_KEY_ROWS = 1 << 23
+
+
 def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", judged_only: bool = False,
-             scan_values: bool = True) -> Problems:
-    """Every problem of the dataset for this protocol, each naming the array and rows."""
+             scan_values: bool = True, keep: dict[str, np.ndarray] | None = None) -> Problems:
+    """Every problem of the dataset for this protocol, each naming the array and rows.
+
+    ``keep``: where ``gallery/key``, read whole for its uniqueness check, is left for the caller (up to
+    KEPT_KEY_ROWS rows, as stored: no ``str`` objects are made), so that a run reads it once.
+    """
     problems = Problems()
     rankings = has(group, "ranking/item")
     scores = has(group, SCORES)
@@ -265,10 +274,12 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
             return problems
     for name in ("query/key", "gallery/key"):
         if has(group, name):
-            keys = whole(name)
+            keys = decoded.pop(name) if name in decoded else read_array(array(group, name), name)
+            if keep is not None and name == "gallery/key" and len(keys) <= KEPT_KEY_ROWS:
+                keep[name] = keys
             if keys_ascend(keys):
                 continue  # strictly ascending keys (as the importers write them) cannot repeat
-            uniq, counts = np.unique(keys.astype(str), return_counts=True)
+            uniq, counts = np.unique(keys if keys.dtype.kind == "T" else keys.astype(str), return_counts=True)
             dup = uniq[counts > 1]
             if dup.size:
                 problems.add(f"{name}: duplicate keys {', '.join(map(repr, dup[:5].tolist()))}"
