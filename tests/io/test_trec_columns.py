@@ -151,3 +151,13 @@ def test_the_first_malformed_line_is_the_one_reported(tmp_path, monkeypatch, see
         return
     with pytest.raises(InputError, match=rf"^{tmp_path / bad[0]}: line {bad[1]}[:,] "):
         trec.read_trec_run(tmp_path / "run", qrels=tmp_path / "qrels")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pair_order_is_the_lexsort_of_rows_then_items(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 3000))
+    rows = np.sort(rng.integers(0, 50, n)) if seed % 2 else rng.integers(0, 50, n)  # grouped, or not
+    items = rng.integers(0, 40, n)   # repeats: the order among equal pairs must stay the input's
+    for n_items in (40, 1 << 60):    # one key; and past int64, the lexsort itself
+        assert np.array_equal(trec.pair_order(rows, items, n_items), np.lexsort((items, rows)))
