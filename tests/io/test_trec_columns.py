@@ -79,7 +79,8 @@ def gap(rng) -> str:
 
 
 def random_files(rng):
-    docs = [f"d{i}" for i in range(60)] + ["d\u00a0x", "\u00e9t\u00e9", "D9", "d10b"]
+    # control bytes other than whitespace belong to a field, as C isspace says
+    docs = [f"d{i}" for i in range(60)] + ["d\u00a0x", "\u00e9t\u00e9", "D9", "d10b", "d\x01c", "\x1fe", "e\x7f"]
     run_lines, qrels_lines = [], []
     for q in range(12):
         qid = str(rng.integers(1, 40)) + "q" if q % 5 == 4 else f"{q * 7 % 13}"

@@ -136,3 +136,21 @@ def test_pieces_are_the_file_cut_after_a_newline(tmp_path, piece):
     assert all(p[-1] == 10 for _, p in pieces[:-1]) and pieces[-1][1].tobytes().endswith(b"tail")
     if piece == 1 << 24:
         assert len(pieces) == 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_byte_order_sorts_as_arrow_sorts_bytes(seed):
+    """Packed words (up to 15 bytes) and Arrow's sort (longer) against Python's sort of the UTF-8 bytes:
+    prefixes, NUL bytes (which the packing pads with), non-ASCII, the 15/16-byte edge and sliced arrays."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    alphabet = ["a", "b", "\x00", "\x01", "\u00e9", "z", "\x7f", "9"]
+    longest = 15 if seed % 2 else 17   # even seeds take the Arrow path too
+    words = ["".join(rng.choice(alphabet, rng.integers(0, longest + 1))) for _ in range(600)]
+    words = [w for w in words if len(w.encode("utf-8")) <= longest][:400]   # bytes, not characters
+    words += ["ab\x00\x00", "ab\x00", "ab", "a", "", "x" * 14 + "\x00", "x" * 14] + words[:50]  # NUL-padded prefixes first
+    strings = pa.array(["pad"] + words, pa.string()).slice(1)
+    expected = sorted(range(len(words)), key=lambda i: (words[i].encode("utf-8"), i))
+    assert trec.byte_order(strings).tolist() == expected
+    assert trec.byte_order(pa.array([], pa.large_string())).tolist() == []

@@ -119,6 +119,35 @@ def word(buf, start, stop):
     return w
 
 
+#: the longest strings ``packed_keys`` orders (8 + 7 bytes; the last byte of the second word is the length)
+PACKED_BYTES = 15
+
+
+@njit(cache=True, nogil=True)
+def packed_keys(offsets, data, high, low):
+    """Strings ``data[offsets[k]:offsets[k + 1]]`` (at most PACKED_BYTES bytes) as two big-endian words whose
+    (high, low) order is the strings' byte order: bytes 0-7 zero padded, then bytes 8-14 and the length.
+
+    Zero padding ties a string with its extension by NUL bytes only; the length, compared last, puts the
+    shorter (the prefix) first, as byte order does.
+    """
+    for k in range(high.size):
+        a = offsets[k]
+        n = offsets[k + 1] - a
+        h = np.uint64(0)
+        for j in range(8):
+            h = h << np.uint64(8)
+            if j < n:
+                h |= np.uint64(data[a + j])
+        w = np.uint64(0)
+        for j in range(8, PACKED_BYTES):
+            w = w << np.uint64(8)
+            if j < n:
+                w |= np.uint64(data[a + j])
+        high[k] = h
+        low[k] = (w << np.uint64(8)) | np.uint64(n)
+
+
 @njit(cache=True, nogil=True)
 def span_hash(buf, start, stop, w0, w1):
     """A 64-bit hash of ``buf[start:stop]`` (its first 16 bytes given as words ``w0``/``w1``), as int64."""
@@ -211,22 +240,27 @@ def tokenize_piece(buf, fields, more_ignored, wanted, line, spans, lines):
     pos, row = 0, 0
     while pos < end:
         n = 0
-        inside = False
         i = pos
-        while i < end and buf[i] != 10:
-            if is_space(buf[i]):
-                if inside:
-                    if n <= MAX_FIELDS:
-                        token_end[n - 1] = i
-                    inside = False
-            elif not inside:
-                n += 1
-                if n <= MAX_FIELDS:
-                    token_start[n - 1] = i
-                inside = True
-            i += 1
-        if inside and n <= MAX_FIELDS:
-            token_end[n - 1] = i
+        while True:
+            while i < end and buf[i] != 10 and is_space(buf[i]):  # the whitespace before a field
+                i += 1
+            if i >= end or buf[i] == 10:
+                break
+            n += 1
+            if n <= MAX_FIELDS:
+                token_start[n - 1] = i
+            # a field's bytes: every byte above 32 is in it (one comparison each); a lower one ends it only
+            # when it is whitespace (other control bytes belong to the field, as C isspace says)
+            while i < end:
+                b = buf[i]
+                if b > 32:
+                    i += 1
+                elif b == 10 or is_space(b):
+                    break
+                else:
+                    i += 1
+            if n <= MAX_FIELDS:
+                token_end[n - 1] = i
         if n and buf[token_start[0]] != 35:  # not blank, not a '#' line
             if n < fields or (n > fields and not more_ignored):
                 return row, line, line
