@@ -262,8 +262,12 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         scan_scores(group, problems)
     decoded: dict[str, np.ndarray] = {}
 
-    def whole(name: str) -> np.ndarray:
-        return decoded.pop(name) if name in decoded else read(group, name)
+    def whole(name: str, as_stored: bool = False) -> np.ndarray:
+        """The array read whole (once: what the decode scan read is taken over); ``as_stored``: strings in the
+        store's own dtype, no ``str`` objects."""
+        if name in decoded:
+            return decoded.pop(name)
+        return read_array(array(group, name), name) if as_stored else read(group, name)
 
     if scan_values:
         before = len(problems.items)
@@ -274,7 +278,7 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
             return problems
     for name in ("query/key", "gallery/key"):
         if has(group, name):
-            keys = decoded.pop(name) if name in decoded else read_array(array(group, name), name)
+            keys = whole(name, as_stored=True)
             if keep is not None and name == "gallery/key" and len(keys) <= KEPT_KEY_ROWS:
                 keep[name] = keys
             if keys_ascend(keys):

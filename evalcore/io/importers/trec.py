@@ -278,10 +278,11 @@ def _tokenised(path, fields: int, wanted: tuple[int, int, int], more_ignored: bo
         if bad:
             continue
         capacity = buf.size // (2 * fields - 1) + 1
-        if len(ring) < SPAN_RING or ring[index % SPAN_RING][1].size < capacity:
+        slot = index % SPAN_RING
+        if slot == len(ring) or ring[slot][1].size < capacity:  # not made yet, or too small for this piece
             scratch = (np.empty((6, capacity), dtype=np.int64), np.empty(capacity, dtype=np.int64))
-            ring[index % SPAN_RING:index % SPAN_RING + 1] = [scratch]
-        spans, piece_lines = ring[index % SPAN_RING]
+            ring[slot:slot + 1] = [scratch]
+        spans, piece_lines = ring[slot]
         n, bad_line, next_line = trec_scan.tokenize_piece(buf, fields, more_ignored, np.array(wanted), line, spans,
                                                           piece_lines)
         spans, piece_lines = spans[:, :n], piece_lines[:n]
