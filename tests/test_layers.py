@@ -1,6 +1,7 @@
 """The layers of the package stay honest: imports only go down, and no module imports itself back.
 
-Layer order (lowest first): errors (and types) < core < io < engine < render < api < jobs < challenge < cli,
+Layer order (lowest first): errors (and types) < core < io < engine < render < api < compat < jobs < challenge
+< cli,
 where ``api`` is ``evalcore/__init__.py`` and ``evalcore/api.py``. Every
 ``evalcore.*`` import counts: module level, inside functions, relative, and
 ``importlib.import_module`` / ``__import__`` with a literal name. Importing
@@ -17,7 +18,7 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "evalcore"
-LAYERS = ("errors", "core", "io", "engine", "render", "api", "jobs", "challenge", "cli")
+LAYERS = ("errors", "core", "io", "engine", "render", "api", "compat", "jobs", "challenge", "cli")
 
 
 # --------------------------------------------------------------------------- the checker

@@ -1,0 +1,15 @@
+"""Drop-in modules with other tools' signatures, return values and definitions, computed by evalcore.
+
+Switching is one import line; the numbers are evalcore's exact ones, under
+the peer's own rules (which queries count, what a tie does), and each
+module's docstring says where the peer's definition and evalcore's default
+differ:
+
+* ``evalcore.compat.torchreid.evaluate_rank``: torchreid's
+  ``torchreid.metrics.rank.evaluate_rank`` (returns ``all_cmc, mAP``).
+* ``evalcore.compat.fastreid.evaluate_rank``: fast-reid's
+  ``fastreid.evaluation.rank.evaluate_rank`` (returns ``all_cmc, all_AP, all_INP``).
+
+The modules are imported by name, never by ``evalcore`` itself, so plain
+``import evalcore`` does not pay for them.
+"""

@@ -1,0 +1,33 @@
+"""fast-reid's ``evaluate_rank``, computed exactly by evalcore: ``from evalcore.compat.fastreid import evaluate_rank``.
+
+Same signature and return value as ``fastreid.evaluation.rank.evaluate_rank``
+(``all_cmc, all_AP, all_INP``) and the same definition (Market-1501's rule,
+as torchreid's, plus INP = R / rank of the last match, the term of mINP).
+``all_AP`` and ``all_INP`` hold one value per counted query, in query order:
+fast-reid's Python path returns lists and its Cython path float32 arrays;
+here they are float64 arrays, exact, and ``np.mean`` of each gives the mAP and
+mINP fast-reid reports. Ties and precision: ``evalcore.compat.market1501``.
+"""
+from __future__ import annotations
+
+from evalcore.compat.market1501 import market1501
+
+
+def evaluate_rank(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50, use_metric_cuhk03=False,
+                  use_cython=True):
+    """CMC, per-query AP and per-query INP of the distance matrix, as fast-reid defines them.
+
+    Returns ``(all_cmc, all_AP, all_INP)``: ``all_cmc`` float32 of
+    min(max_rank, num_gallery) points; ``all_AP``, ``all_INP`` float64, one
+    per query whose identity appears in the gallery under another camera.
+    ``use_metric_cuhk03=True`` is refused; ``use_cython`` has no effect.
+
+    >>> import numpy as np
+    >>> distmat = np.array([[0.1, 0.4, 0.3], [0.2, 0.1, 0.5]], dtype=np.float32)
+    >>> cmc, all_AP, all_INP = evaluate_rank(distmat, [1, 2], [1, 2, 2], [0, 0], [1, 1, 0])
+    >>> cmc.tolist(), all_AP.tolist(), all_INP.tolist()
+    ([1.0, 1.0, 1.0], [1.0, 1.0], [1.0, 1.0])
+    """
+    del use_cython  # one exact path
+    found = market1501(distmat, q_pids, g_pids, q_camids, g_camids, max_rank, use_metric_cuhk03)
+    return found.cmc, found.ap, found.inp
