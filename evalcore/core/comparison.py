@@ -18,6 +18,9 @@ from evalcore.errors import InputError
 
 #: run options that change the numbers: runs compared across them get a warning naming them
 NUMBER_OPTIONS = ("protocol", "similarity", "ties", "ks", "judged_only", "empty_queries")
+#: run options that decide a query's relevant items (its n_relevant): equal in both runs, the same query has the
+#: same count whatever the embeddings or rankings
+RELEVANCE_OPTIONS = ("protocol", "rel_level", "radius", "judged_only")
 #: comparison.parquet's columns, in order
 COLUMNS = ("baseline", "run", "group", "metric", "n", "mean_baseline", "mean_run", "diff", "ci_low", "ci_high",
            "p_randomization", "p_ttest", "p_holm", "wins", "ties", "losses")
@@ -30,6 +33,8 @@ class RunTable:
     name: str
     per_query: pa.Table
     options: Mapping = field(default_factory=dict)
+    #: run.json's ``fingerprint`` of the dataset (its arrays' names, shapes, dtypes, chunks), when recorded
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,10 +93,36 @@ def known_queries(per_query: pa.Table, options: Mapping) -> np.ndarray:
     return known
 
 
+def check_counts(run: RunTable) -> None:
+    """``n_relevant`` (and ``n_judged``) decide which queries count: whole numbers >= 0 for every query, else an
+    InputError naming the first bad query (a null count would make a query look unknown and drop it)."""
+    for column in ("n_relevant", "n_judged"):
+        if column not in run.per_query.column_names:
+            if column == "n_relevant":
+                raise InputError(f"{run.name}: its per-query table has no n_relevant column, so its known "
+                                 "queries cannot be told")
+            continue
+        values = run.per_query.column(column)
+        if not pa.types.is_integer(values.type):
+            raise InputError(f"{run.name}: column {column} holds {values.type}, not whole numbers")
+        counts = values.to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(np.asarray(values.is_null()) | (np.nan_to_num(counts, nan=-1) < 0))
+        if bad.size:
+            raise InputError(f"{run.name}: column {column}, query {_key(run, bad[0])!r}: "
+                             f"{'null' if values[int(bad[0])].as_py() is None else values[int(bad[0])].as_py()}, "
+                             "not a count (>= 0)")
+
+
+def _key(run: RunTable, row) -> str:
+    keys = run.per_query.column("key") if "key" in run.per_query.column_names else None
+    return str(keys[int(row)].as_py()) if keys is not None else f"row {int(row)}"
+
+
 def _keys(run: RunTable) -> tuple[np.ndarray, np.ndarray]:
     """(keys, rows) of the known queries of a run."""
     if "key" not in run.per_query.column_names:
         raise InputError(f"{run.name}: its per-query table has no key column, so its queries cannot be paired")
+    check_counts(run)
     rows = np.flatnonzero(known_queries(run.per_query, run.options))
     keys = np.asarray(run.per_query.column("key").to_pylist(), dtype=object)[rows]
     return keys, rows
@@ -122,6 +153,83 @@ def pair_queries(baseline: RunTable, run: RunTable, intersect: bool = False) -> 
         raise InputError(f"{run.name}: no known query in common with {baseline.name}")
     return Pairing(np.asarray([x[0] for x in keep], np.int64), np.asarray([x[1] for x in keep], np.int64),
                    [x[2] for x in keep])
+
+
+def positional_keys(run: RunTable) -> bool:
+    """Every key is ``q<i>``, i the query's index: the default keys of a dataset without ``query/key``. Such keys
+    pair queries by position only, which says nothing about whether two datasets hold the same queries."""
+    table = run.per_query
+    index = table.column("query").to_pylist() if "query" in table.column_names else range(table.num_rows)
+    return all(k == f"q{i}" for k, i in zip(table.column("key").to_pylist(), index))
+
+
+def first_difference(baseline: RunTable, run: RunTable) -> str | None:
+    """The first query (by key, over every query both runs have) whose ``label`` differs between the runs, or
+    whose ``n_relevant`` does though the runs decide relevance alike (``RELEVANCE_OPTIONS``): proof that the key
+    names a different query in each run (both are data of the dataset, not of the model). None when none does."""
+    same_relevance = "protocol" in baseline.options and \
+        all(baseline.options.get(o) == run.options.get(o) for o in RELEVANCE_OPTIONS)
+    columns = [c for c in ("label", "n_relevant") if c in baseline.per_query.column_names
+               and c in run.per_query.column_names and (c == "label" or same_relevance)]
+    if not columns:
+        return None
+    where_b = {k: i for i, k in enumerate(run.per_query.column("key").to_pylist())}
+    values = {c: (baseline.per_query.column(c).to_pylist(), run.per_query.column(c).to_pylist()) for c in columns}
+    for i, key in enumerate(baseline.per_query.column("key").to_pylist()):
+        j = where_b.get(key)
+        if j is None:
+            continue
+        for c in columns:
+            va, vb = values[c][0][i], values[c][1][j]
+            if va is not None and vb is not None and va != vb:
+                return f"query {key!r} has {c} {va!r} in {baseline.name} and {vb!r} in {run.name}"
+    return None
+
+
+def dataset_check(baseline: RunTable, run: RunTable) -> list[str]:
+    """Whether the two runs' queries are the same queries (README, Compare: which runs are refused).
+
+    Keys ``q<i>`` on both sides pair by position: if a paired query's label or
+    relevant count differs, the runs are of different data and the pairing is
+    meaningless (InputError). Datasets whose fingerprints differ (array shapes,
+    dtypes, chunking or attributes: two models of different widths on one
+    benchmark, or two benchmarks) are compared with a warning saying how the
+    queries were paired; with real keys a differing label or count is named in it.
+    """
+    if any("key" not in r.per_query.column_names for r in (baseline, run)):
+        return []  # pair_queries names the run without keys
+    positional = positional_keys(baseline) and positional_keys(run)
+    difference = first_difference(baseline, run)
+    prints = (f" (dataset fingerprints {baseline.fingerprint} and {run.fingerprint})"
+              if baseline.fingerprint and run.fingerprint and baseline.fingerprint != run.fingerprint else "")
+    if positional and difference:
+        raise InputError(f"{run.name}: its queries have the default keys q0, q1, ... as {baseline.name}'s do, so they "
+                         f"pair by position, and {difference}: they are different queries{prints}; give the "
+                         "datasets query/key to pair queries by name")
+    if prints:
+        how = ("by position (the default keys q0, q1, ...); their labels and relevant counts agree" if positional
+               else f"by key{'; ' + difference if difference else ''}")
+        return [f"{run.name} and {baseline.name} were evaluated on different datasets{prints}: queries paired {how}"]
+    if difference:
+        return [f"{run.name} and {baseline.name}: {difference}: the same key names queries whose truth differs"]
+    return []
+
+
+def check_finite(run: RunTable, columns, rows: np.ndarray) -> None:
+    """Every compared value of a paired (known) query is a finite number: evalcore writes one for every query
+    with relevant items, so a null, NaN or infinite value there is an altered or damaged report, and leaving it
+    out (or averaging it) would change the result unseen. InputError naming the run, column and query."""
+    for column, _ in columns:
+        values = run.per_query.column(column)
+        numbers = values.to_numpy(zero_copy_only=False).astype(np.float64)[rows]
+        bad = np.flatnonzero(~np.isfinite(numbers))
+        if bad.size:
+            row = int(rows[bad[0]])
+            v = numbers[bad[0]]
+            what = "null" if values[row].as_py() is None else "NaN" if v != v else "inf" if v > 0 else "-inf"
+            raise InputError(f"{run.name}: column {column}, query {_key(run, row)!r}: {what}; a query with relevant "
+                             "items has a finite value in every report evalcore writes, so this report was "
+                             "altered or damaged")
 
 
 def metric_columns(runs: Sequence[RunTable], metrics: Sequence[str] | None = None) -> list[tuple[str, str]]:
@@ -194,7 +302,10 @@ def compare_runs(runs: Sequence[RunTable], method: intervals.Method, metrics: Se
     with_cmc = bool(cmc_ks) and all("first_rank" in r.per_query.column_names for r in runs)
     bands: dict[str, tuple] = {}
     for run in runs[1:]:
+        warnings += dataset_check(baseline, run)  # before the key sets: different data is the first thing to say
         pairing = pair_queries(baseline, run, intersect)
+        check_finite(baseline, columns, pairing.baseline_rows)
+        check_finite(run, columns, pairing.run_rows)
         warnings += option_warnings(baseline, run)
         a = np.column_stack([_values(baseline.per_query, c, pairing.baseline_rows) for c, _ in columns])
         b = np.column_stack([_values(run.per_query, c, pairing.run_rows) for c, _ in columns])

@@ -32,6 +32,9 @@ from evalcore.errors import InputError
 BLOCK = 256
 #: the sign-flip test enumerates every flip up to this many queries
 EXACT_MAX = 20
+#: most resamples (or permutations) one interval or test takes: far past where more change the third decimal
+#: (10,000 is the default), and B x columns means stay in memory (a million x 24 columns: 192 MB)
+MAX_DRAWS = 1_000_000
 #: |mean d*| counts as reaching |mean d| within this relative tolerance (floating-point sums of the same
 #: values in another order differ in the last bits; scipy.stats.permutation_test does the same)
 RELATIVE_TOLERANCE = 1e-12
@@ -60,6 +63,9 @@ class Method:
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InputError(f"{name(field_name)}: {value!r} must be a positive integer")
+            if value > MAX_DRAWS:
+                raise InputError(f"{name(field_name)}: {value!r} is more than {MAX_DRAWS}, the most it takes "
+                                 "(the default 10000 gives intervals and p-values to 0.0001)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise InputError(f"{name('seed')}: {self.seed!r} must be a non-negative integer")
         return self

@@ -64,6 +64,10 @@ LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old|score)-(?:(?P<pid>\d{1
                       r"(?P<rand>[0-9a-f]{8})|(?P<legacy>[0-9a-f]{8}|[0-9a-f]{12}|[0-9a-z_]{8}))$")
 #: a leftover whose owner cannot be asked (another host, an older evalcore) is stale after this long
 STALE_SECONDS = 24 * 3600
+#: a manifest lists a few file names and sizes: a longer one is not evalcore's, and is not parsed
+MAX_MANIFEST_BYTES = 1 << 20
+#: run.json records options, counts, warnings and per-chunk timings: megabytes at most; reading is refused past this
+MAX_RECORD_BYTES = 64 << 20
 
 
 def versions() -> dict:
@@ -223,6 +227,19 @@ def check_apart(option: str, out, inputs: Mapping[str, object], plain_folders_ma
                              "write the output elsewhere")
         if i.startswith(o.rstrip("/") + "/"):
             raise InputError(f"{option} {out}: holds the {what} {path}; write the output elsewhere")
+
+
+def check_file_target(option: str, path, inputs: Mapping[str, object]) -> None:
+    """A file the command writes (``--latex FILE``) is checked before any work: a local path, not a folder,
+    neither one of ``inputs`` ({what: path}: the runs, the output folder) nor inside one nor holding one, and
+    creatable. Replacing an input's file would destroy it; a file inside a report or the comparison folder
+    would be a file evalcore's manifest does not list (a later --overwrite refuses the folder)."""
+    if is_url(path):
+        raise InputError(f"{option} {path}: must be a local file path, not a URL")
+    if os.path.isdir(_local(path)):
+        raise InputError(f"{option} {path}: is a folder; give the name of a file to write")
+    check_apart(option, path, inputs)
+    check_creatable(option, path)
 
 
 # --------------------------------------------------------------------------- leftovers and the local swap
@@ -521,10 +538,14 @@ def _read_manifest(path, storage_options: Mapping | None):
         def read(name: str) -> bytes:
             return (folder / name).read_bytes()
     try:
-        manifest = json.loads(read(MANIFEST))
+        data = read(MANIFEST)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None, read
-    except ValueError:
+    if len(data) > MAX_MANIFEST_BYTES:  # a list of a few file names: more is not a manifest evalcore wrote
+        return {}, read
+    try:
+        manifest = json.loads(data)
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return {}, read
     return manifest, read
 
@@ -535,12 +556,17 @@ def is_complete(path, storage_options: Mapping | None = None) -> bool:
     return manifest is not None
 
 
-def read_report(path, storage_options: Mapping | None = None) -> dict:
+def read_report(path, storage_options: Mapping | None = None, require: tuple[str, ...] = ()) -> dict:
     """The tables and run.json of a complete report; InputError for an incomplete one.
 
     Only the files the manifest lists are read, and each must have the size the
     manifest recorded: a report being overwritten (manifest gone, or files no
-    longer those the manifest describes) is refused, never mixed.
+    longer those the manifest describes) is refused, never mixed. Every file is
+    checked before it is used (a report folder is input like any other): the
+    manifest names plain files of the folder with their sizes, run.json is a
+    JSON object of at most ``MAX_RECORD_BYTES``, each table a Parquet file; a
+    file that is not is an InputError naming it. ``require``: tables
+    (``"summary"``) the caller needs; a report without one is an InputError.
     """
     manifest, read = _read_manifest(path, storage_options)
     if manifest is None:
@@ -551,20 +577,74 @@ def read_report(path, storage_options: Mapping | None = None) -> dict:
     if not isinstance(files, list) or "run.json" not in files or not manifest.get("complete"):
         raise InputError(f"report {path}: {MANIFEST} is not a valid manifest")
     sizes = manifest.get("sizes") or {}
+    _check_listing(path, files, sizes)
     out = {}
     for name in files:
         if not (name == "run.json" or name.endswith(".parquet")):
             continue
         try:
+            # a local file longer than its listed size, or a run.json past the bound, is not read at all
+            size = (_local(path) / name).stat().st_size if not is_url(path) else sizes.get(name, 0)
+            if name in sizes:
+                _check_size(path, name, size, sizes[name])
+            if name == "run.json" and size > MAX_RECORD_BYTES:
+                raise InputError(f"report {path}: run.json has {size} bytes, more than the {MAX_RECORD_BYTES} "
+                                 "a run record can be")
             data = read(name)
         except FileNotFoundError:
             raise InputError(f"report {path}: {name} is listed in {MANIFEST} but missing "
                              "(being overwritten, or damaged)") from None
-        if name in sizes and len(data) != sizes[name]:
-            raise InputError(f"report {path}: {name} has {len(data)} bytes, {MANIFEST} says {sizes[name]} "
-                             "(being overwritten, or damaged)")
+        except OSError as exc:  # a folder where the file belongs, no permission
+            raise InputError(f"report {path}: {name} cannot be read ({exc.strerror or exc})") from None
+        if name in sizes:
+            _check_size(path, name, len(data), sizes[name])
         if name == "run.json":
-            out["run"] = json.loads(data)
+            out["run"] = parse_record(path, name, data)
         else:
-            out[name[:-len(".parquet")]] = pq.read_table(pa.BufferReader(data))
+            out[name[:-len(".parquet")]] = _parquet(path, name, data)
+    missing = [t for t in require if t not in out]
+    if missing:
+        raise InputError(f"report {path}: has no {missing[0]}.parquet ({MANIFEST} does not list it)")
     return out
+
+
+def _check_size(path, name: str, size: int, listed: int) -> None:
+    if size != listed:
+        raise InputError(f"report {path}: {name} has {size} bytes, {MANIFEST} says {listed} "
+                         "(being overwritten, or damaged)")
+
+
+def _check_listing(path, files: list, sizes) -> None:
+    """The manifest's ``files`` are plain names in the folder (never a path out of it), ``sizes`` their sizes."""
+    for name in files:
+        if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name \
+                or "\0" in name:
+            raise InputError(f"report {path}: {MANIFEST} lists {name!r}, which is not a file name in the folder; "
+                             "it is not a manifest evalcore wrote")
+    if not isinstance(sizes, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                              for v in sizes.values()):
+        raise InputError(f"report {path}: {MANIFEST}'s sizes are not a byte count per file; it is not a manifest "
+                         "evalcore wrote")
+
+
+def parse_record(path, name: str, data: bytes) -> dict:
+    """A report's JSON record (run.json) as a dict, or an InputError naming it: not JSON, nested past the
+    parser's depth, or not an object."""
+    try:
+        record = json.loads(data)
+    except RecursionError:
+        raise InputError(f"report {path}: {name} is nested too deep to be a run record") from None
+    except ValueError as exc:  # JSONDecodeError, and bytes that are not UTF-8
+        raise InputError(f"report {path}: {name} is not JSON ({exc}); the report is damaged") from None
+    if not isinstance(record, dict):
+        raise InputError(f"report {path}: {name} holds a JSON {type(record).__name__}, not an object; "
+                         "the report is damaged")
+    return record
+
+
+def _parquet(path, name: str, data: bytes) -> pa.Table:
+    try:
+        return pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"report {path}: {name} is not a readable Parquet file ({str(exc).splitlines()[0]}); "
+                         "the report is damaged") from None
