@@ -463,8 +463,10 @@ def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_0
     if out is not None:
         report.check_apart("--out" if cli else "out", out, folders)
         report.check_out(out, overwrite, storage_options)
-    if latex is not None:
-        report.check_creatable("--latex" if cli else "latex", latex)
+    if latex is not None:  # not an input, not in the comparison folder: checked before any work
+        report.check_file_target("--latex" if cli else "latex", latex,
+                                 {**folders, **({} if out is None else {"comparison folder --out" if cli
+                                                                        else "comparison folder out": out})})
     tables = [_run_table(label, r, storage_options) for label, r in zip(labels, runs)]
     max_rank = int(tables[0].options.get("max_rank") or 50)
     result = comparison.compare_runs(tables, method, metrics=metrics, intersect=intersect,
@@ -508,5 +510,7 @@ def _run_table(name: str, run, storage_options) -> comparison.RunTable:
             raise InputError(f"run {run}: has no per_query.parquet, so it is not an evaluation report")
         per_query, record = tables["per_query"], tables.get("run", {})
     options = record.get("options") or {}
-    return comparison.RunTable(name, per_query, options if isinstance(options, dict) else {})
+    fingerprint = record.get("fingerprint")
+    return comparison.RunTable(name, per_query, options if isinstance(options, dict) else {},
+                               fingerprint if isinstance(fingerprint, str) else None)
 

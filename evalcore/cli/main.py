@@ -203,7 +203,8 @@ def demo_threshold(dataset: str, settings: RunSettings) -> float:
 def cmd_show(args) -> int:
     from evalcore.io import report
 
-    content = report.read_report(args.report, parse_storage_options(args.storage_option))
+    content = report.read_report(args.report, parse_storage_options(args.storage_option),
+                                 require=("summary", "per_query"))
     print_summary(content["summary"], content["per_query"], n_worst=args.worst)
     return EXIT_OK
 
