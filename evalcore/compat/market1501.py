@@ -34,6 +34,8 @@ Where the tools' code leaves a result unspecified, evalcore's is stated:
 * **Short lists.** A counted query whose list, after removal, is shorter
   than ``max_rank`` keeps CMC 1 past its end (it has found its match); the
   tools' Python path fails there and their Cython path reads stale memory.
+* **Infinite distances** (a pair masked out) rank last, tied, as in the
+  tools; NaN is refused.
 * ``use_metric_cuhk03=True`` (CUHK03's single-shot metric: random sampling of
   one gallery image per identity, ten times, unseeded) is refused: it has no
   exact value. ``use_cython`` is accepted and has no effect. The tools' note
@@ -113,7 +115,26 @@ def distance_matrix(distmat) -> np.ndarray:
         distances = distances.astype(np.float64)
     if distances.dtype.kind != "f":
         raise InputError(f"distmat: dtype {distances.dtype} is not a float or integer type")
-    return distances
+    return without_infinities(distances)
+
+
+def without_infinities(distances: np.ndarray) -> np.ndarray:
+    """+inf (-inf) as the dtype's largest (lowest) finite value: the same order, which evalcore compares exactly.
+
+    ReID code masks pairs out with an infinite distance (they rank last, tied
+    with each other); evalcore refuses non-finite scores, so they become the
+    extreme finite value, unless a finite value already sits there (then the
+    order would change, and the matrix is refused).
+    """
+    infinite = np.isinf(distances)
+    if not infinite.any():
+        return distances
+    top = np.finfo(distances.dtype).max
+    finite = distances[~infinite]
+    if np.abs(finite).max(initial=0) == top:
+        raise InputError(f"distmat: holds infinite distances and finite ones at +-{top} (the dtype's limit), "
+                         "which cannot be told apart exactly")
+    return np.where(infinite, np.copysign(top, distances), distances).astype(distances.dtype)
 
 
 def checked_max_rank(max_rank, n_gallery: int) -> int:

@@ -100,7 +100,7 @@ def integer_codes(q: np.ndarray, g: np.ndarray, negative_is_identity: bool) -> t
 def number_codes(q: np.ndarray, g: np.ndarray, negative_is_identity: bool) -> tuple[np.ndarray, np.ndarray]:
     """Floats (as float64): NaN is -1, negatives -1 unless identities; the rest coded densely by value."""
     both = np.concatenate([q, g])
-    missing = np.isnan(both) | (~negative_is_identity & (both < 0))
+    missing = np.isnan(both) if negative_is_identity else np.isnan(both) | (both < 0)
     codes = np.full(both.shape, NO_IDENTITY, dtype=np.int64)
     _, inverse = np.unique(both[~missing], return_inverse=True)
     codes[~missing] = inverse.reshape(-1)
