@@ -139,15 +139,17 @@ def _dcg(indptr: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: int | None
 
 
 def _ndcg(lists: RankLists, k: int | None) -> np.ndarray:
+    """DCG / IDCG, known wherever the query has an item of grade >= 1: nDCG ignores --rel-level (as
+    trec_eval's does), so a query whose grades all lie below the level still has one."""
     dcg = _dcg(lists.gain_indptr, lists.gain_ranks, lists.gains, k)
     idcg = _dcg(lists.ideal_indptr, positions(lists.ideal_indptr), lists.ideal_gains, k)
-    return _known(lists.n_relevant, dcg / np.where(idcg > 0, idcg, 1.0))
+    return _known(np.diff(lists.ideal_indptr), dcg / np.where(idcg > 0, idcg, 1.0))
 
 
 def ndcg(lists: RankLists) -> np.ndarray:
     """ndcg = sum_i g_i/log2(r_i + 1) / sum_{j=1..R} g*_j/log2(j + 1), g*: every relevant gain, highest first.
 
-    The sums run over relevant items (grade >= 1) with gain = grade; trec_eval's ``ndcg``.
+    The sums run over relevant items (grade >= 1) with gain = grade, whatever --rel-level; trec_eval's ``ndcg``.
     """
     return _ndcg(lists, None)
 

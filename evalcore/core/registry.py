@@ -338,7 +338,8 @@ def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_
     """Every column's per-query values, in the given order (NaN / -1 mark nulls).
 
     ``zero_empty`` (bool per query): where it holds and R = 0 every metric is 0
-    instead of null; ranks (int64) stay null: there is no rank. ``lists``: the
+    instead of null; ranks (int64) stay null: there is no rank; a metric that is
+    defined there keeps its value (nDCG ignores --rel-level). ``lists``: the
     chunk's ``RankLists`` (its binary lists are ``indptr, ranks, n_relevant``).
     """
     out = {c.name: c.compute(indptr, ranks, n_relevant, lists) for c in columns}
@@ -346,7 +347,7 @@ def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_
         zero = np.asarray(zero_empty, dtype=bool) & (np.asarray(n_relevant) == 0)
         for c in columns:
             if c.metric.dtype == "float64":
-                out[c.name] = np.where(zero, 0.0, out[c.name])
+                out[c.name] = np.where(zero & np.isnan(out[c.name]), 0.0, out[c.name])
     return out
 
 

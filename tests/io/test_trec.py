@@ -37,15 +37,16 @@ def lines(path, text):
 # --------------------------------------------------------------------------- import trec
 
 
-def test_negative_judgement_is_judged_not_relevant_not_junk(tmp_path):
-    """A -1 grade used to become junk (removed from the ranking), lifting the relevant item below it."""
+def test_negative_judgement_is_in_the_pool_not_relevant_not_junk(tmp_path):
+    """A -1 grade used to become junk (removed from the ranking), lifting the relevant item below it; then 0
+    (judged), which made bpref differ from trec_eval. It is now -2, in the pool, not judged (contract v4)."""
     qrels = lines(tmp_path / "qrels", "q1 0 d1 -1\nq1 0 d2 1\nq1 0 d3 0\n")
     queries = lines(tmp_path / "queries", "q1\n")
     gallery = lines(tmp_path / "gallery", "d1\nd2\nd3\n")
     arrays, attrs = importers.read_trec(qrels, queries=queries, gallery=gallery)
-    assert arrays["qrels/rel"].tolist() == [0, 1, 0]
+    assert arrays["qrels/rel"].tolist() == [-2, 1, 0]
     assert attrs["protocol"] == "qrels"
-    # ranked d1, d2, d3: d1 is judged non-relevant and stays, so d2 is at rank 2 (AP 0.5, trec_eval's value)
+    # ranked d1, d2, d3: d1 is in the pool, not relevant, and stays, so d2 is at rank 2 (AP 0.5, trec_eval's value)
     arrays["ranking/item"] = np.array([[0, 1, 2]])
     path = tmp_path / "ds.zarr"
     ds.write_dataset(path, arrays, {"protocol": "qrels"})
@@ -56,7 +57,7 @@ def test_negative_judgement_is_judged_not_relevant_not_junk(tmp_path):
 def test_grades_of_one_and_above_are_relevant_and_keep_their_grade(tmp_path):
     qrels = lines(tmp_path / "qrels", "q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 0\nq1 0 d4 -2\n")
     arrays, _ = importers.read_trec(qrels, queries=lines(tmp_path / "q", "q1\n"), gallery=lines(tmp_path / "g", "d1\nd2\nd3\nd4\n"))
-    assert arrays["qrels/rel"].tolist() == [2, 1, 0, 0]
+    assert arrays["qrels/rel"].tolist() == [2, 1, 0, -2]  # a negative grade: in the pool, not judged (-2)
 
 
 def test_a_grade_above_127_is_refused_naming_file_line_and_field(tmp_path):

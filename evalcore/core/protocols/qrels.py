@@ -1,7 +1,8 @@
 """``qrels``: judgements decide (README, Protocols).
 
 relevant = rel >= 1 (gain = the grade), judged not relevant = rel 0, junk = rel -1,
-anything unjudged is not relevant. With
+in the pool but not judged = rel -2 (a negative TREC grade: never relevant, keeps its place in
+the ranking, not a judged non-relevant item for bpref), anything unjudged is not relevant. With
 ``judged_only`` anything unjudged is junk too: a query is ranked among its
 judged non-junk items alone (the ``allowed`` CSR list of the ``Truth``).
 """
@@ -19,6 +20,10 @@ from evalcore.errors import InputError, rows_text
 QRELS_ARRAYS = ("qrels/query", "qrels/item", "qrels/rel")
 #: the highest grade qrels/rel may hold (it is stored as int8)
 MAX_GRADE = 127
+#: qrels/rel of an item in the pool but not judged (trec_eval's reading of a negative grade)
+IN_POOL = -2
+#: qrels/rel of a junk item: removed from the ranking
+JUNK = -1
 
 
 def integer_grades(rel: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
@@ -38,16 +43,17 @@ def integer_grades(rel: np.ndarray, rows: np.ndarray | None = None) -> np.ndarra
 def qrels_problems(query: np.ndarray, item: np.ndarray, rel: np.ndarray, rows: np.ndarray,
                    n_query: int, n_gallery: int) -> list[str]:
     """Judgements that break the contract: query not in [0, Q), item not in [0, G), rel not an integer
-    grade in -1 .. MAX_GRADE.
+    grade in IN_POOL .. MAX_GRADE.
 
     ``rows`` are the judgements' row numbers in the qrels arrays (for the messages).
     """
     found = out_of_range("qrels/query", "query", query, rows, n_query)
     found += out_of_range("qrels/item", "gallery", item, rows, n_gallery)
-    bad = np.flatnonzero((rel < -1) | (rel > MAX_GRADE))
+    bad = np.flatnonzero((rel < IN_POOL) | (rel > MAX_GRADE))
     if bad.size:
         found.append(f"qrels/rel: rows {rows_text(rows[bad])} hold {int(rel[bad[0]])}"
-                     f"{' ...' if bad.size > 1 else ''} (must be a grade >= 1 relevant, 0 not relevant or -1 junk; "
+                     f"{' ...' if bad.size > 1 else ''} (must be a grade >= 1 relevant, 0 not relevant, -1 junk "
+                     f"or -2 in the pool, not judged; "
                      f"at most {MAX_GRADE})")
     return found
 
@@ -87,12 +93,14 @@ def qrels_truth(rows: np.ndarray, item: np.ndarray, rel: np.ndarray, n_queries: 
 
     relevant = {g : rel(q, g) >= 1} with gain(g) = rel(q, g), junk = {g : rel(q, g) = -1}
     (plus ``gallery/junk``); judged not relevant = {g : rel(q, g) = 0} (bpref counts them);
-    unjudged items are not relevant; column n_judged(q) = #{judgements of q}. With ``judged_only``:
+    in the pool, not judged = {g : rel(q, g) = -2}: ranked, never relevant, not counted by bpref;
+    unjudged items are not relevant; column n_judged(q) = #{judgements of q, -2 included: the query is in
+    the qrels, which is what --empty-queries zero asks}. With ``judged_only`` (trec_eval -J):
     allowed(q) = {g judged for q : rel >= 0, g not in gallery/junk},
     relevant(q) = {g in allowed(q) : rel = 1}, n_junk(q) = G - |allowed(q)|.
     """
     rows, item, rel = (np.asarray(a, dtype=np.int64) for a in (rows, item, rel))
-    relevant, junk = rel >= 1, rel == -1
+    relevant, junk = rel >= 1, rel == JUNK
     # n_judged: judgements of any grade; a query with one is "known-judged" (--empty-queries zero)
     truth = truth_from_pairs(n_queries, rows[relevant], item[relevant], rows[junk], item[junk], gallery_junk,
                              columns={"n_judged": np.bincount(rows, minlength=n_queries).astype(np.int64)},

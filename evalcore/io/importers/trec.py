@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalcore.core import result_lists
-from evalcore.core.protocols.qrels import MAX_GRADE
+from evalcore.core.protocols.qrels import IN_POOL, MAX_GRADE
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io.importers import trec_scan
@@ -51,12 +51,14 @@ def _read_ids(path) -> list[str]:
 
 
 def trec_relevance(grade: int) -> int:
-    """A TREC judgement as qrels/rel: grade >= 1 -> that grade (relevant, gain = grade); anything else -> 0.
+    """A TREC judgement as qrels/rel: grade >= 0 -> that grade (>= 1 relevant with gain = grade, 0 judged not
+    relevant); grade < 0 -> IN_POOL (-2).
 
-    trec_eval reads a negative grade as "judged, not relevant" (unjudged-in-pool),
-    not as something to remove from the ranking; so no TREC grade becomes junk (-1).
+    trec_eval reads a negative grade as "in the pool, not judged": never relevant, kept in its place in the
+    ranking, and not a judged non-relevant document (bpref leaves it out). Neither 0 (judged) nor junk (-1,
+    removed from the ranking) says that, hence a code of its own.
     """
-    return max(int(grade), 0)
+    return int(grade) if grade >= 0 else IN_POOL
 
 
 def _skipped_queries(name: str, skipped: dict[str, int], why: str) -> str:
@@ -555,7 +557,7 @@ def read_qrels_lines(path) -> TrecLines:
     grade[integer & short] = parsed[~np.isnan(parsed)]
     for row in np.flatnonzero(integer & ~short):  # beyond int64: only its sign matters (0 or too high)
         grade[row] = min(max(int(text[int(row)].as_py()), -1), MAX_GRADE + 1)
-    rel = np.maximum(grade, 0)
+    rel = np.where(grade < 0, IN_POOL, grade)  # trec_relevance, a column at a time
     qkeys, qcode, qline = _sorted_keys(scan.qtable, scan.qcode)
     dkeys, dcode = _keys(scan.dtable), scan.dcode
     repeat, earlier = (_duplicates(qcode, dcode, len(dkeys))
