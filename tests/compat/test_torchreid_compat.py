@@ -205,3 +205,15 @@ def test_bad_input_is_one_input_error_naming_torchreids_parameter(change, name):
     with pytest.raises(InputError) as info:
         evaluate_rank(**{**args, **change})
     assert str(info.value).startswith(f"{name}: ") and "\n" not in str(info.value)
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    import evalcore.compat.fastreid
+    import evalcore.compat.torchreid
+    import evalcore.io.identities
+
+    for module in (evalcore.compat.torchreid, evalcore.compat.fastreid, evalcore.io.identities):
+        failed, attempted = doctest.testmod(module)
+        assert attempted > 0 and failed == 0, module.__name__
