@@ -125,8 +125,8 @@ def test_listing_every_name_is_the_default_set_plus_the_rest(kwargs, default):
 
 
 def test_an_unknown_name_is_an_input_error_naming_metrics_and_the_known_ones(kwargs):
-    with pytest.raises(evalcore.InputError, match=r"^metrics: unknown metric 'ndgc@10'; known: first_rank, .*map, "
-                                                  r".*ndcg@k") as info:
+    with pytest.raises(evalcore.InputError, match=r"^metrics: unknown metric 'ndgc@10' \(did you mean 'ndcg@10'\?\); "
+                                                  r"known: first_rank, .*map, .*ndcg@k") as info:
         evalcore.evaluate(**kwargs, metrics=["map", "ndgc@10"])
     assert isinstance(info.value, evalcore.OptionError) and info.value.option == "metrics"
     with pytest.raises(evalcore.InputError, match=r"^metrics: give at least one metric name"):
@@ -191,7 +191,8 @@ def test_evaluate_metrics_on_the_command_line(tmp_path, data):
     assert json.loads((tmp_path / "r" / "run.json").read_text())["options"]["metrics"] == ["map", "recall@5"]
     bad = run("evaluate", path, "--out", tmp_path / "bad", "--metrics", "map,mapp")
     assert bad.returncode == 2 and not (tmp_path / "bad").exists()
-    assert bad.stderr.startswith("evalcore: error: --metrics: unknown metric 'mapp'; known: first_rank")
+    assert bad.stderr.startswith("evalcore: error: --metrics: unknown metric 'mapp' (did you mean 'map'?); "
+                                 "known: first_rank")
     assert len(bad.stderr.strip().splitlines()) == 1
 
 

@@ -22,7 +22,9 @@ import time
 # modules): every command pays for this module's imports before it starts, so each command imports the heavy
 # modules it uses (the API and engine: numpy, numba, zarr, pyarrow; the job programs; the pages) when it runs.
 # tests/test_startup.py checks that parsing a command line imports none of them.
+from evalcore import __version__
 from evalcore.cli import import_cmd, job_commands
+from evalcore.cli.usage import PlainHelp, command_parser, reworded, unknown_argument, unknown_choice
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterError, InputError
 from evalcore.jobs.common import (
@@ -70,10 +72,26 @@ def sigterm_raises():
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit status 2."""
+    """argparse that reports a usage error as one line led by the argument it is about (``main`` prints it after
+    one ``evalcore: error:``), exit status 2, with "did you mean" for a mistyped command, option or choice;
+    help is plain text."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", PlainHelp)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
-        raise InputError(f"{self.prog}: {message}")
+        raise InputError(reworded(self.prog, message))
+
+    def _check_value(self, action, value):  # argparse's one check of a value against choices
+        if action.choices is not None and value not in action.choices:
+            raise argparse.ArgumentError(None, unknown_choice(action, value))
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # words no parser took: the command's own parser has the options to suggest
+            raise InputError(unknown_argument(command_parser(self, getattr(parsed, "command", None)), extras))
+        return parsed
 
 
 # --------------------------------------------------------------------------- commands
@@ -122,8 +140,9 @@ def cmd_validate(args) -> int:
     return EXIT_OK
 
 
-def check_demo_out(out: str, overwrite: bool) -> None:
-    """The demo folder is new, empty, or (with ``overwrite``) one ``evalcore demo`` wrote.
+def check_demo_out(out: str) -> None:
+    """The demo folder is new, empty, or one ``evalcore demo`` wrote (replaced by a new run, so that running the
+    demo twice works); any other folder is refused, with or without --overwrite.
 
     Ours: it holds ``DEMO_MARKER`` and nothing but the demo's dataset.zarr and
     report/ (each what evalcore writes) and evalcore's leftovers of them.
@@ -131,7 +150,7 @@ def check_demo_out(out: str, overwrite: bool) -> None:
     from evalcore.io import report
     from evalcore.io.importers import check_import_out
 
-    entries = report.local_out_entries(out, overwrite)
+    entries = report.local_out_entries(out, True)
     if not entries:
         return
     p = report._local(out)
@@ -142,8 +161,9 @@ def check_demo_out(out: str, overwrite: bool) -> None:
     foreign = [n for n in entries if n not in (DEMO_MARKER, *DEMO_ENTRIES)
                and not ((m := report.LEFTOVER.match(n)) and m["name"] in DEMO_ENTRIES)]
     if not ours or foreign:
-        raise InputError(f"--out {out}: holds {(foreign or ['no ' + DEMO_MARKER])[0]!r}, so it is not a folder "
-                         "evalcore demo wrote; --overwrite only replaces a demo folder, choose another --out")
+        what = f"holds {foreign[0]!r}" if foreign else f"has no {DEMO_MARKER}"
+        raise InputError(f"--out {out}: {what}, so it is not a folder evalcore demo wrote; demo replaces only its "
+                         "own earlier output, choose another --out")
     if (p / "report").exists():
         report.check_out(p / "report", True)
     if (p / "dataset.zarr").exists():
@@ -159,7 +179,7 @@ def cmd_demo(args) -> int:
     dataset = os.path.join(out, "dataset.zarr")
     report_dir = os.path.join(out, "report")
     dims = parse_number("--dims", args.dims, int)
-    check_demo_out(out, args.overwrite)
+    check_demo_out(out)
     settings = RunSettings(workers=None if args.workers is None else parse_number("--workers", args.workers, int),
                            overwrite=True).checked()
     threshold = None if args.threshold == "auto" else parse_number("--threshold", args.threshold)
@@ -203,10 +223,36 @@ def demo_threshold(dataset: str, settings: RunSettings) -> float:
 def cmd_show(args) -> int:
     from evalcore.io import report
 
-    content = report.read_report(args.report, parse_storage_options(args.storage_option),
-                                 require=("summary", "per_query"))
+    storage = parse_storage_options(args.storage_option)
+    try:
+        content = report.read_report(args.report, storage, require=("summary", "per_query"))
+    except InputError:
+        # "not finished" is right only for a folder that exists: say so when there is none at all
+        absence = report_absence(args.report, storage)
+        if absence is None:
+            raise
+        raise InputError(f"report {args.report}: {absence}") from None
     print_summary(content["summary"], content["per_query"], n_worst=args.worst)
     return EXIT_OK
+
+
+def report_absence(path: str, storage_options) -> str | None:
+    """What is at ``path`` instead of a report folder: 'does not exist', 'is a file, not a report folder', or
+    None (a folder is there). A URL that cannot be asked counts as there."""
+    from evalcore.io.dataset import is_url
+
+    if not is_url(path):
+        local = path[len("file://"):] if path.startswith("file://") else path
+        if not os.path.lexists(local):
+            return "does not exist"
+        return None if os.path.isdir(local) else "is a file, not a report folder"
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(path, **dict(storage_options or {}))
+        return None if fs.exists(root) else "does not exist"
+    except Exception:  # noqa: BLE001 - the read's own message stands
+        return None
 
 
 def cmd_metrics(args) -> int:
@@ -302,8 +348,11 @@ def cmd_compare(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="evalcore", description="Exact, distributed evaluation of embedding retrieval.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    parser = Parser(prog="evalcore", description="Exact, distributed evaluation of embedding retrieval.",
+                    epilog="evalcore COMMAND --help describes a command's options.")
+    parser.add_argument("-V", "--version", action="version", version=f"evalcore {__version__}")
+    # not required: a bare ``evalcore`` prints this help (main)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", parser_class=Parser)
 
     p = sub.add_parser("evaluate", help="evaluate a dataset and write a report folder")
     p.add_argument("dataset", help="Zarr dataset: a folder or any fsspec URL (s3://...)")
@@ -322,8 +371,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("demo", help="synthetic Market-1501-shaped data, full run, printed summary")
-    p.add_argument("--out", help="folder for the dataset and the report (default ./evalcore-demo)")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--out", help="folder for the dataset and the report (default ./evalcore-demo); a folder an "
+                                 "earlier demo wrote is replaced, any other non-empty folder refused")
+    p.add_argument("--overwrite", action="store_true", help="accepted for older scripts: demo always replaces its "
+                                                            "own earlier output, and never anything else")
     p.add_argument("--dims", default="256", help="embedding dimensions (default 256)")
     p.add_argument("--threshold", default="auto",
                    help="open-set threshold for the demo (default auto: the lowest threshold at which FPIR <= 0.1 "
@@ -438,7 +489,14 @@ def main(argv: list[str] | None = None) -> int:
     show_fault_events()
     try:
         with sigterm_raises():
-            args = build_parser().parse_args(argv)
+            parser = build_parser()
+            try:
+                args = parser.parse_args(argv)
+            except SystemExit as done:  # --help and --version print and stop here, as a command that is done
+                return done.code if isinstance(done.code, int) else EXIT_OK
+            if args.command is None:
+                parser.print_help()
+                return EXIT_OK
             return (getattr(args, "func", None) or args.run)(args)
     except Terminated:
         print("evalcore: terminated", file=sys.stderr)

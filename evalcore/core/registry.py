@@ -17,6 +17,7 @@ brute-force reference in ``tests/core/metrics/references.py``
 """
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -265,7 +266,27 @@ def select(names: str | Iterable[str], option: str = "--metrics") -> tuple[str, 
     items = [n for n in given if n.strip()]
     if not items:
         raise InputError(f"{option}: give at least one metric name (evalcore metrics lists them)")
-    return tuple(dict.fromkeys(canonical(*parse(n, option)) for n in items))
+
+    def checked(name: str) -> str:
+        try:
+            return canonical(*parse(name, option))
+        except InputError as exc:
+            # a mistyped name: the closest spelling parse takes, its cut-off kept (ndgc@10 -> ndcg@10)
+            raw = name.strip()
+            found = _WITH_K.match(raw.lower())
+            base, cut = (found.group(1), "@" + found.group(2)) if found else (raw.lower(), "")
+            close = difflib.get_close_matches(base, sorted({*_EXACT, *_BASES, *known_names()}), n=1)
+            if not str(exc).startswith(f"{option}: unknown metric") or not close:
+                raise
+            guess = close[0] + cut if close[0] in _BASES else close[0]
+            try:
+                parse(guess)
+            except InputError:
+                raise exc from None
+            raise InputError(f"{option}: unknown metric {raw!r} (did you mean {guess!r}?); known: "
+                             f"{', '.join(known_names())} (evalcore metrics describes them)") from None
+
+    return tuple(dict.fromkeys(checked(n) for n in items))
 
 
 # --------------------------------------------------------------------------- the columns of a run

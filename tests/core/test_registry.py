@@ -58,7 +58,8 @@ def test_select_splits_a_string_and_drops_repeats():
 
 
 @pytest.mark.parametrize("given, message", [
-    (["mAPP"], r"--metrics: unknown metric 'mAPP'; known: first_rank, last_rank, map, .*ndcg@k"),
+    (["mAPP"], r"--metrics: unknown metric 'mAPP' \(did you mean 'map'\?\); known: first_rank, last_rank, map, "
+               r".*ndcg@k"),
     (["minp@10"], r"--metrics: 'minp@10': minp takes no cut-off"),
     (["recall@0"], r"--metrics: 'recall@0': the cut-off must be a positive integer"),
     (["map@k"], r"unknown metric 'map@k'"),
