@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evalcore.challenge.archive import unpack
+from evalcore.challenge.archive import submission_limit, unpack
 from evalcore.errors import InputError
 from evalcore.io import ledger as lg
 from evalcore.io.history import atomic_write
@@ -32,15 +32,16 @@ def truth_folder(ref: Path) -> Path:
     return found[0]
 
 
-def submission_folder(res: Path, tmp: Path) -> Path:
-    """``res`` itself, the one folder inside it, or the one archive in it unpacked into ``tmp``."""
+def submission_folder(res: Path, tmp: Path, limit: int) -> Path:
+    """``res`` itself, the one folder inside it, or the one archive in it unpacked into ``tmp`` (at most
+    ``limit`` bytes: ``archive.submission_limit``)."""
     if (res / "query.npy").exists() or (res / "zarr.json").exists():
         return res
     entries = [p for p in res.iterdir() if not p.name.startswith((".", "__MACOSX"))]
     if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
         return entries[0]
     if len(entries) == 1 and entries[0].is_file():
-        return unpack(entries[0], tmp)
+        return unpack(entries[0], tmp, limit)
     raise InputError("input/res: no query.npy and gallery.npy (nor a Zarr group, nor one archive of them)")
 
 
@@ -53,7 +54,8 @@ def run(input_dir, output_dir) -> dict:
     input_dir, output_dir = Path(input_dir), Path(output_dir)
     truth = service.load_truth(str(truth_folder(input_dir / "ref")))
     with tempfile.TemporaryDirectory(prefix="evalcore-codabench-") as tmp:
-        scored = service.score_path(truth, submission_folder(input_dir / "res", Path(tmp)))
+        limit = submission_limit(truth.n_query, truth.n_gallery, truth.dims)
+        scored = service.score_path(truth, submission_folder(input_dir / "res", Path(tmp), limit))
     values = scores(scored.split_maps)
     atomic_write(output_dir / "scores.json", (json.dumps(values) + "\n").encode())
     atomic_write(output_dir / "scores.txt", "".join(f"{k}: {v}\n" for k, v in values.items()).encode())
@@ -68,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         run(*argv)
-    except InputError as exc:
-        print(f"evalcore: error: {exc}", file=sys.stderr)
+    except InputError as exc:  # the participant may read the log: no server path in it
+        print(f"evalcore: error: {lg.public_reason(str(exc))}", file=sys.stderr)
         return 2
     return 0
 

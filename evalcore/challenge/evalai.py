@@ -8,14 +8,17 @@ Zarr group. The return value is EvalAI's layout: one entry per split,
 ``{"result": [{split: {"mAP": ...}}, ...], "submission_result": {...}}``,
 the ``public`` split first; EvalAI's challenge configuration decides which
 split's column participants see. A bad submission raises ``InputError`` (a
-``ValueError``) whose one line EvalAI shows as the failure.
+``ValueError``) whose one line EvalAI shows as the failure, with no server
+path in it (``ledger.public_reason``). An archive is bounded before it is
+unpacked (``archive.unpack``).
 """
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
 
-from evalcore.challenge.archive import unpack
+from evalcore.challenge.archive import submission_limit, unpack
+from evalcore.errors import InputError
 from evalcore.io import ledger as lg
 from evalcore.jobs import service
 
@@ -36,11 +39,15 @@ def evaluate(test_annotation_file, user_submission_file, phase_codename, **kwarg
     phase is the truth given."""
     truth = service.load_truth(str(test_annotation_file))
     path = Path(user_submission_file)
-    if path.is_dir():
-        scored = service.score_path(truth, path)
-    else:
-        with tempfile.TemporaryDirectory(prefix="evalcore-evalai-") as tmp:
-            scored = service.score_path(truth, unpack(path, Path(tmp)))
+    try:
+        if path.is_dir():
+            scored = service.score_path(truth, path)
+        else:
+            with tempfile.TemporaryDirectory(prefix="evalcore-evalai-") as tmp:
+                limit = submission_limit(truth.n_query, truth.n_gallery, truth.dims)
+                scored = service.score_path(truth, unpack(path, Path(tmp), limit))
+    except InputError as exc:  # EvalAI shows it to the participant: no server path in it
+        raise InputError(lg.public_reason(str(exc))) from None
     out = result_layout(scored.split_maps, scored.n_evaluated, kwargs.get("split_codenames"))
     out["metadata"]["phase"] = phase_codename
     return out

@@ -393,13 +393,19 @@ def blocks(array, block_rows: int = BLOCK_ROWS):
         yield start, np.asarray(array[start:start + block_rows])
 
 
+def little_endian(dtype) -> np.dtype:
+    """``dtype`` in little-endian byte order (``>f4`` -> ``<f4``): what the fingerprint hashes, so byte order,
+    which changes no number, changes no fingerprint."""
+    return np.dtype(dtype).newbyteorder("<")
+
+
 def check_submission(sub: Submission, n_query: int, n_gallery: int, dims: int = DEFAULT_DIMS,
                      tolerance: float = NORM_TOLERANCE) -> str:
     """Check every array (shape first, then every value); returns the fingerprint (sha256 hex).
 
     fingerprint = sha256 over, per side (query, gallery): ``"<side>:<dtype.str>:<rows>x<dims>\\n"``
-    then the rows' bytes in C order; the same numbers give the same fingerprint
-    whether submitted as .npy or Zarr.
+    then the rows' bytes in C order, both taken little-endian (``little_endian``): the same numbers give the
+    same fingerprint whether submitted as .npy or Zarr, in either byte order.
     """
     expected = {"query": (n_query, "queries"), "gallery": (n_gallery, "gallery images")}
     for side in SIDES:
@@ -409,12 +415,12 @@ def check_submission(sub: Submission, n_query: int, n_gallery: int, dims: int = 
     digest = hashlib.sha256()
     for side in SIDES:
         arr, name = sub.arrays[side], sub.names[side]
-        dtype = np.dtype(arr.dtype)
+        dtype = little_endian(arr.dtype)
         digest.update(f"{side}:{dtype.str}:{arr.shape[0]}x{arr.shape[1]}\n".encode())
         found = NormCheck()
         try:
             for start, block in blocks(arr):
-                digest.update(np.ascontiguousarray(block).tobytes())
+                digest.update(np.ascontiguousarray(block, dtype=dtype).tobytes())
                 found.add(check_norms(block, start, tolerance))
         except InputError:
             raise

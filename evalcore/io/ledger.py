@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,16 @@ def one_line(text: str, limit: int = 300) -> str:
     """A reason as one short line (messages of exceptions may hold newlines)."""
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+#: an absolute path (or a file:// URL) in a message: ``/a/b/name`` -> group "name"
+ABSOLUTE_PATH = re.compile(r"""(?<![\w.~/:-])(?:file:)?/+(?:[^\s/'"()\[\]]+/+)*([^\s/'"()\[\]]+)""")
+
+
+def public_reason(text: str) -> str:
+    """A reason as participants may read it: every absolute path cut to its last name (``/srv/x/query.npy`` ->
+    ``query.npy``), so no public page shows where the server keeps its files."""
+    return ABSOLUTE_PATH.sub(lambda m: m.group(1), text or "")
 
 
 # --------------------------------------------------------------------------- tables
@@ -187,8 +198,8 @@ def ranked(entries: Iterable[Entry], split: str) -> list[tuple[int | None, Entry
 def leaderboard_table(entries: Iterable[Entry], phase: str, reveal: bool) -> pa.Table:
     """A phase's leaderboard: every entry of the phase with its rank (``ranked``).
 
-    Public (``reveal`` False): rank, team, submission, status, reason, received_at, ``map_public``, nothing
-    else of the scores. Revealed: also the fingerprint, every split's mAP and the mAP over all queries, ranked
+    Public (``reveal`` False): rank, team, submission, status, reason (``public_reason``: no server path),
+    received_at, ``map_public``, nothing else of the scores. Revealed: also the fingerprint, every split's mAP and the mAP over all queries, ranked
     by ``map_private``.
     """
     mine = [e for e in entries if e.phase == phase]
@@ -202,7 +213,7 @@ def leaderboard_table(entries: Iterable[Entry], phase: str, reveal: bool) -> pa.
     rows = []
     for rank, e in ranked(mine, split):
         row: dict[str, object] = {"phase": e.phase, "rank": rank, "team": e.team, "submission": e.submission, "status": e.status,
-               "reason": e.reason, "received_at": e.received_at}
+               "reason": e.reason if reveal else public_reason(e.reason), "received_at": e.received_at}
         row.update({SPLIT_PREFIX + s: e.split_map(s) for s in splits})
         if reveal:
             row.update({"map": e.map, "fingerprint": e.fingerprint, "n_evaluated": e.n_evaluated})
@@ -231,7 +242,7 @@ def pick_phase(entries: list[Entry], phase: str | None, where: str) -> str:
 def result_record(entry: Entry) -> dict:
     """What the participant sees of their submission: the public split's mAP only, never another split's."""
     return {"phase": entry.phase, "team": entry.team, "submission": entry.submission, "status": entry.status,
-            "reason": entry.reason, "fingerprint": entry.fingerprint, "score": entry.split_map(PUBLIC),
+            "reason": public_reason(entry.reason), "fingerprint": entry.fingerprint, "score": entry.split_map(PUBLIC),
             "split": PUBLIC, "received_at": entry.received_at.isoformat().replace("+00:00", "Z")}
 
 

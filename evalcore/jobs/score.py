@@ -17,10 +17,14 @@
    fingerprint, score = mAP, n_queries, n_evaluated, timestamp) and add the
    submission to the leaderboard (``--leaderboard``, default
    ``DIR/../leaderboard.parquet``; ``leaderboard_best.parquet`` beside it).
-   Each row keeps its organizer report's folder (``report``).
+   Each row keeps its organizer report's folder (``report``). With a truth
+   that has ``query/split``, these and the printed line hold the ``public``
+   split's queries alone (``public_view``), as ``score-service`` shows
+   ``map_public``: nothing there lets a participant work out another split's
+   score; the organizer's report keeps every query.
 4. With ``--ci [LEVEL]``, ``leaderboard_best.parquet`` also gets error bars:
    ``score_ci_low`` / ``score_ci_high``, the percentile bootstrap interval of
-   each team's mAP over its queries, and ``tied_with_leader``, whether the
+   each team's mAP over its (public) queries, and ``tied_with_leader``, whether the
    two-sided sign-flip test of the per-query AP differences against the first
    row does not reject at 1 - LEVEL (``jobs.leaderboard.error_bars``). They
    are read from each row's organizer report; a row whose report is gone (or
@@ -42,6 +46,7 @@ from evalcore.engine.options import Options
 from evalcore.errors import InputError
 from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
+from evalcore.io import ledger as lg
 from evalcore.io import report
 from evalcore.io.history import atomic_write
 from evalcore.jobs.common import (
@@ -114,6 +119,19 @@ def check_score_out(out: Path, overwrite: bool) -> None:
         report.check_out(out / "organizer", True)
 
 
+def public_view(per_query: pa.Table, splits: np.ndarray) -> dict:
+    """What the participant is shown: the summary's ``all`` row (``map``, ``n_queries``, ``n_evaluated``) over
+    the ``public`` split's queries alone, by the engine's own reduction, as the service shows ``map_public``.
+    A truth without ``query/split`` is all public: every query."""
+    from evalcore.engine.reduce import summarize
+
+    public = np.asarray(splits == lg.PUBLIC, dtype=bool)
+    if not public.any():
+        return {"map": None, "n_queries": 0, "n_evaluated": 0}
+    summary, _ = summarize(per_query.sort_by("query").filter(pa.array(public)), SCORE_SPEC.options)
+    return next(r for r in summary.to_pylist() if r["group"] == "all")
+
+
 def report_aps(folder: str | None) -> np.ndarray | None:
     """AP of each query (query order; NaN where a query has none) from an organizer report's per-query table;
     None when the report is not there or not readable."""
@@ -126,12 +144,20 @@ def report_aps(folder: str | None) -> np.ndarray | None:
     return np.asarray(table.column("ap").to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
-def with_score_error_bars(best: pa.Table, method: Method) -> pa.Table:
+def public_aps(aps: np.ndarray | None, public: np.ndarray | None) -> np.ndarray | None:
+    """The public queries' APs of a report (``public``: one flag per query of this truth); None when the
+    report is of another truth (another number of queries)."""
+    if aps is None or public is None:
+        return aps
+    return aps[public] if len(aps) == len(public) else None
+
+
+def with_score_error_bars(best: pa.Table, method: Method, public: np.ndarray | None = None) -> pa.Table:
     """The best-per-team board with ``score_ci_low``, ``score_ci_high`` and ``tied_with_leader`` (against its
-    first row, the leader, when that has a score)."""
+    first row, the leader, when that has a score), over the ``public`` queries alone when given."""
     rows = best.to_pylist()
     scored = [r["score"] is not None and r["score"] == r["score"] for r in rows]
-    aps = [report_aps(r["report"]) if ok else None for r, ok in zip(rows, scored)]
+    aps = [public_aps(report_aps(r["report"]), public) if ok else None for r, ok in zip(rows, scored)]
     low, high, tied = error_bars(aps, 0 if scored and scored[0] else None, method)
     best = best.append_column(pa.field("score_ci_low", pa.float64()), pa.array(low, pa.float64()))
     best = best.append_column(pa.field("score_ci_high", pa.float64()), pa.array(high, pa.float64()))
@@ -172,6 +198,8 @@ def cmd_score(args) -> int:
     except InputError as exc:
         raise InputError(f"--truth: {exc}") from None
     n_query, n_gallery, dims = ch.truth_shape(truth)
+    splits = ch.truth_splits(truth, n_query)
+    has_splits = ds.has(truth, "query/split")
     sub = ch.open_submission(args.submission)
     name = ch.check_label("--name", args.name or sub.name)
     fingerprint = ch.check_submission(sub, n_query, n_gallery, dims)
@@ -201,22 +229,24 @@ def cmd_score(args) -> int:
             except OSError:
                 break
     content = report.read_report(organizer)
-    summary_all = next(r for r in content["summary"].to_pylist() if r["group"] == "all")
+    shown = public_view(content["per_query"], splits)  # the organizer's report keeps every split
 
-    # -- 3. the participant's result and the leaderboard
+    # -- 3. the participant's result and the leaderboard: the public split only, as the service shows it
     when = ch.utc_now()
-    record = ch.result_record(team, name, fingerprint, summary_all, when)
+    record = ch.result_record(team, name, fingerprint, shown, when)
 
     atomic_write(out / "result.json", (json.dumps(record, indent=2) + "\n").encode())
     bars: list[pa.Table] = []
 
     def decorate(best: pa.Table) -> pa.Table:
-        bars.append(with_score_error_bars(best, method) if method is not None else best)
+        bars.append(with_score_error_bars(best, method, splits == lg.PUBLIC) if method is not None else best)
         return bars[-1]
 
     ch.update_leaderboard(leaderboard, ch.leaderboard_row(record, when, str(organizer)), decorate)
     score = "none (no query has a relevant judged item)" if record["score"] is None else f"{record['score']:.6f}"
-    print(f"{team} / {name}: mAP {score} over {record['n_evaluated']} of {record['n_queries']} queries; "
+    public = "public " if has_splits else ""
+    print(f"{team} / {name}: {public}mAP {score} over {record['n_evaluated']} of {record['n_queries']} "
+          f"{public}queries; "
           f"result {out / 'result.json'}; leaderboard {leaderboard}", flush=True)
     if method is not None:
         for line in board_lines(bars[-1], method):

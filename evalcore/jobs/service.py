@@ -102,9 +102,54 @@ class ServiceConfig:
 
     @property
     def work(self) -> Path:
-        """Temporary copies of big submissions (``service.SPILL_BYTES``); what is there at start is a killed
-        scorer's, removed."""
+        """Temporary copies of big submissions (``service.SPILL_BYTES``), marked by ``WORK_MARKER``; a killed
+        scorer's copies are removed at start (``clear_work``)."""
         return self.out / ".work"
+
+
+#: the longest --timeout, --poll or --settle (a week): larger values overflow the waits they are passed to
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+def check_seconds(option: str, text, positive: bool) -> float:
+    """A number of seconds: finite, at most ``MAX_SECONDS``, above 0 (``positive``) or at least 0."""
+    value = parse_number(option, text)
+    if not (value > 0 if positive else value >= 0) or not value <= MAX_SECONDS:
+        raise InputError(f"{option}: {text} must be a {'positive' if positive else 'non-negative'} number of "
+                         f"seconds, at most {MAX_SECONDS:g} (a week)")
+    return float(value)
+
+
+#: the file that marks ``--out/.work`` as made by evalcore: only a marked ``.work`` is cleared at start
+WORK_MARKER = ".evalcore-work"
+#: what the scorer puts in ``.work`` (``tempfile.mkdtemp`` prefix): all that is removed from it
+SPILL_PREFIX = "spill-"
+
+
+def check_work(work: Path) -> None:
+    """``--out/.work`` is absent, or a folder evalcore made (it holds ``WORK_MARKER``); anything else is the
+    user's and is left alone: InputError."""
+    if (work.exists() or work.is_symlink()) and (work.is_symlink() or not (work / WORK_MARKER).is_file()):
+        raise InputError(f"--out: {work} exists and evalcore did not make it (no {WORK_MARKER} marker in it); "
+                         "move it away or choose another --out")
+
+
+def make_work(work: Path) -> Path:
+    """``--out/.work``, created with its marker if absent."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / WORK_MARKER).touch()
+    return work
+
+
+def clear_work(work: Path) -> None:
+    """Remove what a killed scorer left in ``--out/.work`` (its ``spill-*`` folders) and nothing else; an
+    unmarked ``.work`` is refused (``check_work``)."""
+    check_work(work)
+    if not work.is_dir():
+        return
+    for e in os.scandir(work):
+        if e.name.startswith(SPILL_PREFIX) and e.is_dir(follow_symlinks=False):
+            shutil.rmtree(e.path, ignore_errors=True)
 
 
 def check_phase(phase: str) -> str:
@@ -123,18 +168,16 @@ def config_from_args(args) -> ServiceConfig:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {args.out}: is a file, not a folder")
     report.check_apart("--out", out, {"submissions": str(submissions), "truth": args.truth})
-    timeout = parse_number("--timeout", args.timeout)
-    if not timeout > 0:
-        raise InputError(f"--timeout: {args.timeout} must be a positive number of seconds")
+    timeout = check_seconds("--timeout", args.timeout, positive=True)
     limit = None if args.max_per_day is None else parse_number("--max-per-day", args.max_per_day, int)
     if limit is not None and limit < 1:
         raise InputError(f"--max-per-day: {limit} must be at least 1")
-    poll, settle = parse_number("--poll", args.poll), parse_number("--settle", args.settle)
-    if poll <= 0 or settle < 0:
-        raise InputError("--poll: must be positive and --settle not negative")
+    poll = check_seconds("--poll", args.poll, positive=True)
+    settle = check_seconds("--settle", args.settle, positive=False)
     retries = parse_number("--retries", args.retries, int)
     if retries < 0:
         raise InputError(f"--retries: {retries} must be 0 or more")
+    check_work(out / ".work")
     return ServiceConfig(submissions, str(args.truth), out, check_phase(args.phase), settings.scheduler,
                          settings.workers, settings.memory_limit, float(timeout), limit, bool(args.once),
                          float(poll), float(settle), int(retries))
@@ -180,19 +223,62 @@ def candidates(root: Path) -> list[Candidate]:
     return out
 
 
+#: a submission whose folder tree is deeper than this is refused before any of it is read (a Zarr group of
+#: two arrays is about 6 levels deep)
+MAX_DEPTH = 32
+#: ... and one holding more entries than this (files and folders together; counted as the tree is listed)
+MAX_ENTRIES = 100_000
+
+
+class TreeTooBig(Exception):
+    """A submission's folder tree is past ``MAX_DEPTH`` or ``MAX_ENTRIES``; the message is the reason."""
+
+
+def walk(path: Path, max_depth: int | None = None, max_entries: int | None = None) -> list[tuple[str, os.stat_result]]:
+    """(relative name, lstat) of every entry under ``path``, links not followed, sorted by name.
+
+    Iterative (an explicit stack: a tree thousands of levels deep cannot exhaust Python's recursion), and
+    bounded: past ``max_depth`` levels or ``max_entries`` entries (defaults ``MAX_DEPTH``, ``MAX_ENTRIES``) it
+    stops with ``TreeTooBig`` before listing further.
+    """
+    max_depth = MAX_DEPTH if max_depth is None else max_depth
+    max_entries = MAX_ENTRIES if max_entries is None else max_entries
+    rows: list[tuple[str, os.stat_result]] = []
+    stack = [(path, "", 1)]
+    while stack:
+        folder, prefix, depth = stack.pop()
+        try:
+            it = os.scandir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # removed meanwhile: the signature then differs
+        with it:
+            for e in it:
+                if len(rows) >= max_entries:
+                    raise TreeTooBig(f"holds more than {max_entries} files and folders; a submission is "
+                                     "query.npy + gallery.npy or one Zarr group")
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                rel = prefix + e.name
+                rows.append((rel, st))
+                if stat.S_ISDIR(st.st_mode):
+                    if depth >= max_depth:
+                        raise TreeTooBig(f"folders nested more than {max_depth} levels deep (under "
+                                         f"{rel.split('/')[0]!r}); a submission is query.npy + gallery.npy or "
+                                         "one Zarr group")
+                    stack.append((Path(folder) / e.name, rel + "/", depth + 1))
+    return sorted(rows, key=lambda row: row[0])
+
+
 def signature(path: Path) -> tuple:
     """(relative name, kind, size, mtime_ns) of every entry under ``path`` (links not followed): it changes
-    when anything in the submission is written."""
-    rows = []
-    for folder, dirs, files in os.walk(path, followlinks=False):
-        for name in sorted(dirs + files):
-            p = Path(folder) / name
-            try:
-                st = p.lstat()
-            except FileNotFoundError:
-                continue
-            rows.append((str(p.relative_to(path)), stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns))
-    return tuple(sorted(rows))
+    when anything in the submission is written. A tree past the bounds of ``walk`` is one row saying so."""
+    try:
+        rows = walk(path)
+    except TreeTooBig as exc:
+        return (("", "too big", str(exc), time.time_ns()),)
+    return tuple((rel, stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns) for rel, st in rows)
 
 
 def is_ready(c: Candidate, settle: float, now: float) -> bool:
@@ -201,10 +287,36 @@ def is_ready(c: Candidate, settle: float, now: float) -> bool:
     try:
         if c.path.is_symlink() or not c.path.is_dir() or (c.path / READY).is_file():
             return True
-        newest = max([c.path.lstat().st_mtime_ns] + [row[3] for row in signature(c.path)])
+        newest = max([c.path.lstat().st_mtime_ns] + [st.st_mtime_ns for _, st in walk(c.path)])
+    except TreeTooBig:
+        return True  # refused by ``inspect`` whatever else happens to it
     except OSError:
         return False
     return now - newest / 1e9 >= settle
+
+
+def owners(c: Candidate) -> set[int]:
+    """The users a submission's files may belong to: the owners of its team folder and of its own folder,
+    but never root nor the service's own user (a file of theirs is never a team's)."""
+    found = set()
+    for p in (c.path.parent, c.path):
+        with contextlib.suppress(OSError):
+            found.add(p.lstat().st_uid)
+    return found - {0, os.geteuid()}
+
+
+def hard_link_refused(c: Candidate, rel: str, st: os.stat_result, names_inside: int) -> str | None:
+    """Why a file with more than one name is refused, or None.
+
+    Judged for this submission alone, so another team cannot get it refused by linking its file: accepted
+    when every name of the file is inside this submission, or when the file belongs to the submission's own
+    user (``owners``: another user cannot make a file theirs; the other name is then somebody else's link to
+    it). Otherwise it may be anybody's file (the truth, another team's upload): refused.
+    """
+    if names_inside >= st.st_nlink or st.st_uid in owners(c):
+        return None
+    return (f"{rel}: a hard link ({st.st_nlink} names for one file, not all in this submission) to a file "
+            "that is not this team's; submit plain copies")
 
 
 def inspect(c: Candidate) -> str | None:
@@ -212,8 +324,9 @@ def inspect(c: Candidate) -> str | None:
 
     Refused: a team or submission name with path components or unprintable
     characters; a team or submission entry that is a link or not a folder;
-    inside it, any symbolic link, any file with more than one hard link (it
-    may be a file outside the submission), anything but files and folders.
+    a tree deeper than ``MAX_DEPTH`` or with more than ``MAX_ENTRIES`` entries;
+    inside it, any symbolic link, a hard link to a file that is not the team's
+    (``hard_link_refused``), anything but files and folders.
     """
     for what, name in (("team", c.team), ("submission", c.name)):
         if name != "-" and (why := check_name(what, name)):
@@ -225,18 +338,26 @@ def inspect(c: Candidate) -> str | None:
         return f"submission {c.name!r} is a symbolic link (to {os.readlink(c.path)!r}); submit a folder"
     if not c.path.is_dir():
         return f"submission {c.name!r} is a file, not a folder (query.npy + gallery.npy, or a Zarr group)"
-    for folder, dirs, files in os.walk(c.path, followlinks=False):
-        for name in sorted(dirs + files):
-            p = Path(folder) / name
-            rel = str(p.relative_to(c.path))
-            st = p.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                return f"{rel}: a symbolic link (to {os.readlink(p)!r}); links are not accepted"
-            if stat.S_ISREG(st.st_mode):
-                if st.st_nlink > 1:
-                    return f"{rel}: a hard link ({st.st_nlink} names for one file); submit plain copies"
-            elif not stat.S_ISDIR(st.st_mode):
-                return f"{rel}: not a regular file or folder"
+    try:
+        rows = walk(c.path)
+    except TreeTooBig as exc:
+        return f"submission {c.name!r}: {exc}"
+    inside: dict[tuple[int, int], int] = {}
+    for _, st in rows:
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            inside[st.st_dev, st.st_ino] = inside.get((st.st_dev, st.st_ino), 0) + 1
+    for rel, st in rows:
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(c.path / rel)
+            except OSError:
+                target = "?"
+            return f"{rel}: a symbolic link (to {target!r}); links are not accepted"
+        if stat.S_ISREG(st.st_mode):
+            if st.st_nlink > 1 and (why := hard_link_refused(c, rel, st, inside[st.st_dev, st.st_ino])):
+                return why
+        elif not stat.S_ISDIR(st.st_mode):
+            return f"{rel}: not a regular file or folder"
     return None
 
 
@@ -376,8 +497,8 @@ def evaluate_submission(truth: LoadedTruth, sub: ch.Submission, client=None,
         result = engine.evaluate(group, options, client=client, threads=threads)
     else:
         if work is not None:
-            work.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix="spill-", dir=work))
+            make_work(work)
+        folder = Path(tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=work))
         try:
             path = folder / "submission.zarr"
             spilled_dataset(path, truth, sub)
@@ -694,7 +815,7 @@ def run_service(config: ServiceConfig, say=print) -> int:
     with service_lock(config.out):
         # a crash between the ledger row and the public leaderboard: the leaderboard is rebuilt from the ledger
         publish(lg.read_ledger(config.ledger), config.out, config.phase, reveal=False)
-        shutil.rmtree(config.work, ignore_errors=True)  # a killed scorer's spilled copy
+        clear_work(config.work)  # a killed scorer's spilled copy
         scorer = Scorer(config)
         scorer.start()
         say(f"score-service: phase {config.phase}, truth {config.truth}, watching {config.submissions}",
