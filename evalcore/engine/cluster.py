@@ -5,6 +5,8 @@ import contextlib
 import logging
 import os
 import re
+import socket
+import struct
 import threading
 import time
 
@@ -19,6 +21,12 @@ from evalcore.errors import ClusterError, ClusterUnreachable, InputError, Worker
 
 ADDRESS = re.compile(r"^(tcp|tls|ucx|inproc)://([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
 CONNECT_TIMEOUT = "15s"
+#: seconds a --scheduler endpoint that accepted the connection has to send Dask's greeting
+GREETING_TIMEOUT = 10.0
+#: the greeting (Dask's comm handshake: compression, python version, pickle protocol) is ~60 bytes
+MAX_GREETING_BYTES = 64 * 2 ** 10
+#: joining a --scheduler, connection, greeting and the client's registration together, stays under this
+JOIN_BOUND = 30.0
 #: imported by every local worker as it starts, so the first task does not pay for imports
 PRELOAD = ["evalcore.engine.evaluate", "evalcore.core.kernels"]
 #: the topic under which a nanny logs restarting its worker for exceeding the memory limit
@@ -45,8 +53,143 @@ def check_address(address: str) -> str:
     return address
 
 
+class _NotDask(Exception):
+    """What a --scheduler endpoint sent instead of Dask's greeting (the text says what)."""
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    """(host, port) of a ``tcp://HOST:PORT`` address (IPv6 hosts without their brackets)."""
+    host, _, port = address.split("://", 1)[1].rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _seconds(timeout) -> float:
+    return float(str(timeout).removesuffix("s"))
+
+
+def _connect(address: str, timeout: float) -> socket.socket:
+    """A TCP connection to ``address``, retried (a scheduler may still be starting) until ``timeout`` seconds;
+    else ClusterUnreachable, as distributed's own connect would say after the same time."""
+    host, port = _host_port(address)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return socket.create_connection((host, port), timeout=max(0.1, min(left, 5.0)))
+        except OSError as exc:  # refused, unreachable, timed out, unknown host: tried again until the bound
+            if time.monotonic() + 0.2 >= deadline:
+                raise ClusterUnreachable(f"--scheduler {address}: no Dask scheduler answered within "
+                                         f"{CONNECT_TIMEOUT} ({exc.__class__.__name__}); check the address and "
+                                         "that `dask scheduler` is running and reachable from here") from None
+            time.sleep(0.2)
+
+
+def _read(sock: socket.socket, n: int, deadline: float) -> bytes:
+    """Exactly ``n`` bytes before ``deadline`` (time.monotonic()); TimeoutError, or _NotDask on a closed
+    connection."""
+    buf = bytearray()
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        part = sock.recv(n - len(buf))
+        if not part:
+            raise _NotDask(f"closed the connection after {len(buf)} bytes without Dask's greeting")
+        buf += part
+    return bytes(buf)
+
+
+def read_greeting(sock: socket.socket, deadline: float) -> dict:
+    """The first message a Dask server sends on a new connection (its comm handshake), read with bounds.
+
+    Dask's TCP framing: 8 bytes (uint64) the message's size; in it, uint64 the
+    number of frames, one uint64 length per frame, then the frames; the
+    frames are Dask's serialisation of a small dict (``compression``,
+    ``python``, ``pickle-protocol``). Anything else (a size over
+    MAX_GREETING_BYTES, frames that do not add up, a message that does not
+    decode to that dict) raises _NotDask before more than MAX_GREETING_BYTES
+    are read; silence past ``deadline`` raises TimeoutError.
+    """
+    head = _read(sock, 8, deadline)
+    (size,) = struct.unpack("Q", head)  # distributed packs native "Q"
+    if not 8 <= size <= MAX_GREETING_BYTES:
+        raise _NotDask(f"answered {head!r}, which is not Dask's protocol")
+    body = _read(sock, size, deadline)
+    (n_frames,) = struct.unpack_from("Q", body)
+    if not 1 <= n_frames <= (size - 8) // 8:
+        raise _NotDask(f"answered {(head + body)[:24]!r}, which is not Dask's protocol")
+    lengths = struct.unpack_from(f"{n_frames}Q", body, 8)
+    start = 8 * (1 + n_frames)
+    if start + sum(lengths) != size:
+        raise _NotDask(f"answered {(head + body)[:24]!r}, which is not Dask's protocol")
+    frames, at = [], start
+    for n in lengths:
+        frames.append(body[at:at + n])
+        at += n
+    from distributed.protocol.core import loads
+
+    try:
+        message = loads(frames, deserialize=False)
+    except Exception:  # noqa: BLE001 - whatever a stranger's bytes make the decoder raise
+        message = None
+    if not isinstance(message, dict) or "compression" not in message:
+        raise _NotDask("answered a message that is not Dask's greeting")
+    return message
+
+
+def check_scheduler_answers(address: str, option: str = "--scheduler", connect_timeout=CONNECT_TIMEOUT,
+                            greeting_timeout: float = GREETING_TIMEOUT) -> None:
+    """The ``tcp://`` endpoint ``address`` is a Dask server: it sends Dask's greeting when connected.
+
+    A Dask scheduler speaks first on a new connection, so this reads, sends
+    nothing and closes. Nothing listening (refused, unreachable) is
+    ClusterUnreachable after ``connect_timeout`` (it may be starting: exit 1);
+    an endpoint that accepts and then stays silent for ``greeting_timeout``
+    seconds, closes, or answers anything but Dask's greeting (an HTTP server,
+    the dashboard's port, a stranger's bytes) is an InputError naming
+    ``option`` (exit 2). Other schemes (tls://, ucx://) are left to distributed.
+    """
+    if not address.startswith("tcp://"):
+        return
+    sock = _connect(address, _seconds(connect_timeout))
+    try:
+        read_greeting(sock, time.monotonic() + greeting_timeout)
+    except TimeoutError:
+        raise InputError(f"{option}: {address} accepted the connection but sent no Dask greeting within "
+                         f"{greeting_timeout:g} s: not a Dask scheduler (`dask scheduler` listens on 8786; "
+                         "8787 is its dashboard), or one too busy to answer") from None
+    except (_NotDask, OSError) as exc:
+        raise InputError(f"{option}: {address} is not a Dask scheduler: it {exc}" if isinstance(exc, _NotDask)
+                         else f"{option}: {address} is not a Dask scheduler: the connection failed while "
+                         f"reading its greeting ({exc.__class__.__name__})") from None
+    finally:
+        sock.close()
+
+
 def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
+
+
+def max_local_workers() -> int:
+    """The most local worker processes this machine can start: its memory (cgroup limits included, as
+    distributed reads them) over IDLE_WORKER_MEMORY, what each holds before it does any work."""
+    from distributed.system import MEMORY_LIMIT
+
+    return max(1, int(MEMORY_LIMIT) // IDLE_WORKER_MEMORY)
+
+
+def check_local_workers(n, option: str = "--workers") -> int:
+    """A number of local worker processes this machine can start, else an InputError naming ``option``."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InputError(f"{option}: {n!r} must be at least 1")
+    most = max_local_workers()
+    if n > most:
+        shown = str(n) if n.bit_length() <= 128 else f"an integer of {n.bit_length()} bits"
+        raise InputError(f"{option}: {shown} worker processes cannot start here: each holds about "
+                         f"{IDLE_WORKER_MEMORY >> 20} MiB before any work, and this machine's memory allows "
+                         f"at most {most}")
+    return n
 
 
 def _mib(n) -> str:
@@ -224,13 +367,20 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
     Local workers get one thread each; distributed's nanny already sets
     OMP/MKL/OPENBLAS_NUM_THREADS=1 in them, so workers x threads never
     oversubscribes the cores. Raises ClusterUnreachable when the scheduler does
-    not answer within CONNECT_TIMEOUT (or the connection is lost mid-run), and
+    not answer within CONNECT_TIMEOUT (or the connection is lost mid-run),
+    InputError naming --scheduler when the address answers but is not Dask
+    (``check_scheduler_answers``; joining stays under JOIN_BOUND seconds), and
     WorkerFailed (saying whether memory was the cause) when workers keep dying.
     """
     if scheduler:
         check_address(scheduler)
+        started = time.monotonic()
+        # distributed's own connect waits for the greeting without a bound and reads a stranger's first bytes
+        # as a message size (a hang, or a huge allocation): the endpoint is checked first, with bounds
+        check_scheduler_answers(scheduler)
+        left = JOIN_BOUND - (time.monotonic() - started)
         try:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+            client = Client(scheduler, timeout=f"{max(1.0, min(_seconds(CONNECT_TIMEOUT), left - 1)):.1f}s")
         except (OSError, TimeoutError) as exc:
             raise ClusterUnreachable(f"--scheduler {scheduler}: no Dask scheduler answered within "
                                      f"{CONNECT_TIMEOUT} ({exc.__class__.__name__}); check the address and "
@@ -248,9 +398,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
             with _muted("distributed.client"), contextlib.suppress(Exception):
                 client.close()
         return
-    n = workers or default_workers()
-    if n < 1:
-        raise InputError(f"--workers: {n} must be at least 1")
+    n = check_local_workers(workers or default_workers())
     check_memory_limit(memory_limit, n)
     scheduler_log = logging.getLogger("distributed.scheduler")
     quiet = _DropKilledWorkerLog()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,34 @@ if TYPE_CHECKING:
 
 # core.protocols, core.registry and core.intervals (numpy, numba) are imported where they are used: the command
 # line builds its parsers from this module's neighbours and must start without them
+
+#: The largest value of an integer option (--ks, --max-rank, --map-at, --depth, --rel-level, --chunk-rows,
+#: --gallery-shards): a cut-off, a level or a count above it exceeds any gallery, grade or query set an
+#: exact evaluation holds, and every value up to it fits the kernels' integer types (past 2^63 numpy
+#: cannot hold it at all).
+MAX_INTEGER_OPTION = 2 ** 31 - 1
+
+
+def _shown(value) -> str:
+    """An option's value for a message (Python will not print an integer of more than 4,300 digits)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value).bit_length() > 128:
+        return f"an integer of {int(value).bit_length()} bits"
+    return str(value)
+
+
+def check_integer(option: str, value, high: int = MAX_INTEGER_OPTION) -> int:
+    """``value`` as an int, 1 <= value <= ``high``, else an InputError naming ``option``.
+
+    A whole float (3.0) is taken; a bool, a fraction, NaN or infinity is not.
+    """
+    whole = not isinstance(value, bool) and (
+        isinstance(value, numbers.Integral)
+        or (isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer()))
+    if not whole or value < 1:
+        raise InputError(f"{option}: {_shown(value)} must be a positive integer")
+    if value > high:
+        raise InputError(f"{option}: {_shown(value)} is too large: at most {high:,}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -55,23 +84,13 @@ class Options:
             raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
         if self.ties not in TIES:
             raise InputError(f"--ties: {self.ties!r} is not pessimistic or optimistic")
-        if not self.ks or any(int(k) != k or k < 1 for k in self.ks):
-            raise InputError(f"--ks: {','.join(map(str, self.ks))} must be positive integers")
+        self.check_integers()
         if len(set(self.ks)) != len(self.ks):
             raise InputError(f"--ks: {','.join(map(str, self.ks))} repeats a value")
-        if int(self.max_rank) != self.max_rank or self.max_rank < 1:
-            raise InputError(f"--max-rank: {self.max_rank} must be a positive integer")
         if self.threshold is not None and not math.isfinite(self.threshold):
             raise InputError(f"--threshold: {self.threshold} must be a finite number")
-        if self.map_at is not None and (int(self.map_at) != self.map_at or self.map_at < 1):
-            raise InputError(f"--map-at: {self.map_at} must be a positive integer")
         if self.radius is not None and not (math.isfinite(self.radius) and self.radius >= 0):
             raise InputError(f"--radius: {self.radius} must be a finite number >= 0")
-        if isinstance(self.rel_level, bool) or int(self.rel_level) != self.rel_level or self.rel_level < 1:
-            raise InputError(f"--rel-level: {self.rel_level} must be a positive integer")
-        if self.depth is not None and (isinstance(self.depth, bool) or int(self.depth) != self.depth
-                                       or self.depth < 1):
-            raise InputError(f"--depth: {self.depth} must be a positive integer")
         problem = protocols.option_problems(self, self.empty_queries)  # options another protocol takes
         if problem:
             raise InputError(problem)
@@ -96,6 +115,28 @@ class Options:
                                  f"not {self.similarity!r}")
         return replace(self, rerank=rerank, query_expansion=qe, database_augmentation=dba, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank),
                        metrics=metrics, rel_level=int(self.rel_level), depth=None if self.depth is None else int(self.depth))
+
+    def check_integers(self) -> None:
+        """--ks, --max-rank, --map-at, --rel-level and --depth: integers from 1 to MAX_INTEGER_OPTION, else an
+        InputError naming the option (a plain check, no dataset needed: the command line runs it first)."""
+        try:
+            ks = list(self.ks)
+        except TypeError:
+            raise InputError(f"--ks: {self.ks!r} must be positive integers") from None
+        if not ks:
+            raise InputError("--ks:  must be positive integers")
+        for k in ks:
+            try:
+                check_integer("--ks", k)
+            except InputError as exc:
+                if "too large" in str(exc):
+                    raise
+                raise InputError(f"--ks: {','.join(map(_shown, ks))} must be positive integers") from None
+        check_integer("--max-rank", self.max_rank)
+        for option, value in (("--map-at", self.map_at), ("--depth", self.depth)):
+            if value is not None:
+                check_integer(option, value)
+        check_integer("--rel-level", self.rel_level)
 
     def interval_method(self) -> intervals.Method:
         """The intervals' method (checked: an InputError naming --ci, --resamples or --seed)."""

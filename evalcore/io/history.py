@@ -139,13 +139,47 @@ def read_history(history_dir) -> pa.Table:
             if path.name.startswith("."):
                 continue
             try:
-                tables.append(pq.read_table(path))
+                table = pq.read_table(path)
             except (OSError, pa.ArrowException) as exc:
                 raise InputError(f"history {path}: not a readable Parquet file ({exc})") from None
+            missing = [c for c in ("run_date", "evaluation") if c not in table.column_names]
+            if missing:
+                raise InputError(f"history {path}: no {missing[0]} column (not a run that evalcore nightly wrote)")
+            tables.append(table)
     if not tables:
         return _empty()
-    table = pa.concat_tables(tables, promote_options="permissive")
+    return _joined(tables, f"history {root}")
+
+
+def _joined(tables: list[pa.Table], where: str) -> pa.Table:
+    """The runs as one table, by date then name; runs whose columns cannot be joined are an InputError."""
+    try:
+        table = pa.concat_tables(tables, promote_options="permissive")
+    except pa.ArrowException as exc:
+        raise InputError(f"{where}: runs whose columns do not join ({exc})") from None
     return table.sort_by([("run_date", "ascending"), ("evaluation", "ascending")])  # stable: groups keep order
+
+
+def check_history(history_dir, run_date: str, significance=()) -> pa.Table:
+    """Everything a run of ``run_date`` will read from the history, read now, before it writes anything.
+
+    Every summary file (``read_history``: readable Parquet, with run_date and
+    evaluation columns, whose columns join), and the per-query file of the
+    previous run of each evaluation in ``significance`` (those with a
+    significance gate). A bad file is an InputError naming it. Returns the
+    history as read.
+    """
+    snapshot = read_history(history_dir)
+    for evaluation in significance:
+        previous = previous_run(snapshot, evaluation, run_date)
+        if previous is not None:
+            read_per_query(history_dir, previous[0], evaluation)
+    return snapshot
+
+
+def check_joins(history: pa.Table, run_date: str, evaluation: str, summary: pa.Table, where: str) -> None:
+    """The run's summary rows join the history's columns (else writing them would break every later read)."""
+    _joined([history, run_table(run_date, evaluation, summary)], where)
 
 
 def run_table(run_date: str, evaluation: str, summary: pa.Table) -> pa.Table:

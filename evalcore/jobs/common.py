@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.engine.options import Options, parse_expansion, parse_rerank
+from evalcore.engine.options import MAX_INTEGER_OPTION, Options, check_integer, parse_expansion, parse_rerank
 from evalcore.errors import InputError
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, Protocol, Similarity
 
@@ -166,6 +166,10 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
                         "longer) so the task runs elsewhere; with no other worker, fail (default 180)")
 
 
+#: the largest --memory-limit taken: 2^63 - 1 bytes (8 EiB), what a signed 64-bit size holds
+MAX_MEMORY_LIMIT = 2 ** 63 - 1
+
+
 def check_memory_limit(text, option: str = "--memory-limit"):
     """``auto`` or a size dask understands (4GiB, 500MB, 2e9 bytes) at or above the engine's worker memory
     floor, else an InputError naming the option.
@@ -183,10 +187,13 @@ def check_memory_limit(text, option: str = "--memory-limit"):
 
     try:
         n = parse_bytes(str(text))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):  # 1e400: a float too large for an int
         raise InputError(f"{option}: {text!r} is not a size like 4GiB, 500MB or auto") from None
     if n < 1:
         raise InputError(f"{option}: {text!r} must be a positive size like 4GiB (or auto)")
+    if n > MAX_MEMORY_LIMIT:  # dask would quietly use the machine's memory instead
+        raise InputError(f"{option}: {text!r} is more memory than any machine has (at most 8 EiB); "
+                         "give a size like 4GiB, or auto")
     # deferred: the floor lives beside the cluster code, which imports distributed (not for evalcore --help)
     from evalcore.engine import cluster
 
@@ -219,13 +226,19 @@ def check_workers(n: int | None, option: str = "--workers") -> int | None:
         raise InputError(f"{option}: {n!r} must be a positive integer")
     if n is not None and n < 1:
         raise InputError(f"{option}: {n} must be at least 1")
+    if n is not None and n > 1:  # as many processes as the memory can start (deferred: distributed)
+        from evalcore.engine.cluster import check_local_workers
+
+        check_local_workers(n, option)
     return n
 
 
 def check_count(option: str, n: int | None) -> int | None:
-    """--chunk-rows, --gallery-shards: a count of at least 1 (None: the default)."""
+    """--chunk-rows, --gallery-shards: a count from 1 to MAX_INTEGER_OPTION (None: the default)."""
     if n is not None and n < 1:
         raise InputError(f"{option}: {n} must be at least 1")
+    if n is not None and n > MAX_INTEGER_OPTION:
+        check_integer(option, n)  # the message of every integer option that is too large
     return n
 
 
@@ -263,6 +276,7 @@ class EvaluationSpec:
             protocols.get(self.protocol)  # an InputError naming the registered ones
         if self.similarity is not None and self.similarity not in SIMILARITIES:
             raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
+        self.options.check_integers()  # before the dataset is opened: 10^20 is not a cut-off
         check_target_fpir(self.target_fpir)
         return self
 

@@ -37,7 +37,14 @@ import fsspec
 
 from evalcore.core import comparison, intervals, protocols, registry
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.engine.options import Options, check_expansion, check_rerank, parse_expansion, parse_rerank
+from evalcore.engine.options import (
+    MAX_INTEGER_OPTION,
+    Options,
+    check_expansion,
+    check_rerank,
+    parse_expansion,
+    parse_rerank,
+)
 from evalcore.errors import ClusterUnreachable, InputError
 from evalcore.io import history as h
 from evalcore.io import report
@@ -169,10 +176,14 @@ def _evaluation(i: int, ev, where: str) -> dict:
         if not isinstance(ks, list) or not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0
                                                           for k in ks):
             raise InputError(f"{label}: ks {ev['ks']!r} must be a list of positive integers")
+        if max(ks) > MAX_INTEGER_OPTION:
+            raise InputError(f"{label}: ks {max(ks)} is too large: at most {MAX_INTEGER_OPTION:,}")
         ev["ks"] = ks
     for key in ("max_rank", "map_at", "chunk_rows", "rel_level", "depth"):
         if key in ev and not (isinstance(ev[key], int) and not isinstance(ev[key], bool) and ev[key] > 0):
             raise InputError(f"{label}: {key} {ev[key]!r} must be a positive integer")
+        if key in ev and ev[key] > MAX_INTEGER_OPTION:
+            raise InputError(f"{label}: {key} {ev[key]!r} is too large: at most {MAX_INTEGER_OPTION:,}")
     for key in ("threshold", "radius", "target_fpir"):
         if key in ev and not _is_number(ev[key]):
             raise InputError(f"{label}: {key} {ev[key]!r} must be a number")
@@ -357,16 +368,36 @@ def today() -> str:
 # --------------------------------------------------------------------------- the command
 
 
+def check_history(history_dir: str, run_date: str, job: dict):
+    """``history.check_history`` of everything this run will read (the per-query values of the previous run
+    of each evaluation with a significance gate too), under the history's lock; an empty history when the
+    folder does not exist yet (nothing is created here)."""
+    significance = [ev["name"] for ev in job["evaluation"]
+                    if any("significance" in g for g in {**job["gates"], **ev["gates"]}.values())]
+    if not os.path.isdir(history_dir):
+        return h.read_history(history_dir)
+    with h.history_lock(history_dir):
+        return h.check_history(history_dir, run_date, significance)
+
+
 def cmd_nightly(args) -> int:
     job = load_job(args.job)
     run_date = h.check_date(args.date) if args.date else today()
     reports, history_dir = job["reports"], job["history"].removeprefix("file://")
     day = _join(reports, run_date)
     # the command line and the job file's cluster options and folders, before any evaluation starts
-    run_settings(job["evaluation"][0], args, job)
+    settings = run_settings(job["evaluation"][0], args, job)
     if not is_url(reports):
         report.check_creatable(f"{args.job}: reports", _join(day, job["evaluation"][0]["name"]))
     report.check_creatable(f"{args.job}: history", _join(history_dir, job["evaluation"][0]["name"]))
+    # the history, read whole before anything is written: a bad file found after the reports and this run's
+    # entry were written would leave an ungated run as the next night's "previous"
+    history = check_history(history_dir, run_date, job)
+    if settings.scheduler:  # an address that is not a Dask scheduler: one line now, not one per evaluation
+        from evalcore.engine.cluster import check_scheduler_answers  # deferred: distributed
+
+        check_scheduler_answers(settings.scheduler, "--scheduler" if getattr(args, "scheduler", None)
+                                else f"{args.job}: scheduler")
     done, errors, per_query = {}, {}, {}
     for ev in job["evaluation"]:
         name = ev["name"]
@@ -391,6 +422,13 @@ def cmd_nightly(args) -> int:
             print(f"evalcore: error: nightly {run_date}: evaluation {name!r} failed: {errors[name][1]}",
                   file=sys.stderr, flush=True)
 
+    for name, summary in done.items():  # a summary whose columns clash with the history's is not written
+        try:
+            h.check_joins(history, run_date, name, summary, f"history {history_dir}")
+        except InputError as exc:
+            errors[name] = (EXIT_INPUT, f"{exc}; its report was written, its history entry was not")
+            print(f"evalcore: error: nightly {run_date}: evaluation {name!r}: {errors[name][1]}", file=sys.stderr)
+    done = {name: summary for name, summary in done.items() if name not in errors}
     with h.history_lock(history_dir):
         for name, summary in done.items():
             h.write_run(history_dir, run_date, name, summary)

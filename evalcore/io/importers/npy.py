@@ -7,6 +7,7 @@ import zipfile
 import numpy as np
 
 from evalcore.errors import InputError
+from evalcore.io import npy as npy_header
 from evalcore.io.importers.checks import check_features, check_integers, check_unique, junk_of, protocol_of
 
 NPY_KEYS = {
@@ -26,6 +27,7 @@ def _load_npy(path) -> np.ndarray:
     name = str(path)
     if not os.path.isfile(path):
         raise InputError(f"{name}: no such file")
+    npy_header.check_npy_file(name, path)  # before numpy allocates what the header claims
     try:
         data = np.load(path, allow_pickle=False)
     except ValueError as exc:
@@ -61,6 +63,7 @@ def _load_npz(path) -> dict[str, tuple[str, np.ndarray]]:
             if not present:
                 continue
             key = present[0]
+            _check_member(archive, key, f"{name}: key {key}")
             try:
                 found[option] = (f"{name}: key {key}", archive[key])
             except ValueError as exc:
@@ -69,6 +72,24 @@ def _load_npz(path) -> dict[str, tuple[str, np.ndarray]]:
                                      "loaded (pickle is disabled); save a numeric array instead") from None
                 raise InputError(f"{name}: key {key}: unreadable ({exc})") from None
     return found
+
+
+def _check_member(archive, key: str, where: str) -> None:
+    """The header of the .npz member ``key`` against the size the archive declares for it, before it is loaded
+    (the archive cannot give more bytes than it declares: zipfile stops there and checks the CRC)."""
+    names = archive.zip.namelist()
+    member = key + ".npy" if key + ".npy" in names else key
+    try:
+        info = archive.zip.getinfo(member)
+        with archive.zip.open(info) as fh:
+            if not npy_header.is_npy(fh):
+                return  # numpy loads such a member as a pickle, which is refused when it is loaded
+            header = npy_header.read_header(where, fh)
+    except InputError:
+        raise
+    except (KeyError, OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
+        raise InputError(f"{where}: unreadable ({exc.__class__.__name__}: {exc})") from None
+    npy_header.check_fits(where, header, info.file_size)
 
 
 def _relative(where: str, other: str) -> str:
