@@ -26,7 +26,7 @@ import psutil
 import pyarrow as pa
 import zarr
 
-from evalcore.core import openset, registry
+from evalcore.core import openset, protocols, registry
 from evalcore.engine import evaluate as engine
 from evalcore.engine import options as engine_options
 from evalcore.engine.evaluate import Result as EngineResult
@@ -35,6 +35,7 @@ from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
 from evalcore.io.history import atomic_write
+from evalcore.io.validate import chosen_protocol, unused_arrays
 from evalcore.io.validate import validate as validate_group
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
                              "is better; these are distances (higher_is_better false): negate them and give them as "
                              "scores")
     options = engine.Options(
-        protocol=protocol or attributes.get("protocol") or "class",
+        protocol=chosen_protocol(group, protocol),  # given, the attribute's, the arrays' choice, else class
         similarity=similarity or attributes.get("similarity") or "cosine",
         ks=tuple(ks), max_rank=max_rank, ties=ties, threshold=threshold, map_at=map_at,
         judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries,
@@ -177,6 +178,9 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
     if workers is not None and (int(workers) != workers or workers < 1):
         raise InputError(f"--workers: {workers} must be a positive integer")
     stall_timeout = check_stall_timeout(stall_timeout)
+    unused = unused_arrays(group, options.protocol)
+    if unused and arrays:  # given to this call and then ignored: the caller meant another protocol
+        raise InputError(protocols.unused_message(unused, options.protocol))
     target = group if arrays or isinstance(source, zarr.Group) else source
     with execution(group, client, workers, memory_limit) as (run_client, threads, how):
         result = engine.evaluate(target, options, client=run_client, threads=threads,
@@ -197,6 +201,8 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
                                       "row, resampled within the row)", "level": method.level,
                             "resamples": method.resamples, "seed": method.seed}
     run["execution"] = how
+    if unused:  # a dataset's arrays for another protocol: kept for other runs, named so none is ignored unseen
+        run["warnings"] = [*run.get("warnings", []), protocols.unused_message(unused, options.protocol)]
     if arrays:
         run["dataset"] = "<arrays in memory: " + ", ".join(arrays) + ">"
     swept = None
@@ -420,7 +426,7 @@ def validate(source, protocol: str | None = None, *, similarity: str | None = No
     """Every problem of a dataset for a protocol (an empty list when it is valid)."""
     group = ds.open_dataset(source, storage_options)
     attributes = ds.dataset_attributes(group)
-    return validate_group(group, protocol or attributes.get("protocol") or "class",
+    return validate_group(group, chosen_protocol(group, protocol),
                           similarity=similarity or attributes.get("similarity") or "cosine",
                           judged_only=judged_only).items
 

@@ -118,12 +118,12 @@ def cmd_validate(args) -> int:
     import zarr
 
     from evalcore.io import dataset as ds
-    from evalcore.io.validate import validate
+    from evalcore.io.validate import chosen_protocol, validate
 
     storage_options = parse_storage_options(args.storage_option)
     group = ds.open_dataset(args.dataset, storage_options)
     attributes = ds.dataset_attributes(group)
-    protocol = args.protocol or attributes.get("protocol") or "class"
+    protocol = chosen_protocol(group, args.protocol)  # given, the attribute's, the arrays' choice, else class
     similarity = args.similarity or attributes.get("similarity") or "cosine"
     problems = validate(group, protocol, similarity=similarity)
     if problems:

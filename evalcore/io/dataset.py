@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -19,6 +21,7 @@ from zarr.core.buffer.cpu import NDBuffer
 from zarr.core.sync import sync
 
 from evalcore.errors import InputError, rows_text
+from evalcore.types import PROTOCOLS, SIMILARITIES
 
 #: dtypes writers use (``score``: float64 scores stay float64); readers accept the kinds in ``ACCEPTED_KINDS``.
 WRITE_DTYPES: dict[str, str | type[str]] = {
@@ -44,6 +47,18 @@ SIDES = ("query", "gallery")
 SHARED_ATTRIBUTE = "evalcore"
 #: Rows per write when filling arrays; keeps memory flat for large inputs.
 DEFAULT_CHUNK_ROWS = 65536
+#: the evalcore attribute's version this release reads (and writes)
+ATTRIBUTE_VERSION = 1
+# Bounds on what a store's metadata may claim, checked before any work: listing, checking and reading go chunk
+# by chunk, so a zarr.json claiming 10^9 one-row chunks would otherwise cost gigabytes before any other check
+#: the most chunks one array may have (its chunk grid: the product over axes of ceil(shape / chunk))
+MAX_CHUNKS = 1 << 21
+#: the largest metadata file (zarr.json) evalcore lets Zarr parse; evalcore's own are a few kB
+MAX_METADATA_BYTES = 16 << 20
+#: the deepest nesting of a value inside the evalcore attribute (its own fields are plain values)
+MAX_ATTRIBUTE_DEPTH = 8
+#: the metadata files of a group or an array: Zarr v3's, then v2's
+METADATA_FILES = ("zarr.json", ".zgroup", ".zarray", ".zattrs")
 
 
 def is_url(path) -> bool:
@@ -63,14 +78,76 @@ def open_dataset(path, storage_options: Mapping | None = None) -> zarr.Group:
     """Open a dataset group for reading (an open ``zarr.Group`` is returned as it is); a missing path is an input error."""
     if isinstance(path, zarr.Group):
         return path
+    check_root_metadata(path, storage_options)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return zarr.open_group(str(path), mode="r", **_store_options(path, storage_options))
     except (FileNotFoundError, _GROUP_NOT_FOUND):
         raise InputError(f"dataset {path}: no Zarr group found there") from None
+    except RecursionError:  # json's reader gives up on values nested ~1,000 deep
+        raise InputError(f"dataset {path}: its zarr.json holds values nested too deeply to read") from None
     except (KeyError, ValueError, TypeError) as exc:
         raise InputError(f"dataset {path}: cannot be opened as a Zarr group ({exc})") from None
+
+
+def metadata_too_large(where: str, size: int) -> InputError:
+    return InputError(f"{where}: {size:,} bytes of metadata, more than the {MAX_METADATA_BYTES:,} evalcore reads "
+                      "(a dataset's zarr.json files are a few kB)")
+
+
+def check_root_metadata(path, storage_options: Mapping | None = None) -> None:
+    """InputError when the group's metadata file at ``path`` is larger than MAX_METADATA_BYTES, before Zarr
+    parses it (a file there that is missing or unreadable is left to Zarr to report)."""
+    try:
+        if is_url(path):
+            import fsspec
+
+            fs, root = fsspec.core.url_to_fs(str(path), **dict(storage_options or {}))
+            sizes = [fs.size(f"{root.rstrip('/')}/{name}") for name in METADATA_FILES[:2] + METADATA_FILES[3:]
+                     if fs.exists(f"{root.rstrip('/')}/{name}")]
+        else:
+            local = str(path)[len("file://"):] if str(path).startswith("file://") else str(path)
+            sizes = [os.path.getsize(os.path.join(local, name)) for name in METADATA_FILES
+                     if os.path.isfile(os.path.join(local, name))]
+    except OSError:  # not there, or the store does not answer: zarr says which, as before
+        return
+    if sizes and max(sizes) > MAX_METADATA_BYTES:
+        raise metadata_too_large(f"dataset {path}", max(sizes))
+
+
+def check_array_metadata(group: zarr.Group, name: str) -> None:
+    """InputError naming ``name`` when its metadata file is larger than MAX_METADATA_BYTES, before Zarr parses it.
+
+    On a local folder this is a stat; in memory (the API's arrays) nothing; elsewhere one size request."""
+    store, prefix = group.store_path.store, group.store_path.path
+    if isinstance(store, zarr.storage.MemoryStore):
+        return  # written by evalcore itself
+    for file in ("zarr.json", ".zarray"):
+        key = "/".join(part for part in (prefix, name, file) if part)
+        try:
+            if isinstance(store, zarr.storage.LocalStore):
+                size = os.path.getsize(os.path.join(str(store.root), key))
+            else:
+                size = sync(store.getsize(key))
+        except FileNotFoundError:
+            continue
+        if size > MAX_METADATA_BYTES:
+            raise metadata_too_large(name, size)
+        return
+
+
+def chunk_count(shape: tuple[int, ...], chunks: tuple[int, ...]) -> int:
+    """The chunks of an array's grid: prod over axes of ceil(shape / chunk) (1 for a 0-d array)."""
+    return math.prod(-(-int(n) // max(1, int(c))) for n, c in zip(shape, chunks))
+
+
+def check_chunk_grid(name: str, arr: zarr.Array) -> None:
+    """InputError naming ``name`` when its chunk grid, from the declared shape, exceeds MAX_CHUNKS."""
+    count = chunk_count(arr.shape, arr.chunks)
+    if count > MAX_CHUNKS:
+        raise InputError(f"{name}: {count:,} chunks (shape {arr.shape} in chunks of {arr.chunks}), more than the "
+                         f"{MAX_CHUNKS:,} evalcore reads per array; rewrite it with larger chunks")
 
 
 def array(group: zarr.Group, name: str) -> zarr.Array:
@@ -101,16 +178,22 @@ def has(group: zarr.Group, name: str) -> bool:
     """True when ``name`` (e.g. ``query/emb``) is an array of the group.
 
     Metadata that cannot be parsed (bad JSON in the array's ``zarr.json``, an
-    unknown codec) is an InputError naming the array, not a traceback.
+    unknown codec), is larger than MAX_METADATA_BYTES or claims more than
+    MAX_CHUNKS chunks is an InputError naming the array, not a traceback.
     """
+    check_array_metadata(group, name)
     try:
-        return isinstance(group[name], zarr.Array)
+        found = group[name]
     except KeyError:
         return False
     except OSError:
         raise  # the store did not answer: not the data's fault (exit 1)
     except Exception as exc:  # noqa: BLE001 - any parse failure of the metadata is bad input
         raise InputError(f"{name}: its Zarr metadata cannot be read ({_reason(exc)})") from None
+    if not isinstance(found, zarr.Array):
+        return False
+    check_chunk_grid(name, found)  # before anything lists, checks or reads its chunks
+    return True
 
 
 def _reason(exc: BaseException) -> str:
@@ -265,9 +348,62 @@ def read(group: zarr.Group, name: str, rows: slice | np.ndarray | None = None) -
 
 
 def dataset_attributes(group: zarr.Group) -> dict:
-    """The ``evalcore`` group attribute (defaults for the command line), or {}."""
-    value = group.attrs.get(SHARED_ATTRIBUTE, {})
-    return dict(value) if isinstance(value, Mapping) else {}
+    """The ``evalcore`` group attribute (defaults for the command line), or {}; InputError naming it when it is
+    malformed (``checked_attribute``)."""
+    return checked_attribute(group.attrs.get(SHARED_ATTRIBUTE, {}))
+
+
+def _json_word(value) -> str:
+    """How JSON calls a value's type, for messages."""
+    kinds = ((bool, "a boolean"), (str, "a string"), (int, "a number"), (float, "a number"), (Mapping, "an object"),
+             (list, "a list"), (tuple, "a list"), (type(None), "null"))
+    return next((word for kind, word in kinds if isinstance(value, kind)), type(value).__name__)
+
+
+def nesting_depth(value, limit: int) -> int:
+    """How deeply lists and objects nest inside ``value`` (0 for a plain value), counted without recursion and
+    only up to ``limit + 1``."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > limit:
+            break
+        if isinstance(item, Mapping):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def checked_attribute(value) -> dict:
+    """The ``evalcore`` attribute as a dict, or InputError naming it: an object, ``version`` 1 (or absent),
+    ``protocol`` and ``similarity`` null or one of the known words, no value nested deeper than
+    MAX_ATTRIBUTE_DEPTH (a malformed attribute must not quietly become the defaults)."""
+    where = f"attribute {SHARED_ATTRIBUTE}"
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: is {_json_word(value)} ({_shown(value)}), not an object such as "
+                         '{"version": 1, "protocol": "reid"}')
+    if nesting_depth(value, MAX_ATTRIBUTE_DEPTH) > MAX_ATTRIBUTE_DEPTH:
+        raise InputError(f"{where}: values nested more than {MAX_ATTRIBUTE_DEPTH} levels deep")
+    version = value.get("version", ATTRIBUTE_VERSION)
+    if isinstance(version, bool) or version != ATTRIBUTE_VERSION:
+        raise InputError(f"{where}.version: {_shown(version)} is not {ATTRIBUTE_VERSION}, the version this release "
+                         "reads")
+    for field, known in (("protocol", PROTOCOLS), ("similarity", SIMILARITIES)):
+        given = value.get(field)
+        if given is not None and (not isinstance(given, str) or given not in known):
+            raise InputError(f"{where}.{field}: {_shown(given)} is not one of {', '.join(known)}")
+    return dict(value)
+
+
+def _shown(value) -> str:
+    """A value for a message, at most 60 characters of its JSON."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):  # nested too deeply to write out
+        return f"({_json_word(value)})"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def fingerprint(group: zarr.Group) -> str:

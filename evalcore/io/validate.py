@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import zarr
@@ -19,6 +20,7 @@ from evalcore.io.dataset import (
     array,
     bad_rows,
     chunk_problems,
+    dataset_attributes,
     dot_overflow_message,
     embedding_problems,
     has,
@@ -27,6 +29,7 @@ from evalcore.io.dataset import (
     read,
     read_array,
 )
+from evalcore.types import Protocol as ProtocolName
 
 
 @dataclass
@@ -166,6 +169,26 @@ def keys_ascend(keys: np.ndarray) -> bool:
         return bool((keys[1:] > keys[:-1]).all())
     except TypeError:  # not all str: the sort decides
         return False
+
+
+def protocol_arrays_present(group) -> list[str]:
+    """The arrays the dataset holds that some protocol reads (labels, cameras, coordinates, qrels)."""
+    every = dict.fromkeys(name for p in protocols.PROTOCOLS.values() for name in p.arrays)
+    return [name for name in every if has(group, name)]
+
+
+def chosen_protocol(group, protocol: str | None) -> ProtocolName:
+    """The protocol of a run: the one given, else the dataset's ``evalcore`` attribute's, else the one its
+    arrays choose (arrays only one protocol reads: cameras ``reid``, lat/lon ``geo``, x/y ``xy``, qrels
+    ``qrels``), else ``class``. A malformed attribute, or arrays choosing two protocols, is an InputError."""
+    attribute = dataset_attributes(group).get("protocol")  # checked even when a protocol is given
+    chosen = protocol or attribute or protocols.inferred_protocol(protocol_arrays_present(group)) or "class"
+    return cast(ProtocolName, chosen)  # a given word is checked with the other options (Options.checked)
+
+
+def unused_arrays(group, protocol: str) -> list[str]:
+    """The arrays of the dataset that another protocol reads and ``protocol`` does not (cameras under class)."""
+    return protocols.unused_arrays(protocol_arrays_present(group), protocol)
 
 
 #: gallery keys the checks read whole are handed on (``validate``'s ``keep``) up to this many rows: ~16 bytes
