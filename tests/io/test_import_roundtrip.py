@@ -145,6 +145,8 @@ def test_trec_qrels_merged_into_a_dataset_round_trip(tmp_path, source):
             junk[:] = True
         for (qi, gi), r in judged.items():
             rel[qi, gi] = r > 0
-            junk[qi, gi] = False   # a negative TREC grade is judged, not relevant (trec_eval), never junk
+            # a negative TREC grade is in the pool, not judged (trec_eval; contract v4): ranked, never relevant,
+            # never junk; --judged-only (trec_eval -J) leaves it out with the unjudged items (it was judged 0 before)
+            junk[qi, gi] = judged_only and r < 0
         scores = cosine_scores(source["query/emb"], source["gallery/emb"], "dot")
         compare(result, evaluate_all(scores, rel, junk, KS), KS)

@@ -379,9 +379,9 @@ def test_trec_round_trip(tmp_path):
     assert _keys(got["query/key"]) == ["101", "102", "103"]
     assert _keys(got["gallery/key"]) == ["docA", "docB", "docC", "docD"]
     # (101, docB) is repeated with the same grade (2, kept as a grade) and collapsed;
-    # a negative grade is judged, not relevant (trec_eval), never junk
+    # a negative grade is in the pool, not judged (trec_eval; contract v4): -2, never junk (it was 0 before)
     assert list(zip(got["qrels/query"].tolist(), got["qrels/item"].tolist(), got["qrels/rel"].tolist())) == [
-        (0, 1, 2), (0, 3, 0), (1, 0, 0), (2, 2, 1)]
+        (0, 1, 2), (0, 3, 0), (1, 0, -2), (2, 2, 1)]
     assert got["qrels/rel"].dtype == np.int8 and got["qrels/item"].dtype == np.int64
     assert _attrs(out)["protocol"] == "qrels"
     assert summary["qrels"] == 4

@@ -38,7 +38,7 @@ def reference(run_text: str, qrels_text: str, order: str, complete: bool):
     for number, f in records(qrels_text, 4, False):
         if f is None or not re.fullmatch(r"[+-]?[0-9]+", f[3]):
             return None, ("qrels", number)
-        rel = max(int(f[3]), 0)
+        rel = int(f[3]) if int(f[3]) >= 0 else -2  # negative: in the pool, not judged (contract v4; was 0)
         if rel > 127:
             return None, ("qrels", number)
         seen = judged.setdefault(f[0], {})

@@ -41,10 +41,12 @@ def reference(order_items, grade, level, depth, n_judged_nonrel_extra):
     gains_all = sorted((g for g in grade.values() if g >= 1), reverse=True)
     relevant = {i for i, g in grade.items() if g >= level}
     big_r = len(relevant)
-    if big_r == 0:
+    if not gains_all:
         return None
     dcg = sum(grade.get(i, 0) / math.log2(r + 2) for r, i in enumerate(listed) if grade.get(i, 0) >= 1)
     idcg = sum(g / math.log2(j + 2) for j, g in enumerate(gains_all))
+    if big_r == 0:  # nDCG ignores the level, as trec_eval's does (this used to return None: the old rule)
+        return dcg / idcg, math.nan, math.nan, math.nan, math.nan
     nonrel_pool = sum(1 for g in grade.values() if 0 <= g < level)
     total, above = 0.0, 0
     for i in listed:
@@ -87,4 +89,4 @@ def test_graded_measures_of_full_lists_match_the_reference(ties, level, depth, s
         if want is None:
             assert np.isnan(got[q]).all()
         else:
-            assert got[q] == pytest.approx(want, rel=1e-12, abs=1e-15), q
+            assert got[q] == pytest.approx(want, rel=1e-12, abs=1e-15, nan_ok=True), q

@@ -50,7 +50,8 @@ def test_qrels_conflicting_repeats_are_a_problem_naming_both_rows():
 
 
 @pytest.mark.parametrize("query, item, rel, needle", [
-    (2, 0, 1, "qrels/query"), (0, 6, 1, "qrels/item"), (0, -1, 1, "qrels/item"), (0, 0, 128, "qrels/rel"), (0, 0, -2, "qrels/rel"),
+    # rel -2 is now valid (in the pool, not judged: contract v4), so -3 is the first grade below the range
+    (2, 0, 1, "qrels/query"), (0, 6, 1, "qrels/item"), (0, -1, 1, "qrels/item"), (0, 0, 128, "qrels/rel"), (0, 0, -3, "qrels/rel"),
 ])
 def test_qrels_out_of_range_judgements_are_problems_naming_the_array(query, item, rel, needle):
     problems = qrels_problems(np.array([0, query]), np.array([1, item]), np.array([1, rel]), np.arange(2), 2, 6)
