@@ -73,9 +73,10 @@ Formats (``FORMATS_HELP`` is the same text for the command line):
     FILE --gallery FILE`` (one id per line; the line order is the row order),
     or ``--dataset DATASET`` to take ``query/key``/``gallery/key`` from an
     existing dataset and write a copy of it with the qrels added (existing
-    qrels are replaced). As in trec_eval (relevance level 1): rel >= 1 -> 1
-    relevant; 0 and negative -> 0 judged, not relevant (a negative grade is
-    trec_eval's "unjudged in pool", never junk). Judgements of queries not
+    qrels are replaced). As in trec_eval: rel >= 1 -> that grade, relevant
+    (at level 1); 0 -> 0 judged, not relevant; negative -> -2, in the pool,
+    not judged (trec_eval's reading: ranked in place, never relevant, left
+    out by bpref and by --judged-only; never junk). Judgements of queries not
     among the query ids are left out with a warning (trec_eval ignores
     queries without results). A repeated (qid, docid) with the same relevance
     is collapsed; with a different one it is an error. Protocol ``qrels``.
