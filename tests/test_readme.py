@@ -1,0 +1,21 @@
+"""README's Python examples run as written: every ``>>>`` line in README.md is a doctest.
+
+A user copies them first; an example that no longer runs, or prints another number, fails here.
+"""
+from __future__ import annotations
+
+import doctest
+import pathlib
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_every_readme_example_runs_as_written():
+    text = README.read_text()
+    parser = doctest.DocTestParser()
+    test = parser.get_doctest(text, {}, "README.md", str(README), 0)
+    assert test.examples, "README.md has no >>> examples"
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+    runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} README examples failed (see the output)"
