@@ -385,3 +385,13 @@ def test_fingerprint_helper_matches_across_byte_orders(data, tmp_path):
         sub = ch.open_submission(tmp_path / order.replace("<", "le").replace(">", "be"))
         fps.append(ch.check_submission(sub, len(q), len(g), q.shape[1]))
     assert fps[0] == fps[1]
+
+
+def test_the_work_folder_the_scorer_makes_is_marked_and_accepted_at_the_next_start(data, tmp_path):
+    root, truth, q, g = data
+    save(tmp_path / "subs" / "a" / "1", q, g)
+    work = svc.make_work(tmp_path / "out" / ".work")  # as the scorer makes it for a big submission
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".work"]
+    (work / "spill-left-by-a-kill").mkdir()
+    assert service(tmp_path / "subs", root / "truth.zarr", tmp_path / "out") == 0
+    assert work.is_dir() and not (work / "spill-left-by-a-kill").exists()

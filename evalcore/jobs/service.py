@@ -135,9 +135,18 @@ def check_work(work: Path) -> None:
 
 
 def make_work(work: Path) -> Path:
-    """``--out/.work``, created with its marker if absent."""
-    work.mkdir(parents=True, exist_ok=True)
-    (work / WORK_MARKER).touch()
+    """``work`` (``--out/.work``), created with its marker when absent: made beside it with the marker inside,
+    then renamed into place, so a kill never leaves it unmarked. A folder already there is used as it is
+    (the service has checked it is marked; another caller's own folder is not marked as evalcore's)."""
+    if work.is_dir():
+        return work
+    work.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f"{work.name}.new-", dir=work.parent))
+    (fresh / WORK_MARKER).touch()
+    try:
+        fresh.rename(work)
+    except OSError:  # made meanwhile (another scorer of the service): use that one
+        shutil.rmtree(fresh, ignore_errors=True)
     return work
 
 
