@@ -1,5 +1,11 @@
 """``evalcore nightly JOB.toml [--date YYYY-MM-DD]``: scheduled evaluations, history, regression gates.
 
+Before any evaluation the history is read back whole and checked
+(``check_history``: every summary file, and the per-query values a
+significance gate will read), and a ``scheduler`` is checked to be a Dask
+scheduler: a bad file or address is exit 2 and nothing is written, so an
+ungated run never becomes the next night's "previous".
+
 For each ``[[evaluation]]`` of the job file: evaluate into
 ``REPORTS/<date>/<name>/`` (an atomic report folder, replaced on a rerun of
 the same date), then, holding ``HISTORY/.lock``, write the run's summary rows
