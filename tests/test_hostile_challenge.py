@@ -395,3 +395,14 @@ def test_the_work_folder_the_scorer_makes_is_marked_and_accepted_at_the_next_sta
     (work / "spill-left-by-a-kill").mkdir()
     assert service(tmp_path / "subs", root / "truth.zarr", tmp_path / "out") == 0
     assert work.is_dir() and not (work / "spill-left-by-a-kill").exists()
+
+
+def test_a_truth_that_does_not_open_is_one_line_before_anything_is_written(data, tmp_path):
+    root, truth, q, g = data
+    save(tmp_path / "subs" / "a" / "1", q, g)
+    r = subprocess.run([sys.executable, "-c", CLI, "score-service", str(tmp_path / "subs"), "--truth",
+                        str(tmp_path / "none.zarr"), "--out", str(tmp_path / "out"), "--once"],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "EVALCORE_DEBUG": ""})
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("evalcore: error: --truth")
+    assert not (tmp_path / "out").exists()

@@ -161,6 +161,17 @@ def clear_work(work: Path) -> None:
             shutil.rmtree(e.path, ignore_errors=True)
 
 
+def check_truth(path: str) -> None:
+    """``--truth`` opens as a truth bundle (its shape and splits), before the service writes anything; the
+    scorer loads it again in its own process."""
+    try:
+        group = ds.open_dataset(path)
+    except InputError as exc:
+        raise InputError(f"--truth: {exc}") from None
+    n_query, _, _ = ch.truth_shape(group)
+    ch.truth_splits(group, n_query)
+
+
 def check_phase(phase: str) -> str:
     if not isinstance(phase, str) or not PHASE.match(phase):
         raise InputError(f"--phase: {phase!r} must be 1 to 64 letters, digits, '.', '_' or '-' (not starting "
@@ -187,6 +198,7 @@ def config_from_args(args) -> ServiceConfig:
     if retries < 0:
         raise InputError(f"--retries: {retries} must be 0 or more")
     check_work(out / ".work")
+    check_truth(str(args.truth))
     return ServiceConfig(submissions, str(args.truth), out, check_phase(args.phase), settings.scheduler,
                          settings.workers, settings.memory_limit, float(timeout), limit, bool(args.once),
                          float(poll), float(settle), int(retries))
@@ -546,6 +558,17 @@ def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | Non
     ("score",) -> ("ok", Scored) | ("failed", reason). It ends when the service's end of the pipe closes.
     """
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the cluster below is closed on the way out
+    try:
+        serve(conn, truth_path, scheduler, workers, memory_limit, work)
+    finally:
+        # past here nothing is left to close: a SIGTERM while the interpreter exits ends it quietly (a
+        # SystemExit raised inside an atexit hook printed a traceback)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def serve(conn, truth_path: str, scheduler: str | None, workers: int | None, memory_limit,
+          work: str | None) -> None:
+    """``scorer_main``'s loop, with the truth and the cluster it holds."""
     with contextlib.ExitStack() as stack:
         try:
             truth = load_truth(truth_path)
@@ -626,6 +649,7 @@ class Scorer:
                 f"ended ({death(code) if code is not None else 'its pipe closed'})"
             raise RuntimeError(f"the scorer process {how} while loading the truth and starting") from None
         if status != "ok":
+            self.process.join(STOP_GRACE)  # it ends by itself after telling why
             self.stop()
             raise InputError(value) if value.startswith(("--truth", "truth")) else RuntimeError(value)
 
