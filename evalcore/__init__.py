@@ -13,10 +13,10 @@ from evalcore.errors import ArrayError, DatasetNotFoundError, InputError, Option
 
 __version__ = "0.1.0"
 __all__ = ["ArrayError", "DatasetNotFoundError", "InputError", "OptionError", "Result", "__version__", "compare", "evaluate",
-           "metric_names", "neighbors", "open_dataset", "read_report", "validate", "write_dataset"]
+           "metric_names", "neighbors", "open_dataset", "read_report", "trec", "validate", "write_dataset"]
 
 _LAZY = {"evaluate": "evalcore.api", "compare": "evalcore.api", "Result": "evalcore.api", "validate": "evalcore.api", "metric_names": "evalcore.api",
-         "neighbors": "evalcore.api",
+         "neighbors": "evalcore.api", "trec": "evalcore.trec_api",
          "open_dataset": "evalcore.io.dataset", "write_dataset": "evalcore.io.dataset",
          "read_report": "evalcore.io.report"}
 

@@ -23,7 +23,7 @@ import time
 # modules it uses (the API and engine: numpy, numba, zarr, pyarrow; the job programs; the pages) when it runs.
 # tests/test_startup.py checks that parsing a command line imports none of them.
 from evalcore import __version__
-from evalcore.cli import import_cmd, job_commands
+from evalcore.cli import import_cmd, job_commands, trec_cmd
 from evalcore.cli.usage import PlainHelp, command_parser, reworded, unknown_argument, unknown_choice
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterError, InputError
@@ -458,6 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
 
     import_cmd.register(sub)
+    trec_cmd.register(sub)  # trec_eval's command in one process
     job_commands.register(sub)  # nightly, score, score-service, leaderboard
     return parser
 

@@ -650,6 +650,14 @@ def read_trec_run(run_path, *, qrels=None, order: str = "score",
     if order not in ("score", "trec_eval"):
         raise InputError(f"--order: {order!r} is not score or trec_eval")
     judged, runs = read_both(run_path, qrels)
+    return run_arrays(judged, runs, str(run_path), str(qrels), order=order, complete=complete)
+
+
+def run_arrays(judged: TrecLines, runs: TrecLines, run_name: str, qrels_name: str, *, order: str = "score",
+               complete: bool | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """``read_trec_run``'s arrays from qrels and run columns however they were read (files, or the tables
+    and dicts of ``evalcore.io.trec_tables``); ``run_name``/``qrels_name`` name them in messages."""
+    run_path, qrels = run_name, qrels_name
     judged_query = _positions(runs.qkeys, judged.qkeys)        # run qid -> judged qid, -1 if unjudged
     in_run = np.zeros(len(judged.qkeys), dtype=bool)
     in_run[judged_query[judged_query >= 0]] = True

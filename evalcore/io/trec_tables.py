@@ -1,0 +1,301 @@
+"""Qrels and runs as users hold them, as the columns the TREC importer reads from files.
+
+The forms taken, for qrels (``{qid: {docid: grade}}``) and runs
+(``{qid: {docid: score}}``) alike:
+
+- a mapping of mappings (pytrec_eval's and BEIR's layout), ids as ``str``;
+- a pyarrow or pandas table with a query, a document and a grade (or score)
+  column under a common name (``QUERY_COLUMNS``, ``DOC_COLUMNS``,
+  ``GRADE_COLUMNS``/``SCORE_COLUMNS``), ids as strings or integers;
+- a TREC file path (``qid iter docno rel`` / ``qid Q0 docno rank score tag``);
+- any other object with ranx's ``to_dict()`` (ranx's ``Qrels`` and ``Run``).
+
+Each becomes ``importers.trec.TrecLines``, then ``trec_arrays`` makes the
+same arrays ``evalcore import trec-run`` writes: queries with both results
+and judgements (``complete``: every judged one), trec_eval's order (score
+descending, equal scores by docno descending), and a grade read as trec_eval
+reads it: >= 1 relevant with that gain, 0 judged not relevant, below 0 ->
+-2, in the pool but not judged. A score must be a finite number, a grade an
+integer of at most ``MAX_GRADE``; a problem is one ``InputError`` naming the
+parameter, the query and the document.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalcore.core.protocols.qrels import IN_POOL, MAX_GRADE
+from evalcore.errors import InputError
+from evalcore.io.importers import trec as trec_files
+from evalcore.io.importers.checks import WARNINGS
+
+#: column names read as the query id, the document id, a grade and a score (first found wins; two found is an error)
+QUERY_COLUMNS = ("qid", "query_id", "query-id", "query", "q_id", "topic")
+DOC_COLUMNS = ("docno", "doc_id", "docid", "doc-id", "corpus-id", "corpus_id", "document", "doc")
+GRADE_COLUMNS = ("rel", "relevance", "grade", "label", "score")
+SCORE_COLUMNS = ("score", "sim", "similarity")
+#: entries held as int32 codes
+MAX_ENTRIES = (1 << 31) - 1
+
+
+def is_path(value) -> bool:
+    return isinstance(value, (str, os.PathLike))
+
+
+def _is_table(value) -> bool:
+    """A pyarrow table or a pandas DataFrame (checked by module: pandas need not be installed)."""
+    return isinstance(value, pa.Table) or (type(value).__module__.split(".")[0] == "pandas"
+                                           and hasattr(value, "columns"))
+
+
+def as_mapping(value, name: str):
+    """A mapping of mappings, a table or a path as given; another object through its ranx ``to_dict()``."""
+    if isinstance(value, Mapping) or _is_table(value) or is_path(value):
+        return value
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        found = to_dict()
+        if isinstance(found, Mapping):
+            return found
+        raise InputError(f"{name}: its to_dict() returned {type(found).__name__}, not a mapping "
+                         "{query id: {document id: value}}")
+    raise InputError(f"{name}: {type(value).__name__} is not a mapping {{query id: {{document id: value}}}}, "
+                     "a pyarrow or pandas table, a TREC file path or an object with ranx's to_dict()")
+
+
+# --------------------------------------------------------------------------- values
+
+
+def grades_as_rel(values: np.ndarray, name: str, where) -> np.ndarray:
+    """Grades as qrels/rel (int8): g >= 0 -> g, g < 0 -> IN_POOL (-2), trec_eval's reading of a negative grade.
+
+    Integers only (an integral float, as pandas makes of a column with gaps, counts as one); at most
+    MAX_GRADE. ``where(i)`` names entry i in the message.
+    """
+    if values.dtype.kind == "b" or values.dtype.kind not in "iuf":
+        bad = _first_not_number(values)
+        raise InputError(f"{name}: grade {values[bad]!r} of {where(bad)} is not an integer")
+    if values.dtype.kind == "f":
+        wrong = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
+        if wrong.size:
+            raise InputError(f"{name}: grade {values[wrong[0]]!r} of {where(int(wrong[0]))} is not an integer")
+    high = np.flatnonzero(values > MAX_GRADE)
+    if high.size:
+        raise InputError(f"{name}: grade {values[high[0]]!r} of {where(int(high[0]))} is above {MAX_GRADE}")
+    return np.where(values < 0, IN_POOL, values).astype(np.int8)
+
+
+def checked_scores(values: np.ndarray, name: str, where) -> np.ndarray:
+    """Scores as float64, each finite (a NaN has no place in a ranking; trec_eval would sort it anywhere)."""
+    if values.dtype.kind == "b" or values.dtype.kind not in "iuf":
+        bad = _first_not_number(values)
+        raise InputError(f"{name}: score {values[bad]!r} of {where(bad)} is not a number")
+    scores = values.astype(np.float64)
+    wrong = np.flatnonzero(~np.isfinite(scores))
+    if wrong.size:
+        raise InputError(f"{name}: score {values[wrong[0]]!r} of {where(int(wrong[0]))} is not a finite number")
+    return scores
+
+
+def _first_not_number(values: np.ndarray) -> int:
+    """The first entry that is not an int or float (bool counts as neither here); 0 if every one is."""
+    for i, v in enumerate(values.tolist() if values.dtype != object else values):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            return i
+        if isinstance(v, int) and not -(1 << 63) <= v < 1 << 63:  # beyond int64: numpy made objects of it
+            return i
+    return 0
+
+
+def _number_array(values: list) -> np.ndarray:
+    """``values`` as a numeric array when they are numbers, else as objects (for the message)."""
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError, OverflowError):
+        array = np.empty(len(values), dtype=object)
+        array[:] = values
+    if array.dtype.kind not in "iufb":
+        array = np.empty(len(values), dtype=object)
+        array[:] = values
+    return array
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def _lines(qids: pa.Array, docs: pa.Array, values: np.ndarray) -> trec_files.TrecLines:
+    """TrecLines of parallel columns (one entry a row): qids coded in byte order, docnos in first-seen order;
+    ``qline``/``line`` count entries from 1 (the messages' "line")."""
+    qdict = pc.dictionary_encode(qids).combine_chunks() if isinstance(qids, pa.ChunkedArray) \
+        else pc.dictionary_encode(qids)
+    ddict = pc.dictionary_encode(docs).combine_chunks() if isinstance(docs, pa.ChunkedArray) \
+        else pc.dictionary_encode(docs)
+    qkeys, qcode = qdict.dictionary, qdict.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    order = trec_files.byte_order(qkeys)
+    rank = np.empty(order.size, dtype=np.int32)
+    rank[order] = np.arange(order.size, dtype=np.int32)
+    # codes come in first-seen order, so a new query is where the running maximum of the codes grows
+    grows = np.ones(qcode.size, dtype=bool)
+    grows[1:] = np.diff(np.maximum.accumulate(qcode)) > 0
+    first = np.flatnonzero(grows).astype(np.int64)[order] + 1
+    qcode = rank[qcode]
+    dcode = ddict.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    return trec_files.TrecLines(qkeys.take(pa.array(order)).cast(pa.large_string()), qcode,
+                                ddict.dictionary.cast(pa.large_string()), dcode, values, first,
+                                np.arange(1, qcode.size + 1, dtype=np.int64))
+
+
+def _entries(mapping: Mapping, name: str) -> tuple[list, list, list]:
+    """(qid of each entry, its docid, its value) of ``{qid: {docid: value}}``, queries with no entry left out."""
+    qids, inner = [], []
+    total = 0
+    for qid, docs in mapping.items():
+        if not isinstance(qid, str):
+            raise InputError(f"{name}: query id {qid!r} is {type(qid).__name__}, not str")
+        if not isinstance(docs, Mapping):
+            raise InputError(f"{name}: query {qid!r} holds {type(docs).__name__}, not a mapping "
+                             "{document id: value}")
+        if docs:
+            qids.append(qid)
+            inner.append(docs)
+            total += len(docs)
+    if total > MAX_ENTRIES:
+        raise InputError(f"{name}: {total} entries, more than {MAX_ENTRIES}")
+    counts = [len(d) for d in inner]
+    query = list(itertools.chain.from_iterable(itertools.repeat(q, c) for q, c in zip(qids, counts)))
+    docs_ = list(itertools.chain.from_iterable(inner))
+    values = list(itertools.chain.from_iterable(d.values() for d in inner))
+    return query, docs_, values
+
+
+def _strings(values: list, name: str, what: str, query: list) -> pa.Array:
+    try:
+        return pa.array(values, type=pa.large_string())
+    except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+        bad = next(i for i, v in enumerate(values) if not isinstance(v, str))
+        raise InputError(f"{name}: document id {values[bad]!r} of query {query[bad]!r} is "
+                         f"{type(values[bad]).__name__}, not str") from None
+
+
+def mapping_lines(mapping: Mapping, name: str, kind: str) -> trec_files.TrecLines:
+    """``{qid: {docid: value}}`` as TrecLines; ``kind`` ``qrels`` (values grades) or ``run`` (scores)."""
+    query, docs, values = _entries(mapping, name)
+    if not query:
+        raise InputError(f"{name}: no {'judgements' if kind == 'qrels' else 'results'}")
+
+    def where(i: int) -> str:
+        return f"query {query[i]!r}, document {docs[i]!r}"
+
+    numbers = _number_array(values)
+    value = grades_as_rel(numbers, name, where) if kind == "qrels" else checked_scores(numbers, name, where)
+    return _lines(pa.array(query, type=pa.large_string()), _strings(docs, name, "document", query), value)
+
+
+def _column(table: pa.Table, names: tuple[str, ...], name: str, role: str) -> str:
+    found = [c for c in table.column_names if c.lower() in names]
+    if len(found) != 1:
+        said = "no column" if not found else f"columns {', '.join(found)} both"
+        raise InputError(f"{name}: {said} for the {role} (one of {', '.join(names)}; columns: "
+                         f"{', '.join(table.column_names)})")
+    return found[0]
+
+
+def _id_column(table: pa.Table, column: str, name: str) -> pa.Array:
+    values = table.column(column).combine_chunks()
+    if values.null_count:
+        row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        raise InputError(f"{name}: column {column}, row {row}: missing id")
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    if pa.types.is_integer(values.type) or pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        return values.cast(pa.large_string())
+    raise InputError(f"{name}: column {column} holds {values.type}, not string or integer ids")
+
+
+def table_lines(table, name: str, kind: str) -> trec_files.TrecLines:
+    """A pyarrow or pandas table with query, document and grade/score columns as TrecLines; a (query, document)
+    pair listed twice is an error (a run), or kept once when its grades agree (qrels, as the file reader)."""
+    if not isinstance(table, pa.Table):
+        try:
+            table = pa.Table.from_pandas(table, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise InputError(f"{name}: the table cannot be read ({str(exc).splitlines()[0]})") from None
+    if table.num_rows > MAX_ENTRIES:
+        raise InputError(f"{name}: {table.num_rows} rows, more than {MAX_ENTRIES}")
+    if not table.num_rows:
+        raise InputError(f"{name}: no {'judgements' if kind == 'qrels' else 'results'}")
+    qcol = _column(table, QUERY_COLUMNS, name, "query id")
+    dcol = _column(table, DOC_COLUMNS, name, "document id")
+    vcol = _column(table, GRADE_COLUMNS if kind == "qrels" else SCORE_COLUMNS, name,
+                   "grade" if kind == "qrels" else "score")
+    qids, docs = _id_column(table, qcol, name), _id_column(table, dcol, name)
+    raw = table.column(vcol).combine_chunks()
+    if raw.null_count or not (pa.types.is_integer(raw.type) or pa.types.is_floating(raw.type)):
+        bad = int(np.flatnonzero(raw.is_null().to_numpy(zero_copy_only=False))[0]) if raw.null_count else 0
+        what = "missing" if raw.null_count else f"{raw.type}, not a number"
+        raise InputError(f"{name}: column {vcol}, row {bad}: {what}")
+    numbers = raw.to_numpy(zero_copy_only=False)
+
+    def where(i: int) -> str:
+        return f"row {i} (query {qids[i].as_py()!r}, document {docs[i].as_py()!r})"
+
+    value = grades_as_rel(numbers, name, where) if kind == "qrels" else checked_scores(numbers, name, where)
+    lines = _lines(qids, docs, value)
+    return _without_repeats(lines, name, kind)
+
+
+def _without_repeats(lines: trec_files.TrecLines, name: str, kind: str) -> trec_files.TrecLines:
+    """``lines`` with a (query, document) pair listed again dropped when it says the same (qrels); a run's
+    repeated pair, or qrels that grade a pair twice differently, is an error naming both rows."""
+    order = trec_files.pair_order(lines.qcode, lines.dcode, len(lines.dkeys))
+    q, d = lines.qcode[order], lines.dcode[order]
+    again = np.flatnonzero((q[1:] == q[:-1]) & (d[1:] == d[:-1])) + 1
+    if not again.size:
+        return lines
+    later, earlier = order[again], order[again - 1]   # pair_order is stable: earlier rows first
+    differs = lines.value[later] != lines.value[earlier]
+    if kind == "run" or differs.any():
+        at = 0 if kind == "run" else int(np.flatnonzero(differs)[0])
+        row, first = int(later[at]), int(earlier[at])
+        why = "listed twice" if kind == "run" else "graded twice, differently"
+        raise InputError(f"{name}: rows {first} and {row}: document {lines.dkeys[int(lines.dcode[row])].as_py()!r} "
+                         f"{why} for query {lines.qkeys[int(lines.qcode[row])].as_py()!r}")
+    keep = np.ones(lines.qcode.size, dtype=bool)
+    keep[later] = False
+    assert lines.line is not None
+    return trec_files.TrecLines(lines.qkeys, lines.qcode[keep], lines.dkeys, lines.dcode[keep], lines.value[keep],
+                                lines.qline, lines.line[keep])
+
+
+def trec_lines(value, name: str, kind: str) -> trec_files.TrecLines:
+    """Qrels (``kind`` ``qrels``) or a run (``run``) in any form the module takes, as TrecLines."""
+    value = as_mapping(value, name)
+    if is_path(value):
+        return trec_files.read_qrels_lines(value) if kind == "qrels" else trec_files.read_run_lines(value)
+    if _is_table(value):
+        return table_lines(value, name, kind)
+    return mapping_lines(value, name, kind)
+
+
+def trec_arrays(qrels, run, *, complete: bool = False, qrels_name: str = "qrels",
+                run_name: str = "run") -> tuple[dict[str, np.ndarray], dict]:
+    """The arrays ``evalcore import trec-run --order trec_eval`` makes (``importers.trec.read_trec_run``) from
+    qrels and a run in any form this module takes; two files are read at once, as that command reads them."""
+    if is_path(qrels) and is_path(run):
+        judged, runs = trec_files.read_both(run, qrels)
+        qrels_name, run_name = str(qrels), str(run)
+    else:
+        judged = trec_lines(qrels, qrels_name, "qrels")
+        runs = trec_lines(run, run_name, "run")
+        qrels_name = str(qrels) if is_path(qrels) else qrels_name
+        run_name = str(run) if is_path(run) else run_name
+    arrays, attrs = trec_files.run_arrays(judged, runs, run_name, qrels_name, order="trec_eval", complete=complete)
+    given = {name for name, v in ((qrels_name, qrels), (run_name, run)) if not is_path(v)}
+    attrs[WARNINGS] = [w.replace(" (line ", " (entry ") if w.split(":")[0] in given else w
+                       for w in attrs.get(WARNINGS, [])]   # a table's or mapping's entries have no lines
+    return arrays, attrs

@@ -1,0 +1,280 @@
+"""``evalcore.trec``: trec_eval's evaluation in one call, in trec_eval's words and rules, nothing written.
+
+    import evalcore
+    r = evalcore.trec("qrels.txt", "run.txt", measures=("map", "ndcg_cut.10", "P.5,10"))
+    r.aggregate["map"], r.per_query["301"]["P_5"], print(r.format(per_query=True)), r.save("report")
+
+trec_eval's rules throughout: equal scores ranked by docno, descending
+(its sort); queries with results but no judgements left out; a judged
+query with no relevant document counted with every measure 0; a negative
+grade "in the pool, not judged" (never relevant, not a judged non-relevant
+document); ``complete`` (-c), ``depth`` (-M), ``rel_level`` (-l) and
+``judged_only`` (-J) as trec_eval's flags. The qrels and the run may be TREC
+files, mappings ``{qid: {docid: grade or score}}``, pyarrow/pandas tables or
+ranx objects (``evalcore.io.trec_tables``); the dataset is built in memory.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evalcore.errors import InputError
+
+#: trec_eval measure -> (evalcore metric, per-query column, summary column); ``{k}``: a cut-off measure
+ENGINE_MEASURES = {
+    "map": ("map", "ap", "map"),
+    "Rprec": ("rprec", "rprec", "rprec"),
+    "bpref": ("bpref", "bpref", "bpref"),
+    "recip_rank": ("mrr", "rr", "mrr"),
+    "P": ("precision@{k}", "precision_at_{k}", "precision_at_{k}"),
+    "recall": ("recall@{k}", "recall_at_{k}", "recall_at_{k}"),
+    "ndcg": ("ndcg", "ndcg", "ndcg"),
+    "ndcg_cut": ("ndcg@{k}", "ndcg_at_{k}", "ndcg_at_{k}"),
+    "map_cut": ("map_cut@{k}", "ap_cut_{k}", "map_cut_{k}"),
+    "success": ("hit@{k}", "hit_at_{k}", "hit_at_{k}"),
+}
+#: the measures evalcore computes, in the order trec_eval prints them (its measure table's order)
+MEASURE_ORDER = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
+                 "P", "recall", "ndcg", "ndcg_cut", "map_cut", "success")
+#: trec_eval's default cut-offs of each cut-off measure
+DEFAULT_CUTOFFS = {"P": (5, 10, 15, 20, 30, 100, 200, 500, 1000), "recall": (5, 10, 15, 20, 30, 100, 200, 500, 1000),
+                   "ndcg_cut": (5, 10, 15, 20, 30, 100, 200, 500, 1000),
+                   "map_cut": (5, 10, 15, 20, 30, 100, 200, 500, 1000), "success": (1, 5, 10)}
+#: trec_eval's default set (``official``) less what evalcore does not compute (runid, iprec_at_recall)
+OFFICIAL = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank", "P")
+#: counts, printed as integers
+COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret")
+#: printed for ``all`` only, as trec_eval prints them
+AGGREGATE_ONLY = ("num_q", "gm_map")
+#: trec_eval measures evalcore does not compute: named in the error, so a user knows it is not a typo
+NOT_COMPUTED = ("runid", "iprec_at_recall", "infAP", "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "binG", "G",
+                "ndcg_rel", "Rndcg", "relative_P", "set_P", "set_relative_P", "set_recall", "set_map", "set_F",
+                "num_nonrel_judged_ret", "rbp", "rbp_resid", "unj", "prefs_num_prefs_poss", "P_avgjg", "map_avgjg",
+                "Rprec_mult_avgjg", "relstring", "yaap", "ndcg_p", "success_avgjg", "num_rel_avgjg", "ndcg_avgjg")
+#: trec_eval's MIN_GEO_MEAN: gm_map's floor on each query's AP
+MIN_GEO_MEAN = 0.00001
+#: cut-offs are held as int32 in the engine
+MAX_CUTOFF = (1 << 31) - 1
+_UNDERSCORED = re.compile(r"([A-Za-z_]+?)_([0-9]+)")
+
+
+def parse_measures(measures, option: str = "measures") -> dict[str, tuple[int, ...] | None]:
+    """trec_eval measure names -> {measure: its cut-offs (None: not a cut-off measure)}, in trec_eval's order.
+
+    Names as ``-m`` takes them: ``map``, ``P`` (its default cut-offs), ``P.5,10``, ``ndcg_cut.10``,
+    ``official``, ``all_trec``; also ``P_5`` as trec_eval prints it (and pytrec_eval names it). A measure
+    given again with cut-offs adds them (trec_eval keeps the first given and drops the rest unseen); cut-offs
+    given anywhere replace the default ones, as in trec_eval.
+    """
+    if isinstance(measures, str):
+        measures = [measures]
+    if not isinstance(measures, Iterable) or isinstance(measures, (bytes, Mapping)):
+        raise InputError(f"{option}: give trec_eval measure names as a list of strings")
+    named = list(measures)
+    if not named or any(not isinstance(m, str) for m in named):
+        raise InputError(f"{option}: give trec_eval measure names as a list of strings (such as map, P.5,10)")
+    given: dict[str, set[int]] = {}
+    defaults: set[str] = set()
+    for raw in named:
+        name = raw.strip()
+        if name in ("official", "all_trec"):
+            defaults.update(OFFICIAL if name == "official" else MEASURE_ORDER)
+            continue
+        base, _, params = name.partition(".")
+        under = _UNDERSCORED.fullmatch(base) if not params else None
+        if under and under.group(1) in DEFAULT_CUTOFFS:
+            base, params = under.group(1), under.group(2)
+        if base not in MEASURE_ORDER:
+            known = base in NOT_COMPUTED or base.split("_")[0] in NOT_COMPUTED
+            why = "is a trec_eval measure evalcore does not compute" if known else "is not a trec_eval measure"
+            raise InputError(f"{option}: {raw!r} {why} (it computes: {', '.join(MEASURE_ORDER)}, official, all_trec)")
+        if not params:
+            defaults.add(base)
+            continue
+        if base not in DEFAULT_CUTOFFS:
+            raise InputError(f"{option}: {raw!r}: {base} takes no parameters")
+        given.setdefault(base, set()).update(_cutoffs(params, raw, option))
+    chosen = {**{m: None for m in defaults}, **given}
+    return {m: (tuple(sorted(given[m])) if m in given else DEFAULT_CUTOFFS.get(m)) for m in MEASURE_ORDER
+            if m in chosen}
+
+
+def _cutoffs(params: str, raw: str, option: str) -> set[int]:
+    out = set()
+    for word in params.split(","):
+        if not word.isdigit() or not 0 < int(word) <= MAX_CUTOFF:
+            raise InputError(f"{option}: {raw!r}: cut-off {word!r} is not an integer in 1..{MAX_CUTOFF}")
+        out.add(int(word))
+    return out
+
+
+def measure_names(chosen: Mapping[str, tuple[int, ...] | None]) -> list[str]:
+    """The printed names (``P_5``), in trec_eval's order."""
+    return [name for m, cuts in chosen.items() for name in ([m] if cuts is None else [f"{m}_{k}" for k in cuts])]
+
+
+def engine_metrics(chosen: Mapping[str, tuple[int, ...] | None]) -> tuple[list[str], list[int]]:
+    """(evalcore metric names, the cut-offs they use) for the chosen measures; map stands in when none is
+    the engine's (the counts alone: the engine still gives the evaluated queries)."""
+    names, ks = [], set()
+    for measure, cuts in chosen.items():
+        if measure == "gm_map":
+            measure = "map"
+        if measure not in ENGINE_MEASURES:
+            continue
+        metric = ENGINE_MEASURES[measure][0]
+        for k in cuts or (None,):
+            names.append(metric.format(k=k))
+            if k is not None:
+                ks.add(k)
+    return list(dict.fromkeys(names or ["map"])), sorted(ks)
+
+
+@dataclass
+class TrecResult:
+    """What ``evalcore.trec`` returns.
+
+    ``per_query``: ``{qid: {measure: value}}`` (pytrec_eval's layout), the
+    measures trec_eval prints per query; ``aggregate``: ``{measure: value}``,
+    trec_eval's ``all`` line (counts as int). ``result``: the evaluation as
+    ``evalcore.evaluate`` returns it (``result.save(DIR)`` or ``save`` here
+    writes the usual report folder); ``warnings``: the queries left out.
+    """
+
+    per_query: dict[str, dict[str, float]]
+    aggregate: dict[str, float]
+    measures: list[str]
+    result: object = field(repr=False)
+    warnings: list[str] = field(default_factory=list)
+
+    def lines(self, per_query: bool = False) -> list[str]:
+        """trec_eval's printout (``-q``: every query's lines first, then ``all``), one string a line."""
+        out: list[str] = []
+        if per_query:
+            for qid, values in self.per_query.items():
+                out.extend(trec_line(name, qid, values[name]) for name in self.measures if name in values)
+        out.extend(trec_line(name, "all", self.aggregate[name]) for name in self.measures)
+        return out
+
+    def format(self, per_query: bool = False) -> str:
+        return "".join(line + "\n" for line in self.lines(per_query))
+
+    def save(self, out, overwrite: bool = False, storage_options: Mapping | None = None) -> str:
+        """The report folder of ``evalcore evaluate --out`` (per_query.parquet, summary, run.json, report.html)."""
+        return self.result.save(out, overwrite=overwrite, storage_options=storage_options,  # type: ignore[attr-defined]
+                                run={"trec": {"measures": self.measures, "aggregate": self.aggregate}})
+
+
+def trec_line(name: str, qid: str, value) -> str:
+    """One line as trec_eval prints it: ``%-22s\\t%s\\t%6.4f`` (``%ld`` for a count)."""
+    if name in COUNTS:
+        return f"{name:<22}\t{qid}\t{int(value)}"
+    return f"{name:<22}\t{qid}\t{value:6.4f}"
+
+
+def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: int | None = None,
+         rel_level: int = 1, judged_only: bool = False) -> TrecResult:
+    """Evaluate a run against qrels as ``trec_eval [-c] [-M depth] [-l rel_level] [-J] -m MEASURE ...`` does.
+
+    ``qrels``/``run``: TREC file paths, ``{qid: {docid: grade}}`` / ``{qid: {docid: score}}``, pyarrow or
+    pandas tables (columns such as qid, docno, rel / score) or ranx ``Qrels``/``Run``. ``measures``:
+    trec_eval's names (``map``, ``P.5,10``, ``ndcg_cut.10``, ``official``, ``all_trec``; ``parse_measures``).
+    Raises ``InputError`` naming the parameter.
+
+    >>> import evalcore
+    >>> qrels = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d1": 1}}
+    >>> run = {"q1": {"d1": 0.9, "d2": 0.8, "d3": 0.8}, "q2": {"d2": 0.5, "d1": 0.4}}
+    >>> r = evalcore.trec(qrels, run, measures=["map", "P.1"])
+    >>> r.per_query["q1"]["map"], r.aggregate["P_1"]
+    (0.8333333333333333, 0.5)
+    """
+    from evalcore import api
+    from evalcore.io import trec_tables
+
+    chosen = parse_measures(measures)
+    for name, value in (("complete", complete), ("judged_only", judged_only)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise InputError(f"{name}: {value!r} is not True or False")
+    arrays, attrs = trec_tables.trec_arrays(qrels, run, complete=bool(complete))
+    warnings = list(attrs.pop(trec_tables.WARNINGS, []))
+    group = _memory_dataset(arrays, attrs)
+    metrics, ks = engine_metrics(chosen)
+    with api.parameter_names(False):
+        result = api.evaluate(group, protocol="qrels", metrics=metrics, ks=ks or (1,), max_rank=max([*ks, 1]),
+                              empty_queries="zero", rel_level=rel_level, depth=depth,
+                              judged_only=bool(judged_only))
+    # trec_eval's P_1000 on a top-100 run counts the missing places as not relevant: its rule, no warning
+    result.run["warnings"] = [*warnings, *(w for w in result.run.get("warnings", []) if not w.startswith("cut-off "))]
+    per_query, aggregate = trec_values(chosen, result, arrays, rel_level=rel_level, depth=depth,
+                                       judged_only=bool(judged_only))
+    return TrecResult(per_query, aggregate, measure_names(chosen), result, result.run["warnings"])
+
+
+def _memory_dataset(arrays, attrs):
+    import zarr
+
+    from evalcore.io import dataset as ds
+
+    rows = max(1, *(a.shape[0] for a in arrays.values()))
+    return ds.write_dataset(zarr.storage.MemoryStore(), arrays, attrs, chunk_rows=rows)
+
+
+def trec_values(chosen, result, arrays, *, rel_level: int, depth: int | None, judged_only: bool):
+    """({qid: {measure: value}}, {measure: value}) of the chosen measures from the engine's tables and, for
+    the counts, the arrays (trec_eval's num_ret/num_rel/num_rel_ret: retrieved within the depth, judged ones
+    only with -J; judged with grade >= rel_level; both)."""
+    table = result.per_query
+    keys = [str(k) for k in table.column("key").to_pylist()]
+    summary = result.summary.to_pylist()[0]
+    columns: dict[str, list] = {}
+    aggregate: dict[str, float] = {}
+    counts = trec_counts(arrays, rel_level=rel_level, depth=depth, judged_only=judged_only) \
+        if any(m in COUNTS for m in chosen) else {}
+    for measure, cuts in chosen.items():
+        if measure == "num_q":
+            aggregate["num_q"] = len(keys)
+        elif measure in COUNTS:
+            row_of = {k: i for i, k in enumerate(arrays["query/key"].tolist())}
+            values = counts[measure][[row_of[k] for k in keys]]
+            columns[measure] = [int(v) for v in values]
+            aggregate[measure] = int(values.sum())
+        elif measure == "gm_map":
+            ap = np.asarray(table.column("ap").to_numpy(zero_copy_only=False), dtype=np.float64)
+            aggregate["gm_map"] = math.exp(float(np.log(np.maximum(ap, MIN_GEO_MEAN)).sum()) / max(ap.size, 1)) \
+                if ap.size else 0.0
+        else:
+            _, column, mean = ENGINE_MEASURES[measure]
+            for k in cuts or (None,):
+                name = measure if k is None else f"{measure}_{k}"
+                columns[name] = table.column(column.format(k=k)).to_pylist()
+                aggregate[name] = float(summary[mean.format(k=k)])
+    per_query = {qid: {name: (values[i] if name in COUNTS else float(values[i] or 0.0))
+                       for name, values in columns.items()} for i, qid in enumerate(keys)}
+    return per_query, aggregate
+
+
+def trec_counts(arrays, *, rel_level: int, depth: int | None, judged_only: bool) -> dict[str, np.ndarray]:
+    """num_ret, num_rel, num_rel_ret of each query row, as trec_eval counts them (form_res_rels.c): the
+    ranking cut at ``depth`` first, then (``judged_only``) the documents without a grade >= 0 dropped."""
+    items = arrays["ranking/item"]
+    if depth is not None:
+        items = items[:, :depth]
+    n_q, n_items = items.shape[0], max(1, len(arrays["gallery/key"]))
+    qq, qi, rel = arrays["qrels/query"], arrays["qrels/item"], arrays["qrels/rel"].astype(np.int64)
+    pair = qq * n_items + qi     # sorted: the importer orders the qrels by (query, item)
+    rows = np.repeat(np.arange(n_q, dtype=np.int64), items.shape[1]).reshape(items.shape)
+    ranked = items >= 0
+    keys = rows[ranked] * n_items + items[ranked]
+    at = np.searchsorted(pair, keys)
+    found = (at < pair.size) & (pair[np.minimum(at, max(pair.size - 1, 0))] == keys) if pair.size else \
+        np.zeros(keys.size, dtype=bool)
+    grade = np.where(found, rel[np.minimum(at, max(pair.size - 1, 0))] if pair.size else 0, -1)
+    kept = grade >= 0 if judged_only else np.ones(keys.size, dtype=bool)
+    row = rows[ranked]
+    return {"num_ret": np.bincount(row[kept], minlength=n_q),
+            "num_rel": np.bincount(qq[rel >= rel_level], minlength=n_q),
+            "num_rel_ret": np.bincount(row[kept & (grade >= rel_level)], minlength=n_q)}
