@@ -29,7 +29,7 @@ _spec = importlib.util.spec_from_file_location(
 references = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(references)
 
-IDENTITY = ["query", "key", "label", "group", "n_relevant", "n_junk"]
+IDENTITY = ["query", "key", "label", "cam", "group", "n_relevant", "n_junk"]
 AFTER = ["top1", "top1_key", "top1_score", "relevant_score"]
 KWARGS = {"query/emb": "query", "gallery/emb": "gallery", "query/label": "query_labels",
           "gallery/label": "gallery_labels", "query/cam": "query_cams", "gallery/cam": "gallery_cams",

@@ -213,7 +213,7 @@ def reference_lines(root: ET.Element) -> list[ET.Element]:
 
 def test_worst_queries_order_and_columns(tables):
     worst = worst_queries(tables["per_query"], n=10)
-    assert worst.column_names == ["query", "key", "top1_key", "top1_score", "relevant_score", "first_rank", "ap"]
+    assert worst.column_names == ["query", "key", "label", "ap", "first_rank", "relevant_score", "top1_key", "top1_score"]
     assert worst.column("key").to_pylist() == expected_worst_keys(tables["per_query"], 10)
     # The tie-breaks the fixture was built for: null rank first, then rank 40 by query index.
     assert worst.column("query").to_pylist()[:3] == [8, 5, 14]
@@ -243,7 +243,8 @@ def test_page_has_inline_svg_plots(page):
     assert any("correct" in a and "known queries" in a for a in alts)
     assert any("unknown (open-set)" in a for a in alts)
     assert any("FPIR" in a for a in alts)
-    assert len(found) == 4
+    assert any(a.startswith("DET") for a in alts)
+    assert len(found) == 5
     for uri in found.values():
         root = svg_root(uri)
         assert root.tag == SVG + "svg" and root.get("viewBox") == "0 0 600 380"
@@ -344,10 +345,11 @@ def test_score_histograms_follow_counts(tables, page):
     every = np.concatenate([correct, wrong])
     bins = np.linspace(every.min(), every.max(), 31)  # 30 shared bins over the scores' range
     root = plot(page, "Rank-1 scores of known queries whose")
-    y_value, y_per_pixel = axis_map(root, "y")
     groups = series_groups(root)
     assert [g.get("data-series") for g in groups] == ["correct at rank 1", "incorrect at rank 1"]
-    for group, scores in zip(groups, (correct, wrong)):
+    panels = [g for g in root.iter(SVG + "g") if g.get("class") == "panel"]
+    for group, panel, scores in zip(groups, panels, (correct, wrong)):
+        y_value, y_per_pixel = axis_map(panel, "y")  # each series its own panel and count axis
         counts = np.histogram(scores, bins)[0]
         heights = np.array([float(r.get("height")) for r in group.iter(SVG + "rect")])
         assert len(heights) == np.count_nonzero(counts)
@@ -355,8 +357,9 @@ def test_score_histograms_follow_counts(tables, page):
         assert np.all(np.abs(heights * y_per_pixel - counts[counts > 0]) <= y_per_pixel)
     assert legend_labels(root) == [f"correct at rank 1 (n={len(correct)})", f"incorrect at rank 1 (n={len(wrong)})", "threshold 0.6"]
     x_value, x_per_pixel = axis_map(root, "x")
-    (line,) = reference_lines(root)
-    assert abs(x_value(float(line.get("x1"))) - 0.6) <= x_per_pixel
+    lines = reference_lines(root)
+    assert len(lines) == 2  # through both panels
+    assert all(abs(x_value(float(line.get("x1"))) - 0.6) <= x_per_pixel for line in lines)
 
 
 def test_sweep_plot_lines_and_threshold(tables, page):
@@ -397,7 +400,7 @@ def test_page_of_empty_evaluation_is_quiet(case, capfd):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         page = render_report_html(result.per_query, result.summary, result.cmc, {}, sweep=result.sweep)
-    assert "No CMC data" in page and "No rank-1 scores" in page and "The threshold sweep is empty" in page
+    assert "Nothing to plot" in page and "<figure" not in page  # one note, not an empty box per plot
     assert "<img" not in page
     assert capfd.readouterr().err == ""
 
@@ -447,7 +450,8 @@ def _edge_cases():
     return {
         "empty": full.slice(0, 0),
         "no_known": full.set_column(full.schema.get_field_index("n_relevant"), "n_relevant",
-                                    pa.array([0] * full.num_rows, pa.int64())),
+                                    pa.array([0] * full.num_rows, pa.int64()))
+                        .set_column(full.schema.get_field_index("ap"), "ap", nulls),  # R = 0: metrics null
         "few_columns": full.select(["query", "n_relevant", "first_rank", "ap"]),
         "all_null": full.set_column(full.schema.get_field_index("top1_score"), "top1_score", nulls)
                         .set_column(full.schema.get_field_index("relevant_score"), "relevant_score", nulls),
@@ -465,11 +469,11 @@ def test_page_survives_degenerate_inputs(case, tables):
     if case in ("empty", "no_known"):
         assert "No known queries" in page
     if case == "empty":
-        assert "No CMC data" in page and "The summary is empty" in page
+        assert "Nothing to plot" in page and "The summary is empty" in page
     if case == "all_null":
-        assert "No rank-1 scores" in page
+        assert "Rank-1 scores" not in page and "<figure><p" not in page  # left out, not an empty box
     if case == "few_columns":
-        assert "No top1_score column" in page
+        assert "Rank-1 scores" not in page and "<figure><p" not in page
         worst = expected_worst_keys(make_per_query(), 1)[0]  # q_0008.jpg: shown by query index
         assert re.search(r'<td class="num">8</td>', page) and worst not in page
     if case == "no_query_no_key":

@@ -285,6 +285,8 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
     cols["key"] = pa.array(keys_of(group, "query", np.arange(q0, q1)), pa.string())
     if ds.has(group, "query/label"):
         cols["label"] = pa.array(ds.read(group, "query/label", slice(q0, q1)).astype(np.int64))
+    if ds.has(group, "query/cam"):  # reid: the worst-queries table names each query's camera
+        cols["cam"] = pa.array(ds.read(group, "query/cam", slice(q0, q1)).astype(np.int64))
     if ds.has(group, "query/group"):
         cols["group"] = pa.array([str(x) for x in ds.read(group, "query/group", slice(q0, q1))], pa.string())
     lists = rank_lists(r, truth, options.rel_level, options.depth, n_gallery)  # R and the ranks at --rel-level, --depth

@@ -25,8 +25,9 @@ from evalcore.core import registry
 from evalcore.errors import InputError
 from evalcore.render import svg
 
-#: Columns of :func:`worst_queries`, in order (those present in per_query).
-WORST_COLUMNS = ("query", "key", "top1_key", "top1_score", "relevant_score", "first_rank", "ap")
+#: Columns of :func:`worst_queries`, in order (those present in per_query): who the query is (key, identity,
+#: camera), how bad (AP, the best relevant item's rank and score), and what beat it (the rank-1 item and score)
+WORST_COLUMNS = ("query", "key", "label", "cam", "ap", "first_rank", "relevant_score", "top1_key", "top1_score")
 #: Worst queries shown on the HTML page.
 N_WORST = 20
 #: Display labels of the columns that are not metrics; a metric's (``hit_at_5``: ``hit@5``) is in core.registry.
@@ -35,8 +36,13 @@ LABELS = {
     "threshold": "threshold", "tp": "TP", "fp": "FP", "fn": "FN", "tn": "TN",
     "rejection_accuracy": "rejection acc.", "fpir": "FPIR", "fnir": "FNIR",
     "query": "query", "key": "key", "top1_key": "rank-1 key", "top1_score": "rank-1 score",
-    "relevant_score": "relevant score",
+    "relevant_score": "relevant score", "label": "identity", "cam": "camera", "n_relevant": "relevant items",
+    "n_junk": "junk items", "n_judged": "judged items",
+    "target_fpir": "target FPIR", "threshold_at_target_fpir": "threshold at target FPIR",
+    "fnir_at_target_fpir": "FNIR at target FPIR",
 }
+#: a summary's interval bounds (``--ci``): shown in the intervals table, not beside the means
+_CI_SUFFIXES = ("_ci_low", "_ci_high")
 #: The counts that lead the summary tables; the metrics follow in the registry's order.
 _COUNTS = ("n_queries", "n_evaluated", "n_unknown")
 _OPEN_SET = ("threshold", "tp", "fp", "fn", "tn", "rejection_accuracy", "fpir", "fnir")
@@ -82,6 +88,15 @@ def _known_mask(per_query: pa.Table) -> np.ndarray:
     return np.ones(per_query.num_rows, dtype=bool)
 
 
+def _evaluated_mask(per_query: pa.Table) -> np.ndarray:
+    """The queries the summary's means (and its ``n_evaluated``) count: the known ones, plus any query with
+    no relevant item that has an AP all the same (scored 0 under ``--empty-queries zero``)."""
+    ap = _column(per_query, "ap")
+    if ap is None:
+        return _known_mask(per_query)
+    return _known_mask(per_query) | np.array([not _is_missing(v) for v in ap], dtype=bool)
+
+
 def _unknown_mask(per_query: pa.Table) -> np.ndarray:
     """Open-set queries (``n_relevant == 0``); all False without the column."""
     n_rel = _column(per_query, "n_relevant")
@@ -98,16 +113,17 @@ def _floats(values: list | None, n: int, missing: float) -> np.ndarray:
 
 
 def worst_queries(per_query: pa.Table, n: int | None = 20) -> pa.Table:
-    """The failure table of a retrieval write-up: the ``n`` worst known queries.
+    """The failure table of a retrieval write-up: the ``n`` worst evaluated queries.
 
-    Known queries (``n_relevant > 0``) are sorted worst first: by ``ap``
-    ascending (null AP worst), then ``first_rank`` descending with a null
-    first rank (nothing relevant ranked) worst, then query index ascending.
-    Columns are those of :data:`WORST_COLUMNS` present in ``per_query``;
-    ``n=None`` keeps every known query.
+    Evaluated queries (``n_relevant > 0``, or an AP all the same: scored 0
+    under ``--empty-queries zero``, as the summary counts them) are sorted
+    worst first: by ``ap`` ascending (null AP worst), then ``first_rank``
+    descending with a null first rank (nothing relevant ranked) worst, then
+    query index ascending. Columns are those of :data:`WORST_COLUMNS` present
+    in ``per_query``; ``n=None`` keeps every evaluated query.
     """
     columns = [c for c in WORST_COLUMNS if c in per_query.column_names]
-    rows = np.flatnonzero(_known_mask(per_query))
+    rows = np.flatnonzero(_evaluated_mask(per_query))
     if rows.size:
         count = per_query.num_rows
         ap = _floats(_column(per_query, "ap"), count, -math.inf)[rows]
@@ -132,7 +148,7 @@ def _summary_sections(columns: list[str]) -> list[tuple[str, list[str]]]:
     recall = registry.display_order(columns, "cutoff")
     open_set = [c for c in _OPEN_SET if c in columns]
     used = set(ranking) | set(recall) | set(open_set) | {"group"}
-    ranking += [c for c in columns if c not in used]
+    ranking += [c for c in columns if c not in used and not c.endswith(_CI_SUFFIXES)]
     sections = [("Ranking", ranking), ("Recall and precision at k", recall), ("Open set at the threshold", open_set)]
     return [(name, cols) for name, cols in sections if cols]
 
@@ -141,7 +157,11 @@ def _label(name: str) -> str:
     """Short display label of a column name."""
     if name in LABELS:
         return LABELS[name]
-    return registry.label(name) or name
+    for suffix in _CI_SUFFIXES:
+        if name.endswith(suffix) and name != suffix:
+            return f"{_label(name[: -len(suffix)])} {suffix.rsplit('_', 1)[1]}"
+    # a column no table names (a newer report's): its words, not its snake_case
+    return registry.label(name) or name.replace("_", " ")
 
 
 def _fmt(value, missing: str = "–") -> str:
@@ -173,12 +193,20 @@ def _groups_in_order(values: list) -> list[str]:
     return (["all"] if "all" in seen else []) + [g for g in seen if g != "all"]
 
 
-def _plot_cmc(cmc: pa.Table) -> str | None:
+#: ``cmc_scale`` of the report page: ``auto`` draws rank k on a log axis beyond k = 100
+CMC_SCALES = ("auto", "linear", "log")
+
+
+def _plot_cmc(cmc: pa.Table, scale: str = "auto") -> str | None:
     """CMC curves, one line per group; None without data.
 
-    The x axis (rank k) is logarithmic beyond k = 100, else on integer ticks;
-    markers when a curve has at most 20 points.
+    The x axis (rank k) is logarithmic with ``scale="log"``, or with ``"auto"``
+    beyond k = 100; else linear on integer ticks that start at k = 1 (the
+    rank-1 accuracy is the point read first). Markers when a curve has at
+    most 20 points.
     """
+    if scale not in CMC_SCALES:
+        raise InputError(f"cmc_scale: {scale!r} is not one of {', '.join(CMC_SCALES)}")
     k = _column(cmc, "k")
     values = _column(cmc, "cmc")
     if not k or values is None:
@@ -206,10 +234,13 @@ def _plot_cmc(cmc: pa.Table) -> str | None:
         legend.append(svg.LegendEntry(f"all: {bands[0].label}", colors["all"], kind="patch"))
     lowest = min([y for s in series for y in s.ys] + [lo for b in bands for lo in b.lows if not _is_missing(lo)])
     y0 = fitted_floor(lowest)
+    xlog = scale == "log" or (scale == "auto" and max_k > 100)
+    top = max(max_k, 2)
     return svg.data_uri(svg.line_chart(
-        series, title="Cumulative match characteristic", xlabel="rank k" + (" (log scale)" if max_k > 100 else ""),
-        ylabel="CMC (fraction with a match in top k)", xlim=(1, max(max_k, 2)), ylim=(y0, 1 + 0.02 * (1 - y0)), xlog=max_k > 100,
+        series, title="Cumulative match characteristic", xlabel="rank k" + (" (log scale)" if xlog else ""),
+        ylabel="CMC (fraction with a match in top k)", xlim=(1, top), ylim=(y0, 1 + 0.02 * (1 - y0)), xlog=xlog,
         xinteger=True, legend=legend, legend_at="lower right", bands=bands,
+        xticks=None if xlog else svg.ticks_from(1, top),
     ))
 
 
@@ -236,7 +267,8 @@ def _cmc_bands(cmc: pa.Table, k: list, groups: list[str], colors: dict[str, str]
 
 
 def _plot_histograms(series: list[tuple[str, list, str]], title: str, threshold: float | None) -> str | None:
-    """Overlaid score histograms on 30 shared bins over the scores' range; None when every series is empty.
+    """Score histograms on 30 shared bins over the scores' range, one panel per series over a shared x axis
+    (svg.histogram_panels: a small class stays visible beside a large one); None when every series is empty.
 
     ``series`` holds (label, values, colour) triples.
     """
@@ -248,7 +280,7 @@ def _plot_histograms(series: list[tuple[str, list, str]], title: str, threshold:
     if hi <= lo:
         lo, hi = lo - 0.5, hi + 0.5
     bins = np.linspace(lo, hi, 31)
-    return svg.data_uri(svg.histogram_chart(series, bins, title=title, xlabel="rank-1 score", ylabel="queries", threshold=threshold))
+    return svg.data_uri(svg.histogram_panels(series, bins, title=title, xlabel="rank-1 score", ylabel="queries", threshold=threshold))
 
 
 def _plot_sweep(sweep: pa.Table, threshold: float | None) -> str | None:
@@ -290,6 +322,56 @@ def _plot_sweep(sweep: pa.Table, threshold: float | None) -> str | None:
     ))
 
 
+#: the DET plot's axes stop here: a rate below one in a million is beyond any sweep's resolution
+_DET_FLOOR = 1e-6
+
+
+def det_limits(values: list[float]) -> tuple[float, float]:
+    """The range of a DET axis: from the power of ten at or below the smallest positive rate (at least
+    :data:`_DET_FLOOR`, at most 0.1) to 1."""
+    positive = [v for v in values if v > 0]
+    low = min(positive) if positive else 0.1
+    return max(_DET_FLOOR, min(0.1, 10.0 ** math.floor(math.log10(low) + 1e-9))), 1.0
+
+
+def _plot_det(sweep: pa.Table, summary: pa.Table | None = None) -> str | None:
+    """The DET curve of the threshold sweep: FNIR against FPIR, both on log axes, one line per group (the
+    open-set and biometrics literature's plot, where a low FPIR can be read); the operating point at the
+    run's threshold (the summary's ``all`` row) as a marker. Rates of 0 have no place on a log axis and are
+    left out; None when no group has a point with both rates above 0."""
+    if not {"threshold", "fpir", "fnir"} <= set(sweep.column_names):
+        return None
+    fpir, fnir = sweep.column("fpir").to_pylist(), sweep.column("fnir").to_pylist()
+    groups = ["all" if g is None else str(g) for g in (_column(sweep, "group") or ["all"] * len(fpir))]
+    order = _groups_in_order(groups)
+    colors = _group_colors(order)
+    series = []
+    for name in order:
+        points = sorted((float(a), float(b)) for a, b, g in zip(fpir, fnir, groups)
+                        if g == name and not _is_missing(a) and not _is_missing(b) and a > 0 and b > 0)
+        if points:
+            xs, ys = zip(*points)
+            series.append(svg.Series(name, xs, ys, colors[name], width=2 if name == "all" else 1.2))
+    if not series:
+        return None
+    legend = [svg.LegendEntry(s.label, s.color, width=s.width) for s in series]
+    rows = summary.to_pylist() if summary is not None and {"fpir", "fnir"} <= set(summary.column_names) else []
+    here = next((r for r in rows if r.get("group") in ("all", None)), None)
+    if here is not None and not _is_missing(here["fpir"]) and not _is_missing(here["fnir"]) \
+            and here["fpir"] > 0 and here["fnir"] > 0:
+        series.append(svg.Series("at the threshold", [here["fpir"]], [here["fnir"]], svg.COLORS["red"], width=0,
+                                 markers=True))
+        legend.append(svg.LegendEntry(f"at the threshold {_fmt(here.get('threshold'))}", svg.COLORS["red"], width=0,
+                                      markers=True))
+    xlim = det_limits([x for s in series for x in s.xs])
+    ylim = det_limits([y for s in series for y in s.ys])
+    return svg.data_uri(svg.line_chart(
+        series, title="DET: open-set errors across thresholds", xlabel="FPIR (unknown queries accepted, log scale)",
+        ylabel="FNIR (known queries missed, log scale)", xlim=xlim, ylim=ylim, xlog=True, ylog=True,
+        legend=legend, legend_at="below",
+    ))
+
+
 # --------------------------------------------------------------------------- HTML
 
 _CSS = """
@@ -305,11 +387,13 @@ h3{font-size:.95rem;margin:1rem 0 .3rem;color:#444}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;background:#fff;font-size:.85rem;margin:.2rem 0 .6rem}
 th,td{border:1px solid #dde1e7;padding:.25rem .55rem}
-th{background:#eef1f5;font-weight:600;white-space:nowrap}
+th{background:#eef1f5;font-weight:600;white-space:normal;overflow-wrap:break-word;vertical-align:bottom;max-width:9rem}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.txt{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.8rem;overflow-wrap:anywhere;max-width:32rem}
 tbody tr:nth-child(even){background:#f9fafb}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:14px}
+.tables{display:flex;flex-wrap:wrap;gap:0 1.2rem;align-items:flex-start;max-width:100%}
+.tables table{max-width:100%}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(480px,100%),1fr));gap:14px}
 figure{margin:0;background:#fff;border:1px solid #dde1e7;border-radius:4px;padding:6px}
 figure img{width:100%;height:auto;display:block}
 figcaption{font-size:.8rem;color:#555;padding:.2rem .3rem}
@@ -336,8 +420,9 @@ def _page(title: str, body: str) -> str:
 
 
 def _html_table(columns: list[str], rows: list[list], text_columns: Set[str] = frozenset(),
-                labels: list[str] | None = None) -> str:
-    """An escaped HTML table; numbers right-aligned, ``text_columns`` in monospace."""
+                labels: list[str] | None = None, scroll: bool = True) -> str:
+    """An escaped HTML table; numbers right-aligned, ``text_columns`` in monospace; ``scroll`` wraps it in a box
+    that scrolls sideways when it is still too wide (headers and long keys wrap first)."""
     labels = labels or [_label(c) for c in columns]
     head = "".join(f'<th title="{_esc(c)}">{_esc(lab)}</th>' for c, lab in zip(columns, labels))
     body = []
@@ -348,8 +433,8 @@ def _html_table(columns: list[str], rows: list[list], text_columns: Set[str] = f
             css = "txt" if name in text_columns else ("num" if numeric else "")
             cells.append(f'<td class="{css}">{_esc(_fmt(value))}</td>' if css else f"<td>{_esc(_fmt(value))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body)
-            + "\n</tbody></table></div>")
+    table = f'<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body) + "\n</tbody></table>"
+    return f'<div class="scroll">{table}</div>' if scroll else table
 
 
 def _table_rows(table: pa.Table, columns: list[str]) -> list[list]:
@@ -359,9 +444,10 @@ def _table_rows(table: pa.Table, columns: list[str]) -> list[list]:
 
 
 def _figure(uri: str | None, caption: str, missing: str) -> str:
-    """A ``<figure>`` with an inline image, or a note when there is nothing to plot."""
+    """A ``<figure>`` with an inline image, or nothing when there is nothing to plot (``missing`` says why;
+    an IR run has no rank-1 classes or CMC to draw, and an empty box per plot only says so louder)."""
     if uri is None:
-        return f'<figure><p class="note">{_esc(missing)}</p><figcaption>{_esc(caption)}</figcaption></figure>'
+        return ""
     return f'<figure><img alt="{_esc(caption)}" src="{uri}"><figcaption>{_esc(caption)}</figcaption></figure>'
 
 
@@ -418,6 +504,32 @@ def _run_header(run: dict) -> str:
 SUMMARY_COLUMNS = 8
 
 
+def _family(name: str) -> str:
+    """The metric a column is one cut-off of (``hit_at_5`` -> ``hit@k``), or the column itself."""
+    column = registry.lookup(name)
+    return column.metric.name if column is not None and column.k is not None else name
+
+
+def summary_tables(section: list[str], width: int = SUMMARY_COLUMNS) -> list[list[str]]:
+    """A section's columns in tables of at most ``width``, packed in order without splitting a family
+    (:func:`_family`) unless the family alone is wider than ``width``."""
+    families: list[list[str]] = []
+    for name in section:
+        if families and _family(families[-1][-1]) == _family(name):
+            families[-1].append(name)
+        else:
+            families.append([name])
+    tables: list[list[str]] = []
+    for family in families:
+        for start in range(0, len(family), width):
+            piece = family[start:start + width]
+            if tables and len(tables[-1]) + len(piece) <= width:
+                tables[-1] += piece
+            else:
+                tables.append(list(piece))
+    return tables
+
+
 def _summary_html(summary: pa.Table) -> str:
     """The summary as one table per topic, one row per group."""
     if summary.num_rows == 0 or not summary.column_names:
@@ -426,11 +538,11 @@ def _summary_html(summary: pa.Table) -> str:
     first = ["group"] if "group" in columns else []
     parts = []
     for name, section in _summary_sections(columns):
-        # at most SUMMARY_COLUMNS a table, so a wide section wraps instead of running off the page
-        for start in range(0, len(section), SUMMARY_COLUMNS):
-            cols = first + section[start:start + SUMMARY_COLUMNS]
-            heading = f"<h3>{_esc(name)}</h3>" if start == 0 else ""
-            parts.append(heading + _html_table(cols, _table_rows(summary, cols)))
+        # whole families a table (hit@1..hit@10 together), at most SUMMARY_COLUMNS numbers each, side by side in a
+        # box that wraps: a narrow window puts the next table under, instead of clipping one wide table
+        tables = [_html_table(first + cols, _table_rows(summary, first + cols), scroll=False)
+                  for cols in summary_tables(section)]
+        parts.append(f'<h3>{_esc(name)}</h3><div class="tables">' + "".join(tables) + "</div>")
     intervals = interval_rows(summary)
     if intervals:
         header, rows = intervals
@@ -469,20 +581,23 @@ def _threshold(summary: pa.Table) -> float | None:
 
 
 def _score_figures(per_query: pa.Table, threshold: float | None) -> list[str]:
-    """The rank-1 score histograms: correct vs incorrect, and known vs unknown."""
+    """The rank-1 score histograms: correct vs incorrect (when per_query has ``first_rank``), and known vs
+    unknown (when there are unknown queries); a plot without data is left out, not shown as an empty box."""
     scores = _column(per_query, "top1_score")
     if scores is None:
-        return [_figure(None, "Rank-1 scores", "No top1_score column: no score histograms.")]
+        return []
     known = _known_mask(per_query)
     unknown = _unknown_mask(per_query)
-    first = _column(per_query, "first_rank") or [None] * per_query.num_rows
-    correct = [s for s, k, f in zip(scores, known, first) if k and f == 1]
-    wrong = [s for s, k, f in zip(scores, known, first) if k and f != 1]
-    figures = [_figure(
-        _plot_histograms([("correct at rank 1", correct, svg.COLORS["green"]), ("incorrect at rank 1", wrong, svg.COLORS["red"])], "Rank-1 score, known queries", threshold),
-        "Rank-1 scores of known queries whose rank-1 item is relevant (correct) or not (incorrect).",
-        "No rank-1 scores of known queries to plot.",
-    )]
+    first = _column(per_query, "first_rank")
+    figures = []
+    if first is not None:  # without it every query would read as incorrect at rank 1
+        correct = [s for s, k, f in zip(scores, known, first) if k and f == 1]
+        wrong = [s for s, k, f in zip(scores, known, first) if k and f != 1]
+        figures.append(_figure(
+            _plot_histograms([("correct at rank 1", correct, svg.COLORS["green"]), ("incorrect at rank 1", wrong, svg.COLORS["red"])], "Rank-1 score, known queries", threshold),
+            "Rank-1 scores of known queries whose rank-1 item is relevant (correct) or not (incorrect).",
+            "No rank-1 scores of known queries to plot.",
+        ))
     if unknown.any():
         known_scores = [s for s, k in zip(scores, known) if k]
         unknown_scores = [s for s, u in zip(scores, unknown) if u]
@@ -499,11 +614,11 @@ def _worst_html(per_query: pa.Table, n: int) -> str:
     if "ap" not in per_query.column_names and per_query.num_rows:
         return f'<p class="note">{_NO_AP}</p>'
     worst = worst_queries(per_query, n)
-    n_known = int(_known_mask(per_query).sum())
+    n_evaluated = int(_evaluated_mask(per_query).sum())  # as the summary's n_evaluated counts them
     if worst.num_rows == 0:
         return '<p class="note">No known queries (with at least one relevant item) to rank.</p>'
     columns = worst.column_names
-    intro = (f'<p class="note">The {worst.num_rows} lowest-AP of {n_known} known queries; '
+    intro = (f'<p class="note">The {worst.num_rows} lowest-AP of {n_evaluated} evaluated queries; '
              "an empty first correct rank means no relevant item was ranked.</p>")
     return intro + _html_table(columns, _table_rows(worst, columns), text_columns={"key", "top1_key"})
 
@@ -516,15 +631,19 @@ def render_report_html(
     sweep: pa.Table | None = None,
     title: str | None = None,
     n_worst: int = N_WORST,
+    cmc_scale: str = "auto",
 ) -> str:
     """One self-contained HTML page for a report folder.
 
     Sections: a header from ``run.json`` (dataset, protocol, counts, warnings),
     the summary per group, the CMC curve, rank-1 score histograms (correct vs
-    incorrect rank-1 match; known vs unknown queries when there are unknown
-    ones), the FPIR/FNIR threshold sweep when ``sweep`` is given, and the
-    ``n_worst`` worst queries. Missing or all-null columns and empty tables
-    give a note instead of a plot or table.
+    incorrect rank-1 match, one panel each; known vs unknown queries when there
+    are unknown ones), the FPIR/FNIR threshold sweep and its DET curve (log
+    axes) when ``sweep`` is given, and the ``n_worst`` worst queries (with
+    identity, camera, AP, the best relevant item's rank and score). A plot
+    without data is left out (one note when none is left); empty tables give
+    a note. ``cmc_scale``: ``"auto"`` (rank k on a log axis beyond k = 100),
+    ``"linear"`` or ``"log"``.
     """
     run = run if isinstance(run, dict) else {}
     if title is None:
@@ -532,17 +651,24 @@ def render_report_html(
         title = f"Retrieval evaluation: {path}" if path else "Retrieval evaluation"
     threshold = _threshold(summary)
     cmc_caption = "CMC: fraction of known queries with a relevant item within the top k, per group."
-    figures = [_figure(_plot_cmc(cmc), cmc_caption, "No CMC data.")]
+    figures = [_figure(_plot_cmc(cmc, cmc_scale), cmc_caption, "No CMC data.")]
     figures += _score_figures(per_query, threshold)
     if sweep is not None:
         figures.append(_figure(_plot_sweep(sweep, threshold),
                                "Open-set error rates against the threshold: FPIR (unknown queries accepted) "
                                "and FNIR (known queries rejected or wrong).",
                                "The threshold sweep is empty."))
+        figures.append(_figure(_plot_det(sweep, summary),
+                               "DET curve: FNIR against FPIR over the thresholds of the sweep, both on log axes "
+                               "(rates of 0 are off a log axis and left out); the marker is the run's threshold.",
+                               "No threshold with both rates above 0."))
+    figures = [f for f in figures if f]
+    curves = ('<div class="grid">' + "\n".join(figures) + "</div>" if figures
+              else '<p class="note">Nothing to plot: no known query with a CMC point or a rank-1 score.</p>')
     body = "\n".join([
         _run_header(run),
         "<h2>Summary</h2>", _summary_html(summary),
-        "<h2>Curves</h2>", '<div class="grid">' + "\n".join(figures) + "</div>",
+        "<h2>Curves</h2>", curves,
         "<h2>Worst queries</h2>", _worst_html(per_query, n_worst),
     ])
     return _page(title, body)
@@ -752,10 +878,11 @@ def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
     if "ap" not in per_query.column_names and per_query.num_rows:
         return [_NO_AP]
     worst = worst_queries(per_query, n)
-    n_known = int(_known_mask(per_query).sum())
+    n_evaluated = int(_evaluated_mask(per_query).sum())  # as the summary's n_evaluated counts them
     if worst.num_rows == 0:
         return ["No known queries to rank."]
-    columns = worst.column_names
+    # identity and camera are the report page's: in 80 columns they would leave the keys a few characters
+    columns = [c for c in worst.column_names if c not in ("label", "cam")]
     labels = [_TERMINAL_LABELS.get(c, _label(c)) for c in columns]
     cells = {c: [_fmt(v, "-") for v in worst.column(c).to_pylist()] for c in columns}
     natural = {c: max([len(lab)] + [len(v) for v in cells[c]]) for c, lab in zip(columns, labels)}
@@ -765,7 +892,7 @@ def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
         cells[c] = [_truncate(v, w, keep_end=True) for v in cells[c]]
     rows = [[cells[c][r] for c in columns] for r in range(worst.num_rows)]
     notes = [f"{_TERMINAL_LABELS[c]} = {_label(c)}" for c in columns if c in _TERMINAL_LABELS]
-    lines = [f"Worst {worst.num_rows} of {n_known} known queries (lowest AP first)"]
+    lines = [f"Worst {worst.num_rows} of {n_evaluated} evaluated queries (lowest AP first)"]
     if notes:
         lines.append(_truncate("(" + "; ".join(notes) + ")", width))
     return lines + [""] + _text_table(labels, rows, [c not in text_cols for c in columns])

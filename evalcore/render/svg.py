@@ -105,13 +105,14 @@ class Frame:
     xlim: tuple[float, float]
     ylim: tuple[float, float]
     xlog: bool = False
+    ylog: bool = False
 
     def x(self, value: float) -> float:
         return scale(value, self.xlim[0], self.xlim[1], self.left, self.right, self.xlog)
 
     def y(self, value: float) -> float:
         # SVG y grows downwards: the low end of the range is the bottom edge.
-        return scale(value, self.ylim[0], self.ylim[1], self.bottom, self.top)
+        return scale(value, self.ylim[0], self.ylim[1], self.bottom, self.top, self.ylog)
 
 
 # --------------------------------------------------------------------------- scales and ticks
@@ -165,6 +166,23 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     if last - first < 1:
         return linear_ticks(lo, hi)
     return [float(10.0 ** k) for k in range(first, last + 1)]
+
+
+def ticks_from(first: float, hi: float, max_ticks: int = 7) -> list[float]:
+    """Integer ticks that start at ``first`` (k = 1 of a CMC): ``first``, then the multiples of the nice step
+    over [first, hi] that lie at least half a step past it (1..50 gives 1, 10, 20, 30, 40, 50)."""
+    step = nice_step(hi - first, max_ticks, integer=True)
+    return [float(first)] + [t for t in linear_ticks(first, hi, max_ticks, integer=True) if t - first >= step / 2]
+
+
+def log_ticks_125(lo: float, hi: float) -> list[float]:
+    """Log-axis ticks: 1, 2 and 5 times each power of ten inside [lo, hi] when the axis spans under two
+    decades (1..50 gives 1, 2, 5, 10, 20, 50), else the powers of ten alone (:func:`log_ticks`)."""
+    if math.log10(hi) - math.log10(lo) >= 2:
+        return log_ticks(lo, hi)
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    ticks = [float(f"{m * 10.0 ** k:.12g}") for k in range(first, last + 1) for m in (1, 2, 5)]
+    return [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
 
 
 def tick_labels(ticks: list[float], log: bool = False) -> list[str]:
@@ -224,23 +242,39 @@ def _below_layout(entries: list[LegendEntry], plot_width: float) -> tuple[int, i
     return columns, math.ceil(len(entries) / columns)
 
 
-def _frame(xlim, ylim, xlog: bool, legend_rows: int) -> Frame:
+def _frame(xlim, ylim, xlog: bool, legend_rows: int, ylog: bool = False) -> Frame:
     """The plot area, leaving room under it for ``legend_rows`` rows of legend."""
     bottom = HEIGHT - _MARGIN["bottom"] - (legend_rows * 16 + 6 if legend_rows else 0)
-    return Frame(_MARGIN["left"], _MARGIN["top"], WIDTH - _MARGIN["right"], bottom, tuple(xlim), tuple(ylim), xlog)
+    return Frame(_MARGIN["left"], _MARGIN["top"], WIDTH - _MARGIN["right"], bottom, tuple(xlim), tuple(ylim), xlog, ylog)
+
+
+def _axis_ticks(lim: tuple[float, float], log: bool, integer: bool, given: Sequence[float] | None,
+                max_ticks: int = 7) -> list[float]:
+    """The ticks of one axis: ``given`` (those inside the range), else 1-2-5 or decades on a log axis, else
+    round linear steps."""
+    if given is not None:
+        return [float(t) for t in given if lim[0] - 1e-9 * abs(lim[0]) <= t <= lim[1] + 1e-9 * abs(lim[1])]
+    return log_ticks_125(*lim) if log else linear_ticks(*lim, max_ticks, integer=integer)
 
 
 def _axes(frame: Frame, title: str, xlabel: str, ylabel: str, xinteger: bool, yinteger: bool,
-          xformat: Callable[[float], str] | None = None) -> list[str]:
+          xformat: Callable[[float], str] | None = None, xticks: Sequence[float] | None = None,
+          title_y: float = 21, xaxis: bool = True, ymax_ticks: int = 7) -> list[str]:
     """Grid, ticks with labels, the frame, axis labels and the title; ``xformat`` writes the x tick labels
-    (dates from day numbers)."""
-    xticks = log_ticks(*frame.xlim) if frame.xlog else linear_ticks(*frame.xlim, integer=xinteger)
-    xtexts = [xformat(t) for t in xticks] if xformat else tick_labels(xticks, log=frame.xlog)
-    yticks = linear_ticks(*frame.ylim, integer=yinteger)
-    ytexts = tick_labels(yticks)
+    (dates from day numbers), ``xticks`` chooses them; ``xaxis=False`` draws the x grid without labels
+    (an upper panel over a shared x axis)."""
+    xs = _axis_ticks(frame.xlim, frame.xlog, xinteger, xticks)
+    xtexts = [xformat(t) for t in xs] if xformat else tick_labels(xs, log=frame.xlog)
+    yticks = _axis_ticks(frame.ylim, frame.ylog, yinteger, None, ymax_ticks)
+    ytexts = tick_labels(yticks, log=frame.ylog)
     parts = [f'<rect class="plot-area" x="{_num(frame.left)}" y="{_num(frame.top)}" width="{_num(frame.right - frame.left)}" '
              f'height="{_num(frame.bottom - frame.top)}" fill="#ffffff"/>']
-    for value, text in zip(xticks, xtexts):
+    for value, text in zip(xs, xtexts):
+        if not xaxis:
+            x = _num(frame.x(value))
+            parts.append(f'<line x1="{x}" y1="{_num(frame.top)}" x2="{x}" y2="{_num(frame.bottom)}" stroke="#000000" '
+                         'stroke-opacity="0.12"/>')
+            continue
         x = _num(frame.x(value))
         parts.append(f'<g class="xtick"><line x1="{x}" y1="{_num(frame.top)}" x2="{x}" y2="{_num(frame.bottom + 4)}" stroke="#000000" stroke-opacity="0.12"/>'
                      f'<text x="{x}" y="{_num(frame.bottom + 17)}" text-anchor="middle" font-size="11">{_esc(text)}</text></g>')
@@ -249,12 +283,13 @@ def _axes(frame: Frame, title: str, xlabel: str, ylabel: str, xinteger: bool, yi
         parts.append(f'<g class="ytick"><line x1="{_num(frame.left - 4)}" y1="{y}" x2="{_num(frame.right)}" y2="{y}" stroke="#000000" stroke-opacity="0.12"/>'
                      f'<text x="{_num(frame.left - 7)}" y="{y}" dy="0.32em" text-anchor="end" font-size="11">{_esc(text)}</text></g>')
     middle_x, middle_y = (frame.left + frame.right) / 2, (frame.top + frame.bottom) / 2
-    parts += [
-        f'<text class="title" x="{_num(WIDTH / 2)}" y="21" text-anchor="middle" font-size="14">{_esc(title)}</text>',
-        f'<text class="xlabel" x="{_num(middle_x)}" y="{_num(frame.bottom + 36)}" text-anchor="middle" font-size="12">{_esc(xlabel)}</text>',
-        f'<text class="ylabel" x="16" y="{_num(middle_y)}" text-anchor="middle" font-size="12" '
-        f'transform="rotate(-90 16 {_num(middle_y)})">{_esc(ylabel)}</text>',
-    ]
+    if title:
+        parts.append(f'<text class="title" x="{_num(WIDTH / 2)}" y="{_num(title_y)}" text-anchor="middle" font-size="14">{_esc(title)}</text>')
+    if xlabel:
+        parts.append(f'<text class="xlabel" x="{_num(middle_x)}" y="{_num(frame.bottom + 36)}" text-anchor="middle" font-size="12">{_esc(xlabel)}</text>')
+    if ylabel:
+        parts.append(f'<text class="ylabel" x="16" y="{_num(middle_y)}" text-anchor="middle" font-size="12" '
+                     f'transform="rotate(-90 16 {_num(middle_y)})">{_esc(ylabel)}</text>')
     return parts
 
 
@@ -337,23 +372,28 @@ def line_chart(
     legend_at: str = "lower right",
     bands: Sequence[Band] = (),
     xformat: Callable[[float], str] | None = None,
+    ylog: bool = False,
+    xticks: Sequence[float] | None = None,
 ) -> str:
     """Lines on shared axes, as SVG text.
 
     Each series is one polyline through its finite points in the given order
-    (non-finite points are skipped). ``xlog`` puts x on a log axis with decade
-    ticks (xlim must then be positive); ``xinteger`` keeps x ticks on integers.
+    (non-finite points are skipped, and points <= 0 on a log axis, which has no
+    place for them). ``xlog``/``ylog`` put x/y on a log axis (limits must then be
+    positive) with 1-2-5 ticks under two decades, else decade ticks; ``xinteger``
+    keeps x ticks on integers, ``xticks`` gives them.
     ``legend_at`` is ``"lower right"`` (inside the axes) or ``"below"``.
     ``bands`` are drawn first, under the lines: one translucent ``<path class="band">`` each.
     ``xformat`` writes the x tick labels (``xinteger`` ticks as dates, on the trend page).
     """
     entries = list(legend)
     rows = _below_layout(entries, WIDTH - _MARGIN["left"] - _MARGIN["right"])[1] if legend_at == "below" else 0
-    frame = _frame(xlim, ylim, xlog, rows)
-    parts = _axes(frame, title, xlabel, ylabel, xinteger, False, xformat)
+    frame = _frame(xlim, ylim, xlog, rows, ylog)
+    parts = _axes(frame, title, xlabel, ylabel, xinteger, False, xformat, xticks)
     parts += [_band(b, frame) for b in bands]
     for item in series:
-        points = [(float(x), float(y)) for x, y in zip(item.xs, item.ys) if math.isfinite(float(x)) and math.isfinite(float(y))]
+        points = [(float(x), float(y)) for x, y in zip(item.xs, item.ys) if math.isfinite(float(x)) and math.isfinite(float(y))
+                  and (float(x) > 0 or not xlog) and (float(y) > 0 or not ylog)]
         if not points:
             continue
         coords = [(frame.x(x), frame.y(y)) for x, y in points]
@@ -443,6 +483,91 @@ def histogram_chart(
     if threshold is not None and math.isfinite(threshold):
         parts.append(_vline(VLine(threshold), frame))
     parts += [_frame_border(frame), _legend(entries, frame, "below")]
+    return _svg(parts)
+
+
+#: the smallest height of a bar that holds a value: a bin with one query must show, whatever the panel's peak
+MIN_BAR = 1.5
+_PANEL_GAP = 20
+
+
+def _histogram_bars(label: str, counts: np.ndarray, edges: np.ndarray, color: str, frame: Frame) -> str:
+    """One ``<g class="series">``: a translucent ``<rect>`` per non-empty bin (at least :data:`MIN_BAR` high)
+    and the step outline."""
+    base = frame.y(0)
+    bars, outline = [], [f"M{_num(frame.x(edges[0]))},{_num(base)}"]
+    for i, count in enumerate(counts):
+        x0, x1, y = frame.x(edges[i]), frame.x(edges[i + 1]), frame.y(count)
+        if count:
+            y = min(y, base - MIN_BAR)
+            bars.append(f'<rect x="{_num(x0)}" y="{_num(y)}" width="{_num(x1 - x0)}" height="{_num(base - y)}"/>')
+        outline.append(f"V{_num(y)}H{_num(x1)}")
+    outline.append(f"V{_num(base)}")
+    # crisp edges: anti-aliased seams would show between adjacent translucent bars
+    return (f'<g class="series" data-series="{_esc(label)}"><g fill="{color}" fill-opacity="0.45" shape-rendering="crispEdges">'
+            f'{"".join(bars)}</g><path d="{"".join(outline)}" fill="none" stroke="{color}" stroke-width="1"/></g>')
+
+
+def histogram_panels(
+    series: Sequence[tuple[str, Sequence[float], str]],
+    bins: Sequence[float] | np.ndarray,
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    threshold: float | None = None,
+    threshold_label: str | None = None,
+) -> str:
+    """One histogram panel per non-empty series, stacked over a shared x axis, as SVG text.
+
+    Why panels and not one overlaid count axis: 22 wrong rank-1 matches (<= 5 a bin) beside 330 right
+    ones on one linear axis are bars a pixel high, invisible; a log count axis would show them but make
+    1 look like a third of 300 and bend the shapes a reader compares. Stacked panels keep each bin's
+    place against the other series and the threshold (the shared x axis, one threshold line through all
+    panels) and give each series its own count axis, so its largest bin fills its panel.
+
+    ``series`` holds (label, values, colour); counts are ``numpy.histogram``
+    counts on ``bins`` (last bin closed); a panel's y axis runs from 0 to 1.05 x
+    its largest count (integer ticks); a non-empty bin is drawn at least
+    :data:`MIN_BAR` pixels high. Each panel is a ``<g class="panel"
+    data-series="label">`` holding its ticks and its ``<g class="series">``,
+    labelled above with the count of values; the legend under the axes
+    repeats them, then the threshold line when ``threshold`` is given.
+    """
+    edges = np.asarray(bins, dtype=float)
+    counted = [(label, np.histogram(np.asarray(values, dtype=float), bins=edges)[0], len(values), color)
+               for label, values, color in series if len(values)]
+    lo, hi = float(edges[0]), float(edges[-1])
+    if threshold is not None and math.isfinite(threshold):
+        lo, hi = min(lo, threshold), max(hi, threshold)
+    entries = [LegendEntry(f"{label} (n={n})", color, kind="patch") for label, _, n, color in counted]
+    if threshold is not None:
+        entries.append(LegendEntry(threshold_label or f"threshold {threshold:.4g}", COLORS["black"], dash=DASHED, width=1.0))
+    rows = _below_layout(entries, WIDTH - _MARGIN["left"] - _MARGIN["right"])[1]
+    whole = _frame(padded(lo, hi), (0.0, 1.0), False, rows)
+    whole = Frame(whole.left, whole.top + 8, whole.right, whole.bottom, whole.xlim, whole.ylim)  # room for the first label
+    count = max(len(counted), 1)
+    height = (whole.bottom - whole.top - _PANEL_GAP * (count - 1)) / count
+    parts = [f'<text class="ylabel" x="16" y="{_num((whole.top + whole.bottom) / 2)}" text-anchor="middle" font-size="12" '
+             f'transform="rotate(-90 16 {_num((whole.top + whole.bottom) / 2)})">{_esc(ylabel)}</text>']
+    frame = whole
+    for i, (label, counts, n, color) in enumerate(counted):
+        top = whole.top + i * (height + _PANEL_GAP)
+        peak = max(int(counts.max()), 1)
+        frame = Frame(whole.left, top, whole.right, top + height, whole.xlim, (0.0, peak * 1.05))
+        last = i == count - 1
+        panel = _axes(frame, title if i == 0 else "", xlabel if last else "", "", False, True, xaxis=last, ymax_ticks=4)
+        panel.append(_histogram_bars(label, counts, edges, color, frame))
+        if threshold is not None and math.isfinite(threshold):
+            panel.append(_vline(VLine(threshold), frame))
+        # over the panel, in the gap: inside it the label would sit on the bars
+        panel.append(f'<text class="panel-label" x="{_num(frame.left)}" y="{_num(frame.top - 4)}" font-size="11" '
+                     f'fill="{color}">{_esc(f"{label} (n={n})")}</text>')
+        panel.append(_frame_border(frame))
+        parts.append(f'<g class="panel" data-series="{_esc(label)}">' + "".join(parts_ for parts_ in panel) + "</g>")
+    if not counted:
+        parts += _axes(whole, title, xlabel, "", False, True) + [_frame_border(whole)]
+    parts.append(_legend(entries, whole, "below"))
     return _svg(parts)
 
 
