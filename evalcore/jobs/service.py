@@ -13,13 +13,18 @@ What it writes, all under ``--out`` (SCORED):
 - ``organizer/<phase>/<id>/``: the per-query report of a scored submission
   (with each query's split), kept for error bars and ties.
 - ``results/<phase>/<id>/result.json`` and ``leaderboard-<phase>.parquet`` /
-  ``.html``: what participants see, the public split only.
+  ``.html``: what participants see, the public split only, reasons without
+  server paths (``ledger.public_reason``).
+- ``.work/``: spilled copies of big submissions, marked ``WORK_MARKER``; an
+  unmarked ``.work`` is not evalcore's and is refused, never removed.
 
 ``<id>`` is ``io.ledger.submission_id``: no participant-chosen text becomes a
 path. One submission is decided at a time, in order of arrival:
 
-1. ``inspect``: hostile shapes (a link, a name with path components, a file
-   where a folder belongs, a device or pipe) -> rejected;
+1. ``inspect``: hostile shapes (a symbolic link, a hard link to a file that is
+   not the team's, a tree deeper than ``MAX_DEPTH`` or with more than
+   ``MAX_ENTRIES`` entries, a name with path components, a file where a folder
+   belongs, a device or pipe) -> rejected;
 2. the daily limit (``--max-per-day``) -> rejected;
 3. the scorer process checks the submission (``io.challenge``) and returns
    its fingerprint; one already scored in the phase -> rejected;
