@@ -284,3 +284,42 @@ def test_page_without_first_rank_draws_no_correct_incorrect_split(result):
     page = render_report_html(per_query, result.summary, result.cmc, {})
     assert not any(alt.startswith("Rank-1 scores of known queries whose") for alt in images(page))
     assert isinstance(per_query, pa.Table)
+
+
+# --------------------------------------------------------------------------- in a browser (when one is installed)
+
+_MEASURE = """<script>
+const main = document.querySelector("main").getBoundingClientRect();
+const summary = [...document.querySelectorAll(".tables table")].map(t => t.getBoundingClientRect().right);
+document.body.setAttribute("data-measure", JSON.stringify({main: main.right, summary: summary,
+  page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth,
+  images: [...document.querySelectorAll("img")].filter(i => i.naturalWidth > 0 && i.width > 0).length}));
+</script>"""
+
+
+@pytest.mark.parametrize("width", [700, 1300])
+def test_page_in_chromium_fits_the_window(tmp_path, page, width):
+    """Laid out by Debian's chromium at the issue's widths: every plot drawn, no summary table past the page's
+    right edge, nothing scrolling sideways; and a screenshot is taken. Skipped without chromium."""
+    import json
+    import shutil
+
+    browser = shutil.which("chromium")
+    if browser is None:
+        pytest.skip("chromium is not installed")
+    target = tmp_path / "report.html"
+    target.write_text(page.replace("</body>", _MEASURE + "</body>"), encoding="utf-8")
+    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+              "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}",
+              f"--window-size={width},2400"]
+    dom = subprocess.run([*common, "--dump-dom", target.as_uri()], capture_output=True, text=True, timeout=90)
+    found = re.search(r'data-measure="([^"]*)"', dom.stdout)
+    assert found, dom.stderr[-2000:]
+    measure = json.loads(found.group(1).replace("&quot;", '"'))
+    assert measure["images"] == len(images(page))
+    assert measure["summary"] and max(measure["summary"]) <= measure["main"] + 1
+    assert measure["page"] <= measure["view"]
+    shot = tmp_path / "shot.png"
+    subprocess.run([*common, f"--screenshot={shot}", target.as_uri()], capture_output=True, timeout=90)
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and int.from_bytes(data[16:20], "big") == width
