@@ -79,14 +79,14 @@ def grades_as_rel(values: np.ndarray, name: str, where) -> np.ndarray:
     """
     if values.dtype.kind == "b" or values.dtype.kind not in "iuf":
         bad = _first_not_number(values)
-        raise InputError(f"{name}: grade {values[bad]!r} of {where(bad)} is not an integer")
+        raise InputError(f"{name}: grade {_shown(values[bad])!r} of {where(bad)} is not an integer")
     if values.dtype.kind == "f":
         wrong = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
         if wrong.size:
-            raise InputError(f"{name}: grade {values[wrong[0]]!r} of {where(int(wrong[0]))} is not an integer")
+            raise InputError(f"{name}: grade {_shown(values[wrong[0]])!r} of {where(int(wrong[0]))} is not an integer")
     high = np.flatnonzero(values > MAX_GRADE)
     if high.size:
-        raise InputError(f"{name}: grade {values[high[0]]!r} of {where(int(high[0]))} is above {MAX_GRADE}")
+        raise InputError(f"{name}: grade {_shown(values[high[0]])!r} of {where(int(high[0]))} is above {MAX_GRADE}")
     return np.where(values < 0, IN_POOL, values).astype(np.int8)
 
 
@@ -94,12 +94,17 @@ def checked_scores(values: np.ndarray, name: str, where) -> np.ndarray:
     """Scores as float64, each finite (a NaN has no place in a ranking; trec_eval would sort it anywhere)."""
     if values.dtype.kind == "b" or values.dtype.kind not in "iuf":
         bad = _first_not_number(values)
-        raise InputError(f"{name}: score {values[bad]!r} of {where(bad)} is not a number")
+        raise InputError(f"{name}: score {_shown(values[bad])!r} of {where(bad)} is not a number")
     scores = values.astype(np.float64)
     wrong = np.flatnonzero(~np.isfinite(scores))
     if wrong.size:
-        raise InputError(f"{name}: score {values[wrong[0]]!r} of {where(int(wrong[0]))} is not a finite number")
+        raise InputError(f"{name}: score {_shown(values[wrong[0]])!r} of {where(int(wrong[0]))} is not a finite number")
     return scores
+
+
+def _shown(value):
+    """A value as the user gave it (a Python number, not numpy's repr)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _first_not_number(values: np.ndarray) -> int:
@@ -178,7 +183,7 @@ def _strings(values: list, name: str, what: str, query: list) -> pa.Array:
         return pa.array(values, type=pa.large_string())
     except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
         bad = next(i for i, v in enumerate(values) if not isinstance(v, str))
-        raise InputError(f"{name}: document id {values[bad]!r} of query {query[bad]!r} is "
+        raise InputError(f"{name}: document id {_shown(values[bad])!r} of query {query[bad]!r} is "
                          f"{type(values[bad]).__name__}, not str") from None
 
 
@@ -262,7 +267,7 @@ def _without_repeats(lines: trec_files.TrecLines, name: str, kind: str) -> trec_
     if kind == "run" or differs.any():
         at = 0 if kind == "run" else int(np.flatnonzero(differs)[0])
         row, first = int(later[at]), int(earlier[at])
-        why = "listed twice" if kind == "run" else "graded twice, differently"
+        why = "listed twice" if kind == "run" else "graded twice, differently,"
         raise InputError(f"{name}: rows {first} and {row}: document {lines.dkeys[int(lines.dcode[row])].as_py()!r} "
                          f"{why} for query {lines.qkeys[int(lines.qcode[row])].as_py()!r}")
     keep = np.ones(lines.qcode.size, dtype=bool)
