@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from evalcore.core import openset
 from evalcore.core.lists import RankLists, positions
 from evalcore.core.protocols import segment_ids
 
@@ -225,20 +226,13 @@ def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, summarie
     for name, summary in summaries.items():
         row[summary] = exact_mean(np.asarray(columns[name], dtype=np.float64)[counted])
     if outcome is not None:
-        counts = {o: int((outcome == o).sum()) for o in ("TP", "FP", "FN", "TN")}
-        n_unknown, n_known = int((~known).sum()), int(known.sum())
-        unknown_rejected = int(((outcome == "TN") & ~known).sum())
-        known_ok = int(((outcome == "TP") & known).sum())
-        rejection = unknown_rejected / n_unknown if n_unknown else None
-        row.update({"threshold": float(threshold) if threshold is not None else None, "tp": counts["TP"], "fp": counts["FP"],
-                    "fn": counts["FN"], "tn": counts["TN"], "rejection_accuracy": rejection,
-                    "fpir": None if rejection is None else 1.0 - rejection,
-                    "fnir": (n_known - known_ok) / n_known if n_known else None})
+        # the rates and the counts they come from: core.openset
+        row.update(openset.threshold_figures(outcome, known, threshold))
     return row
 
 
 #: summary columns ``--target-fpir`` adds (``core.openset.sweep_tables``)
-TARGET_FPIR_COLUMNS = ("target_fpir", "threshold_at_target_fpir", "fnir_at_target_fpir")
+TARGET_FPIR_COLUMNS = openset.TARGET_FPIR_COLUMNS
 
 
 def cmc_curve(first: np.ndarray, n_relevant: np.ndarray, max_rank: int,

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from evalcore.core import metrics as m
+from evalcore.core import openset
 from evalcore.core.ranking import TILE_COLS, TILE_ROWS
 from evalcore.engine.options import Options
 from evalcore.engine.plan import DatasetShape
@@ -123,7 +124,7 @@ def _summary_schema(rows: list[dict]) -> pa.Schema:
     for name in rows[0]:
         if name == "group":
             fields.append(pa.field(name, pa.string()))
-        elif name in ("n_queries", "n_evaluated", "n_unknown", "tp", "fp", "fn", "tn"):
+        elif name in ("n_queries", "n_evaluated", "n_unknown", *openset.COUNT_COLUMNS):
             fields.append(pa.field(name, pa.int64()))
         else:
             fields.append(pa.field(name, pa.float64()))

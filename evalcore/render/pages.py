@@ -21,7 +21,7 @@ from collections.abc import Set
 import numpy as np
 import pyarrow as pa
 
-from evalcore.core import registry
+from evalcore.core import openset, registry
 from evalcore.errors import InputError
 from evalcore.render import svg
 
@@ -35,6 +35,8 @@ LABELS = {
     "group": "group", "n_queries": "queries", "n_evaluated": "evaluated", "n_unknown": "unknown",
     "threshold": "threshold", "tp": "TP", "fp": "FP", "fn": "FN", "tn": "TN",
     "rejection_accuracy": "rejection acc.", "fpir": "FPIR", "fnir": "FNIR",
+    "known_accepted_correct": "known accepted correct", "known_accepted_wrong": "known accepted wrong",
+    "known_rejected": "known rejected", "unknown_accepted": "unknown accepted", "unknown_rejected": "unknown rejected",
     "query": "query", "key": "key", "top1_key": "rank-1 key", "top1_score": "rank-1 score",
     "relevant_score": "relevant score", "label": "identity", "cam": "camera", "n_relevant": "relevant items",
     "n_junk": "junk items", "n_judged": "judged items",
@@ -45,8 +47,26 @@ LABELS = {
 _CI_SUFFIXES = ("_ci_low", "_ci_high")
 #: The counts that lead the summary tables; the metrics follow in the registry's order.
 _COUNTS = ("n_queries", "n_evaluated", "n_unknown")
+#: a report written before the split counts: its open-set columns as they were shown then
 _OPEN_SET = ("threshold", "tp", "fp", "fn", "tn", "rejection_accuracy", "fpir", "fnir")
 _TERMINAL_OPEN_SET = ("threshold", "tp", "fp", "fn", "tn", "fpir", "fnir")
+_FNIR_RULE = "FNIR = (known accepted wrong + known rejected) / known queries"
+_FPIR_RULE = "FPIR = unknown accepted / unknown queries"
+#: each rate beside the counts it is computed from (core.openset): the known queries, then the unknown ones,
+#: then TP/FP/FN/TN, which count both together (so FP / (FP + TN) is not the FPIR)
+_OPEN_SET_SECTIONS = (
+    (f"Open set at the threshold, known queries: {_FNIR_RULE}",
+     ("threshold", "known_accepted_correct", "known_accepted_wrong", "known_rejected", "fnir")),
+    (f"Open set at the threshold, unknown queries: {_FPIR_RULE}; rejection accuracy = unknown rejected / "
+     "unknown queries", ("unknown_accepted", "unknown_rejected", "fpir", "rejection_accuracy")),
+    ("Open set at the threshold, all queries together by their rank-1 item: TP accepted and correct, FP accepted "
+     "and wrong, FN rejected and correct, TN rejected and wrong", ("tp", "fp", "fn", "tn")),
+)
+_TERMINAL_OPEN_SET_BLOCKS = (
+    (f"Open set, known queries: {_FNIR_RULE}",
+     ("threshold", "known_accepted_correct", "known_accepted_wrong", "known_rejected", "fnir")),
+    (f"Open set, unknown queries: {_FPIR_RULE}", ("unknown_accepted", "unknown_rejected", "fpir")),
+)
 #: Shorter headers for the worst-queries text table.
 _TERMINAL_LABELS = {"top1_score": "score", "relevant_score": "rel.score", "first_rank": "1st rel"}
 _TREND_KEYS = ("run_date", "evaluation", "group")
@@ -146,11 +166,18 @@ def _summary_sections(columns: list[str]) -> list[tuple[str, list[str]]]:
     """Summary columns grouped by topic for the HTML page; empty sections dropped."""
     ranking = [c for c in _COUNTS if c in columns] + registry.display_order(columns, "ranking")
     recall = registry.display_order(columns, "cutoff")
-    open_set = [c for c in _OPEN_SET if c in columns]
-    used = set(ranking) | set(recall) | set(open_set) | {"group"}
+    open_set = [(name, [c for c in cols if c in columns]) for name, cols in _open_set_sections(columns)]
+    used = set(ranking) | set(recall) | {c for _, cols in open_set for c in cols} | {"group"}
     ranking += [c for c in columns if c not in used and not c.endswith(_CI_SUFFIXES)]
-    sections = [("Ranking", ranking), ("Recall and precision at k", recall), ("Open set at the threshold", open_set)]
+    sections = [("Ranking", ranking), ("Recall and precision at k", recall), *open_set]
     return [(name, cols) for name, cols in sections if cols]
+
+
+def _open_set_sections(columns: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """The open-set tables: each rate beside its counts, or one table for a report without the split counts."""
+    if any(c in columns for c in openset.SPLIT_COUNTS):
+        return list(_OPEN_SET_SECTIONS)
+    return [("Open set at the threshold", _OPEN_SET)]
 
 
 def _label(name: str) -> str:
@@ -839,26 +866,31 @@ def _split_columns(widths: list[int], budget: int) -> list[list[int]]:
 def _terminal_summary(summary: pa.Table, width: int) -> list[str]:
     """The summary as stacked tables that fit ``width``, each led by the group column.
 
-    Ranking metrics and open-set counts/rates start separate tables; a block
-    still too wide is split greedily.
+    Ranking metrics and open-set counts/rates start separate tables: the
+    known queries' counts with FNIR, then the unknown queries' with FPIR,
+    each under a line with its rule (a report without the split counts: its
+    TP/FP/FN/TN and rates). A block still too wide is split greedily.
     """
     columns = summary.column_names
-    blocks = [
-        [c for c in _COUNTS if c in columns] + registry.display_order(columns, terminal=True),
-        [c for c in _TERMINAL_OPEN_SET if c in columns],
-    ]
+    blocks: list[tuple[str | None, list[str]]] = [
+        (None, [c for c in _COUNTS if c in columns] + registry.display_order(columns, terminal=True))]
+    if any(c in columns for c in openset.SPLIT_COUNTS):
+        blocks += [(_truncate(rule, width), [c for c in block if c in columns])
+                   for rule, block in _TERMINAL_OPEN_SET_BLOCKS]
+    else:
+        blocks.append((None, [c for c in _TERMINAL_OPEN_SET if c in columns]))
     groups = [_truncate("all" if g is None else str(g), max(width // 3, 8))
               for g in (_column(summary, "group") or ["all"] * summary.num_rows)]
     group_width = max([len("group")] + [len(g) for g in groups])
     lines: list[str] = []
-    for block in blocks:
+    for caption, block in blocks:
         cells = {c: [_fmt(v, "-") for v in summary.column(c).to_pylist()] for c in block}
         widths = [max([len(_label(c))] + [len(v) for v in cells[c]]) for c in block]
-        for chunk in _split_columns(widths, max(width - group_width - 2, 1)):
+        for j, chunk in enumerate(_split_columns(widths, max(width - group_width - 2, 1))):
             cols = [block[i] for i in chunk]
             rows = [[g] + [cells[c][r] for c in cols] for r, g in enumerate(groups)]
             table = _text_table(["group"] + [_label(c) for c in cols], rows, [False] + [True] * len(cols))
-            lines += ([""] if lines else []) + table
+            lines += ([""] if lines else []) + ([caption] if caption and j == 0 else []) + table
     return lines or _text_table(["group"], [[g] for g in groups], [False])
 
 
