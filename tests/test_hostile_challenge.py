@@ -406,3 +406,23 @@ def test_a_truth_that_does_not_open_is_one_line_before_anything_is_written(data,
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("evalcore: error: --truth")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_the_service_cannot_list_is_that_submissions_rejection(data, tmp_path, monkeypatch):
+    """A team makes a folder of its submission unreadable to the service (faked: the tests run as root)."""
+    root, truth, q, g = data
+    locked = save(tmp_path / "subs" / "a" / "1", q, g) / "locked"
+    locked.mkdir()
+    save(tmp_path / "subs" / "b" / "1", q, g)
+    real = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert service(tmp_path / "subs", root / "truth.zarr", tmp_path / "out") == 0
+    rows = rows_of(tmp_path / "out")
+    assert rows["a", "1"].status == "rejected" and "locked: cannot be listed" in rows["a", "1"].reason
+    assert rows["b", "1"].status == "scored"

@@ -256,8 +256,9 @@ MAX_DEPTH = 32
 MAX_ENTRIES = 100_000
 
 
-class TreeTooBig(Exception):
-    """A submission's folder tree is past ``MAX_DEPTH`` or ``MAX_ENTRIES``; the message is the reason."""
+class TreeRefused(Exception):
+    """A submission's folder tree is past ``MAX_DEPTH`` or ``MAX_ENTRIES``, or a folder of it cannot be
+    listed; the message is the reason."""
 
 
 def walk(path: Path, max_depth: int | None = None, max_entries: int | None = None) -> list[tuple[str, os.stat_result]]:
@@ -265,7 +266,7 @@ def walk(path: Path, max_depth: int | None = None, max_entries: int | None = Non
 
     Iterative (an explicit stack: a tree thousands of levels deep cannot exhaust Python's recursion), and
     bounded: past ``max_depth`` levels or ``max_entries`` entries (defaults ``MAX_DEPTH``, ``MAX_ENTRIES``) it
-    stops with ``TreeTooBig`` before listing further.
+    stops with ``TreeRefused`` before listing further; so it does at a folder it cannot list.
     """
     max_depth = MAX_DEPTH if max_depth is None else max_depth
     max_entries = MAX_ENTRIES if max_entries is None else max_entries
@@ -277,10 +278,12 @@ def walk(path: Path, max_depth: int | None = None, max_entries: int | None = Non
             it = os.scandir(folder)
         except (FileNotFoundError, NotADirectoryError):
             continue  # removed meanwhile: the signature then differs
+        except OSError as exc:  # e.g. a folder its team made unreadable: that submission's problem alone
+            raise TreeRefused(f"{prefix.rstrip('/') or '.'}: cannot be listed ({exc.strerror})") from None
         with it:
             for e in it:
                 if len(rows) >= max_entries:
-                    raise TreeTooBig(f"holds more than {max_entries} files and folders; a submission is "
+                    raise TreeRefused(f"holds more than {max_entries} files and folders; a submission is "
                                      "query.npy + gallery.npy or one Zarr group")
                 try:
                     st = e.stat(follow_symlinks=False)
@@ -290,7 +293,7 @@ def walk(path: Path, max_depth: int | None = None, max_entries: int | None = Non
                 rows.append((rel, st))
                 if stat.S_ISDIR(st.st_mode):
                     if depth >= max_depth:
-                        raise TreeTooBig(f"folders nested more than {max_depth} levels deep (under "
+                        raise TreeRefused(f"folders nested more than {max_depth} levels deep (under "
                                          f"{rel.split('/')[0]!r}); a submission is query.npy + gallery.npy or "
                                          "one Zarr group")
                     stack.append((Path(folder) / e.name, rel + "/", depth + 1))
@@ -302,7 +305,7 @@ def signature(path: Path) -> tuple:
     when anything in the submission is written. A tree past the bounds of ``walk`` is one row saying so."""
     try:
         rows = walk(path)
-    except TreeTooBig as exc:
+    except TreeRefused as exc:
         return (("", "too big", str(exc), time.time_ns()),)
     return tuple((rel, stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns) for rel, st in rows)
 
@@ -314,7 +317,7 @@ def is_ready(c: Candidate, settle: float, now: float) -> bool:
         if c.path.is_symlink() or not c.path.is_dir() or (c.path / READY).is_file():
             return True
         newest = max([c.path.lstat().st_mtime_ns] + [st.st_mtime_ns for _, st in walk(c.path)])
-    except TreeTooBig:
+    except TreeRefused:
         return True  # refused by ``inspect`` whatever else happens to it
     except OSError:
         return False
@@ -366,7 +369,7 @@ def inspect(c: Candidate) -> str | None:
         return f"submission {c.name!r} is a file, not a folder (query.npy + gallery.npy, or a Zarr group)"
     try:
         rows = walk(c.path)
-    except TreeTooBig as exc:
+    except TreeRefused as exc:
         return f"submission {c.name!r}: {exc}"
     inside: dict[tuple[int, int], int] = {}
     for _, st in rows:
