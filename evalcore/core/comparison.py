@@ -181,7 +181,7 @@ def first_difference(baseline: RunTable, run: RunTable) -> str | None:
             continue
         for c in columns:
             va, vb = values[c][0][i], values[c][1][j]
-            if va is not None and vb is not None and va != vb:
+            if va is not None and vb is not None and va == va and vb == vb and va != vb:  # NaN: undefined
                 return f"query {key!r} has {c} {va!r} in {baseline.name} and {vb!r} in {run.name}"
     return None
 
@@ -200,7 +200,8 @@ def dataset_check(baseline: RunTable, run: RunTable) -> list[str]:
         return []  # pair_queries names the run without keys
     positional = positional_keys(baseline) and positional_keys(run)
     difference = first_difference(baseline, run)
-    prints = (f" (dataset fingerprints {baseline.fingerprint} and {run.fingerprint})"
+    prints = (f" (dataset fingerprints {baseline.fingerprint} and {run.fingerprint}: their arrays' shapes, dtypes, "
+              "chunking or attributes differ)"
               if baseline.fingerprint and run.fingerprint and baseline.fingerprint != run.fingerprint else "")
     if positional and difference:
         raise InputError(f"{run.name}: its queries have the default keys q0, q1, ... as {baseline.name}'s do, so they "
@@ -209,7 +210,7 @@ def dataset_check(baseline: RunTable, run: RunTable) -> list[str]:
     if prints:
         how = ("by position (the default keys q0, q1, ...); their labels and relevant counts agree" if positional
                else f"by key{'; ' + difference if difference else ''}")
-        return [f"{run.name} and {baseline.name} were evaluated on different datasets{prints}: queries paired {how}"]
+        return [f"{run.name} and {baseline.name} were evaluated on datasets that differ{prints}; queries paired {how}"]
     if difference:
         return [f"{run.name} and {baseline.name}: {difference}: the same key names queries whose truth differs"]
     return []
