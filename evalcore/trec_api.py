@@ -177,13 +177,13 @@ def trec_line(name: str, qid: str, value) -> str:
 
 
 def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: int | None = None,
-         rel_level: int = 1, judged_only: bool = False) -> TrecResult:
+         rel_level: int = 1, judged_only: bool = False, qrels_name: str = "qrels", run_name: str = "run") -> TrecResult:
     """Evaluate a run against qrels as ``trec_eval [-c] [-M depth] [-l rel_level] [-J] -m MEASURE ...`` does.
 
     ``qrels``/``run``: TREC file paths, ``{qid: {docid: grade}}`` / ``{qid: {docid: score}}``, pyarrow or
     pandas tables (columns such as qid, docno, rel / score) or ranx ``Qrels``/``Run``. ``measures``:
     trec_eval's names (``map``, ``P.5,10``, ``ndcg_cut.10``, ``official``, ``all_trec``; ``parse_measures``).
-    Raises ``InputError`` naming the parameter.
+    Raises ``InputError`` naming the parameter (``qrels_name``/``run_name``: the words for them in messages).
 
     >>> import evalcore
     >>> qrels = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d1": 1}}
@@ -199,7 +199,8 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
     for name, value in (("complete", complete), ("judged_only", judged_only)):
         if not isinstance(value, (bool, np.bool_)):
             raise InputError(f"{name}: {value!r} is not True or False")
-    arrays, attrs = trec_tables.trec_arrays(qrels, run, complete=bool(complete))
+    arrays, attrs = trec_tables.trec_arrays(qrels, run, complete=bool(complete), qrels_name=qrels_name,
+                                            run_name=run_name)
     warnings = list(attrs.pop(trec_tables.WARNINGS, []))
     group = _memory_dataset(arrays, attrs)
     metrics, ks = engine_metrics(chosen)
