@@ -132,6 +132,22 @@ def test_cmc_log_axis_on_request_labels_1_2_5(result):
     assert np.allclose(slope * values + intercept, pixels, atol=0.05)
 
 
+@pytest.mark.parametrize("hi, expected", [(50, [1, 10, 20, 30, 40, 50]), (20, [1, 5, 10, 15, 20]), (2, [1, 2]),
+                                          (1000, [1, 200, 400, 600, 800, 1000])])
+def test_rank_ticks_start_at_1(hi, expected):
+    from evalcore.render import svg
+
+    assert svg.ticks_from(1, hi) == expected
+
+
+@pytest.mark.parametrize("lo, hi, expected", [(1, 50, [1, 2, 5, 10, 20, 50]), (0.01, 1, [0.01, 0.1, 1]),
+                                              (0.1, 1, [0.1, 0.2, 0.5, 1]), (0.001, 1, [0.001, 0.01, 0.1, 1])])
+def test_log_ticks_125_under_two_decades_else_decades(lo, hi, expected):
+    from evalcore.render import svg
+
+    assert svg.log_ticks_125(lo, hi) == expected
+
+
 # --------------------------------------------------------------------------- score histograms
 
 

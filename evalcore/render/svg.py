@@ -1,8 +1,9 @@
 """A small SVG plotter for the report page: plain data in, SVG text out.
 
 Exactly what report.html needs and nothing more: line charts (several series,
-solid or dashed, optional markers, linear or log x axis, vertical reference
-lines, a legend) and overlaid histograms on shared bins. No plotting library
+solid or dashed, optional markers, linear or log x and y axes, vertical
+reference lines, a legend) and histograms on shared bins, overlaid or one
+panel per series over a shared x axis. No plotting library
 is imported, so drawing a report costs milliseconds instead of the second it
 takes to import and lay out matplotlib figures.
 
@@ -17,7 +18,8 @@ one ``<polyline>``; histogram series are one ``<rect>`` per non-empty bin plus
 a step outline; ticks are ``<g class="xtick">``/``<g class="ytick">`` holding a
 grid ``<line>`` and the label ``<text>``; reference lines are
 ``<line class="refline">``; the legend is ``<g class="legend">`` with one
-``<g class="legend-entry">`` per entry.
+``<g class="legend-entry">`` per entry; a panel of :func:`histogram_panels` is
+``<g class="panel" data-series="label">`` holding its own ticks and series.
 """
 from __future__ import annotations
 
@@ -564,7 +566,7 @@ def histogram_panels(
         panel.append(f'<text class="panel-label" x="{_num(frame.left)}" y="{_num(frame.top - 4)}" font-size="11" '
                      f'fill="{color}">{_esc(f"{label} (n={n})")}</text>')
         panel.append(_frame_border(frame))
-        parts.append(f'<g class="panel" data-series="{_esc(label)}">' + "".join(parts_ for parts_ in panel) + "</g>")
+        parts.append(f'<g class="panel" data-series="{_esc(label)}">' + "".join(panel) + "</g>")
     if not counted:
         parts += _axes(whole, title, xlabel, "", False, True) + [_frame_border(whole)]
     parts.append(_legend(entries, whole, "below"))
