@@ -38,7 +38,7 @@ LABELS = {
     "known_accepted_correct": "known accepted correct", "known_accepted_wrong": "known accepted wrong",
     "known_rejected": "known rejected", "unknown_accepted": "unknown accepted", "unknown_rejected": "unknown rejected",
     "query": "query", "key": "key", "top1_key": "rank-1 key", "top1_score": "rank-1 score",
-    "relevant_score": "relevant score", "label": "identity", "cam": "camera", "n_relevant": "relevant items",
+    "relevant_score": "best relevant score", "label": "identity", "cam": "camera", "n_relevant": "relevant items",
     "n_junk": "junk items", "n_judged": "judged items",
     "target_fpir": "target FPIR", "threshold_at_target_fpir": "threshold at target FPIR",
     "fnir_at_target_fpir": "FNIR at target FPIR",
