@@ -300,3 +300,13 @@ def test_different_datasets_with_real_keys_are_compared_with_a_warning(tmp_path)
                       gallery_labels=arrays["gallery/label"], query_keys=keys).save(tmp_path / "wide")
     result = evalcore.compare(tmp_path / "narrow", tmp_path / "wide", resamples=100, permutations=100)
     assert any("fingerprint" in w and "key" in w for w in result.warnings), result.warnings
+
+
+def test_latex_escapes_every_special_character_of_a_run_name(reports, tmp_path):
+    # LaTeX's ten special characters (The TeXbook, ch. 7): # $ % & ~ _ ^ \ { }; a line break would end the row
+    name = "r#$%&~_^\\{}\nx"
+    evalcore.compare(reports / "a", reports / "b", names=["base", name], latex=tmp_path / "t.tex",
+                     resamples=100, permutations=100)
+    row = next(line for line in (tmp_path / "t.tex").read_text().splitlines() if line.startswith("r"))
+    cell = row.split(" & ")[0]
+    assert cell == (r"r\#\$\%\&\textasciitilde{}\_\textasciicircum{}\textbackslash{}\{\} x")

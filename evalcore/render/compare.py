@@ -67,8 +67,11 @@ def format_terminal(comparison: Comparison, group: str | None = "all") -> str:
 
 
 def _tex(text: str) -> str:
+    """``text`` as LaTeX prints it: every special character escaped (^ and ~ too: a run named a^b is not an
+    exponent), control characters (a line break would end the row) as spaces."""
+    text = "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in text)
     for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"),
-                 ("$", r"\$"), ("{", r"\{"), ("}", r"\}")):
+                 ("$", r"\$"), ("{", r"\{"), ("}", r"\}"), ("^", r"\textasciicircum{}"), ("~", r"\textasciitilde{}")):
         text = text.replace(a, b) if a != "\\" else text.replace(a, "\0")
     return text.replace("\0", r"\textbackslash{}")
 
