@@ -91,7 +91,8 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
              storage_options: Mapping | None = None, chunk_rows: int | None = None,
              gallery_shards: int | None = None,
              on_chunk: Callable[[dict, int, int], None] | None = None,
-             stall_timeout: float | None = None) -> Result:
+             stall_timeout: float | None = None,
+             on_progress: Callable[[int, int, str], None] | None = None) -> Result:
     """Rank every query against the gallery and compute the per-query and summary metrics.
 
     ``source``: a path or URL of a dataset, an open ``zarr.Group``, or None
@@ -119,6 +120,11 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     restarted and its tasks run elsewhere, or, with no other worker, the run
     raises ``evalcore.errors.WorkerStalled``; ``run["faults"]`` records lost
     and restarted workers.
+    ``on_progress(done, total, phase)`` is called as the work goes: phase "ranking" counts query-gallery pairs
+    ranked here, tile by tile; "chunks" (or "shards") tasks finished on a cluster; done == total ends a phase.
+    Before numba compiles a kernel its cache lacks (a first run), it is called once with total 0 and the
+    phase "compiling kernels (first run only, cached in <folder>)"; without ``on_progress`` that line goes
+    to stderr. ``on_chunk(stats, done, total)`` still comes as each chunk ends.
 
     >>> import numpy as np, evalcore
     >>> gallery = np.eye(4, dtype=np.float32)
@@ -140,13 +146,14 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
                          client=client,
                          workers=workers, memory_limit=memory_limit, storage_options=storage_options,
                          chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
-                         stall_timeout=stall_timeout)
+                         stall_timeout=stall_timeout, on_progress=on_progress)
 
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
               radius, empty_queries, sweep, target_fpir, metrics, rerank, rel_level, depth, query_expansion,
               database_augmentation, ci, resamples, seed, client, workers,
-              memory_limit, storage_options, chunk_rows, gallery_shards, on_chunk, stall_timeout) -> Result:
+              memory_limit, storage_options, chunk_rows, gallery_shards, on_chunk, stall_timeout,
+              on_progress=None) -> Result:
     started = time.perf_counter()
     if arrays and source is not None:
         raise InputError(f"source: give a dataset or arrays ({', '.join(arrays)}), not both")
@@ -186,7 +193,7 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         result = engine.evaluate(target, options, client=run_client, threads=threads,
                                  storage_options=dict(storage_options) if storage_options else None,
                                  chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
-                                 stall_timeout=stall_timeout)
+                                 stall_timeout=stall_timeout, on_progress=on_progress)
     run = dict(result.info)
     if options.metrics is None:  # the default set: run.json's options read as they did before metrics=
         run["options"] = {k: v for k, v in run["options"].items() if k != "metrics"}

@@ -40,6 +40,7 @@ from evalcore.jobs.common import (
     settings_from_args,
     spec_from_args,
 )
+from evalcore.jobs.warmup import WORKLOADS as WARMUP_WORKLOADS
 from evalcore.types import PROTOCOLS, SIMILARITIES
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 128 + signal.SIGTERM
@@ -263,6 +264,12 @@ def cmd_metrics(args) -> int:
     return EXIT_OK
 
 
+def cmd_warmup(args) -> int:
+    from evalcore.jobs import warmup
+
+    return warmup.warm_up_all(args.only)
+
+
 def cmd_neighbors(args) -> int:
     from evalcore import api
     from evalcore.io import neighbors as neighbors_out
@@ -405,6 +412,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("metrics", help="list every metric --metrics takes: name, column, direction, definition")
     p.set_defaults(func=cmd_metrics)
+
+    p = sub.add_parser("warmup", help="compile every kernel into numba's cache now (an image build, a fresh "
+                       "machine), so no run waits for it; says where and how long")
+    p.add_argument("--only", action="append", choices=sorted(WARMUP_WORKLOADS), metavar="KIND",
+                   help="warm only this kind of run (repeatable): " + ", ".join(
+                       f"{k} ({v})" for k, v in WARMUP_WORKLOADS.items()))
+    p.set_defaults(func=cmd_warmup)
 
     p = sub.add_parser("neighbors", help="each query's exact k nearest gallery items and scores, to Parquet")
     p.add_argument("dataset", help="Zarr dataset: a folder or any fsspec URL")

@@ -274,12 +274,16 @@ def first_identical(rows: np.ndarray) -> np.ndarray:
     return np.where(same, rep, np.arange(n))
 
 
-def warm_up() -> None:
-    """Compile (or load from the on-disk cache) the pair loop."""
+def warm_up(rare: bool = True) -> None:
+    """Compile (or load from the on-disk cache) the pair loop; ``rare``: also the loops few runs reach (identical
+    gallery rows, pairs whose rounding the float64 sum cannot settle), which a first run otherwise compiles
+    only when it meets them."""
     z = np.zeros((1, 1), np.float32)
     _pair_sums(z, z, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), np.zeros(1))
     _round_checked(np.zeros((1, 1)), np.zeros(1), np.zeros(1), 0.0, np.zeros((1, 1), np.float32),
                    np.zeros((1, 1), np.uint8))
+    if not rare:
+        return
     _row_hashes(np.zeros((1, 1), np.uint32), np.ones(1, np.uint64))
     _settle_double_double(np.ones((1, 1), np.float32), np.ones((1, 1), np.float32), np.zeros(1, np.int64),
                           np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.uint8))

@@ -13,8 +13,13 @@ canonical scores are computed and folded in by ``fold_settled``.
 """
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import numpy as np
 from numba import njit
+from numba.core import event
 
 from evalcore.core import canonical
 
@@ -178,19 +183,84 @@ def fold_exact(values, junk, col0, pessimistic, thr_start, thresholds, hist, bes
         best_idx[i] = bi
 
 
-def warm_up() -> None:
-    """Compile (or load from the on-disk cache) before timing-sensitive work."""
-    s = np.zeros((1, 1), np.float32)
-    fold_tile(s, np.zeros(0, np.bool_), np.zeros(1), np.ones(1), 1.0, 0.0, np.full(1, -np.inf),
-              np.zeros(2, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint8))
-    fold_settled(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint8), np.zeros(1, np.float32), True,
-                 np.zeros(2, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(1, np.float32),
-                 np.full(1, -1, np.int64))
-    fold_exact(np.zeros((1, 1)), np.zeros(0, np.bool_), 0, True, np.zeros(2, np.int64), np.zeros(0),
-               np.zeros(0, np.int64), np.full(1, -np.inf), np.full(1, -1, np.int64))
-    canonical.warm_up()
+def warm_up(scan: str = "all") -> None:
+    """Compile (or load from the on-disk cache) the kernels of a scan before timing-sensitive work: ``scan``
+    "embeddings" (the fold of estimates and canonical scores), "scores" (the fold of given values), or "all".
+
+    Only what the run will call: compiling a kernel the run never uses costs a
+    fresh environment seconds (fold_exact, the given-scores fold, was compiled by
+    every embedding run; the rare canonical loops now compile when first met).
+    """
+    if scan in ("embeddings", "all"):
+        s = np.zeros((1, 1), np.float32)
+        fold_tile(s, np.zeros(0, np.bool_), np.zeros(1), np.ones(1), 1.0, 0.0, np.full(1, -np.inf),
+                  np.zeros(2, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(1, np.int64),
+                  np.zeros(1, np.uint8))
+        fold_settled(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint8), np.zeros(1, np.float32),
+                     True, np.zeros(2, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64),
+                     np.zeros(1, np.float32), np.full(1, -1, np.int64))
+        canonical.warm_up(rare=scan == "all")
+    if scan in ("scores", "all"):
+        fold_exact(np.zeros((1, 1)), np.zeros(0, np.bool_), 0, True, np.zeros(2, np.int64), np.zeros(0),
+                   np.zeros(0, np.int64), np.full(1, -np.inf), np.full(1, -1, np.int64))
 
 
 def dask_setup(worker) -> None:  # noqa: ARG001 - distributed's preload hook
     """Workers started with ``--preload evalcore.core.kernels`` compile the kernel before their first task."""
     warm_up()
+
+
+# --------------------------------------------------------------------------- the first run's notice
+
+
+class _CompileWatch(event.Listener):
+    """numba's "numba:compile" event starts only on a real compile (a kernel missing from the on-disk cache,
+    or cached for another source): the moment to say why the first run waits."""
+
+    def __init__(self) -> None:
+        self.sinks: list[list] = []  # [sink, told] of each open ``compile_notices``, innermost last
+        self.lock = threading.Lock()
+
+    def on_start(self, ev: event.Event) -> None:
+        dispatcher = (ev.data or {}).get("dispatcher")
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+        if not module.startswith("evalcore."):
+            return
+        with self.lock:
+            open_ = [s for s in self.sinks if not s[1]]
+            for s in open_:
+                s[1] = True
+        for sink, _ in open_:
+            try:
+                sink(cache_dir(dispatcher))
+            except Exception:  # noqa: BLE001 - a notice must never stop the compile it announces
+                pass
+
+    def on_end(self, ev: event.Event) -> None:
+        pass
+
+
+_WATCH = _CompileWatch()
+event.register("numba:compile", _WATCH)
+
+
+def cache_dir(dispatcher) -> str:
+    """Where numba keeps a kernel's compiled code: NUMBA_CACHE_DIR's copy of the module's folder, or the
+    __pycache__ beside the module (numba's own choice, read from its cache object)."""
+    path = getattr(getattr(dispatcher, "_cache", None), "_cache_path", None)
+    return str(path) if path else "numba's cache"
+
+
+@contextmanager
+def compile_notices(sink: Callable[[str], None]) -> Iterator[None]:
+    """While open, ``sink(cache folder)`` is called once, just before numba compiles an evalcore kernel that is
+    not in its on-disk cache; never when every kernel the work calls loads from the cache."""
+    entry = [sink, False]
+    with _WATCH.lock:
+        _WATCH.sinks.append(entry)
+    try:
+        yield
+    finally:
+        with _WATCH.lock:
+            _WATCH.sinks.remove(entry)
+

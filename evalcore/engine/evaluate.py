@@ -22,6 +22,7 @@ import zarr
 from evalcore.core import registry
 from evalcore.engine import cache as run_caches
 from evalcore.engine import expansion as expansion_phase
+from evalcore.engine import progress
 from evalcore.engine import rerank as rerank_phase
 from evalcore.engine.faults import Fault, StallWatch, broadcasts_kept, check_stall_timeout, retried_chunks
 from evalcore.engine.options import Options
@@ -141,7 +142,7 @@ class Result:
 def evaluate(path, options: Options | None = None, *, client=None, threads: int = 1,
              storage_options: dict | None = None, chunk_rows: int | None = None, gallery_shards: int | None = None,
              on_chunk: Callable[[dict, int, int], None] | None = None,
-             stall_timeout: float | None = None) -> Result:
+             stall_timeout: float | None = None, on_progress: progress.OnProgress | None = None) -> Result:
     """Evaluate a dataset: the three report tables as pyarrow Tables, plus run information.
 
     ``path`` is a path or URL, or an open ``zarr.Group`` (an in-memory one
@@ -151,7 +152,10 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     ``distributed.Client`` each chunk is one task (retried if a worker dies),
     or, when the gallery is larger than a worker's share of memory (or
     ``gallery_shards`` says so), a task per (chunk, gallery shard) whose
-    counts are added. ``on_chunk(stats, done, total)`` is called as chunks finish.
+    counts are added. ``on_chunk(stats, done, total)`` is called as chunks finish;
+    ``on_progress(done, total, phase)`` as the work goes (``engine.progress``: pairs
+    ranked here, tile by tile; tasks finished on a client; total 0 for the
+    notice that kernels are compiling, which without ``on_progress`` goes to stderr).
     On a client, a worker lost mid-run is recorded (``RunRecord.faults``) and
     one that holds a task for ``stall_timeout`` seconds (or 10 x the longest
     task so far, if longer) is restarted, or the run fails with
@@ -160,15 +164,20 @@ def evaluate(path, options: Options | None = None, *, client=None, threads: int 
     asked = options or Options()
     broadcasts = client is not None and bool(asked.rerank or asked.query_expansion or asked.database_augmentation
                                              or isinstance(path, zarr.Group))
-    with broadcasts_kept(client) if broadcasts else contextlib.nullcontext():
+    on_progress = on_progress or progress.print_notice
+    from evalcore.core import kernels  # deferred: numba
+
+    # before numba compiles a kernel the cache does not hold, the run says why it waits (first run only)
+    with kernels.compile_notices(lambda folder: on_progress(0, 0, progress.compile_phase(folder))), \
+            broadcasts_kept(client) if broadcasts else contextlib.nullcontext():
         return _evaluate(path, options, client=client, threads=threads, storage_options=storage_options,
                          chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
-                         stall_timeout=stall_timeout)
+                         stall_timeout=stall_timeout, on_progress=on_progress)
 
 
 def _evaluate(path, options: Options | None, *, client, threads: int, storage_options: dict | None,
               chunk_rows: int | None, gallery_shards: int | None, on_chunk: Callable[[dict, int, int], None] | None,
-              stall_timeout: float | None) -> Result:
+              stall_timeout: float | None, on_progress: progress.OnProgress) -> Result:
     """``evaluate``, while the broadcasts it relies on stay on every worker."""
     options = (options or Options()).checked()
     stall_timeout = check_stall_timeout(stall_timeout)
@@ -177,7 +186,7 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
     source = group if isinstance(path, zarr.Group) else str(path)
     shape = describe(group, options)
     if client is None and shape.ranked_by != "ranking/item":
-        load_kernels_aside()  # overlaps the checks and the gallery read below
+        load_kernels_aside("scores" if shape.ranked_by == "scores/value" else "embeddings")  # overlaps the checks and the gallery read below
     max_rank, capped = cap_max_rank(options.max_rank, shape.n_gallery)
     options = replace(options, max_rank=max_rank)
     # structure here, once; embedding values are checked by the tasks as they read them
@@ -219,10 +228,14 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
     results: list = [None] * len(chunks)  # each chunk's ChunkResult, in chunk order
     faults: list[Fault] = []
     if client is None:
+        counter = progress.PairCounter(on_progress, chunks, shape.n_gallery)
+        progress.register(ctx.run_id, counter)
         try:
+            counter.start()
             run_here(source, options, chunks, storage_options, ctx, shards, max(1, threads), results, on_chunk, model,
                      estimates)
         finally:
+            progress.forget(ctx.run_id)
             run_caches.forget_run(ctx.run_id)
     else:
         # deferred: runs without a client never import distributed
@@ -230,8 +243,12 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
 
         if isinstance(source, zarr.Group):  # arrays in memory: one copy per worker, not one per task
             source = client.scatter(source, broadcast=True, hash=False)
+        # sharded: progress by (chunk, shard) scans as they finish, else by chunks
+        on_scan = tasks_done(on_progress, len(chunks) * len(shards), "shards") if shards else None
         futures = submit_chunks(client, source, options, chunks, storage_options, ctx, shards, owners, model,
-                                    estimates)
+                                    estimates, on_scan=on_scan)
+        if not shards:
+            on_progress(0, len(chunks), "chunks")
         index = {f.key: i for i, f in enumerate(futures)}
         watch = StallWatch(client, futures, ctx.run_id, stall_timeout)
         try:
@@ -250,6 +267,8 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
                         raise_input_error(chunk)
                     if on_chunk:
                         on_chunk(chunk.stats(), done, len(chunks))
+                    if not shards:
+                        on_progress(done, len(chunks), "chunks")
                     future.release()
         finally:
             forget_on_workers(client, ctx.run_id, skip=watch.unavailable)
@@ -281,6 +300,24 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
         workers=n_workers, stall_timeout=stall_timeout if client is not None else None, faults=faults,
         rerank_chunks_from_estimates=sum(r.from_estimates for r in results) if model is not None else None)
     return Result(per_query, summary, cmc, run=record.as_dict(), record=record)
+
+
+def tasks_done(on_progress: progress.OnProgress, total: int, phase: str) -> Callable[[], None]:
+    """A callback for each finished task of ``total`` (called from Dask's callback thread): ``on_progress``
+    with the count so far; a task retried after a lost worker is counted once."""
+    import threading
+
+    lock = threading.Lock()
+    done = [0]
+    on_progress(0, total, phase)
+
+    def one() -> None:
+        with lock:
+            done[0] = min(total, done[0] + 1)
+            n = done[0]
+        on_progress(n, total, phase)
+
+    return one
 
 
 def build_model_for(group, shape: DatasetShape, options: Options, client, threads: int) -> rerank_phase.RerankPhase:

@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from threadpoolctl import threadpool_limits
 
+from evalcore.engine import progress
 from evalcore.engine.faults import TaskKind, task_key, test_stall
 from evalcore.engine.gallery import GalleryBlocks
 from evalcore.engine.options import Options
@@ -16,8 +17,9 @@ from evalcore.engine.tasks import ChunkResult, chunk_truth, combine_shards, eval
 from evalcore.io import dataset as ds
 
 
-def load_kernels_aside() -> threading.Thread:
-    """Load the scan's compiled kernels from numba's cache on a thread of their own, and return it.
+def load_kernels_aside(scan: str = "embeddings") -> threading.Thread:
+    """Load the scan's compiled kernels from numba's cache on a thread of their own, and return it: those of
+    ``scan`` ("embeddings" or "scores", ``kernels.warm_up``) alone, so a first run compiles no other.
 
     Loading them (numba's CPU target, which imports scipy.linalg, then each
     kernel) takes ~0.3 s of a fresh process and would otherwise wait in the
@@ -31,7 +33,7 @@ def load_kernels_aside() -> threading.Thread:
         from evalcore.core import kernels
 
         try:
-            kernels.warm_up()
+            kernels.warm_up(scan)
         except Exception:  # noqa: BLE001 - the chunk's own call reports it
             pass
 
@@ -42,7 +44,7 @@ def load_kernels_aside() -> threading.Thread:
 
 def submit_chunks(client, path, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
                   shards: list[Span] | None, owners: list[list[str]] | None = None, rerank=None,
-                  estimates: Pieces | None = None) -> list:
+                  estimates: Pieces | None = None, on_scan=None) -> list:
     """Futures of every chunk's ``ChunkResult``: one task each, or a small graph over gallery shards.
 
     Sharded work is submitted shard by shard (earlier submissions run first):
@@ -53,7 +55,7 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
     for the bands and the last one's scans, and again only for the scans of
     the others that no longer fit its cache. The pin is loose: when an
     owner is gone (died, or left), its tasks run on any worker, and the
-    result is the same numbers.
+    result is the same numbers. ``on_scan()`` is called (on Dask's callback thread) as each shard's scan ends.
     """
     run = ctx.run_id
     if shards is None:
@@ -95,6 +97,9 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
             b, at = batch_of[i]
             scans[k, i] = submit(scan_shard, "scan", q0, q1, s0, s1, storage_options, ctx, truths[i], at,
                                  *[bands[j][b] for j in range(len(shards))], shard=(s0, s1), workers=owner[k])
+    if on_scan is not None:
+        for future in scans.values():
+            future.add_done_callback(lambda _: on_scan())
     return [submit(combine_shards, "combine", q0, q1, storage_options, ctx, truths[i],
                    *[scans[k, i] for k in range(len(shards))]) for i, (q0, q1) in enumerate(chunks)]
 
@@ -140,6 +145,7 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
     def finished(i: int, result: ChunkResult, done: int) -> None:
         results[i] = result
         raise_input_error(result)
+        progress.chunk_done(ctx.run_id, result.q0)  # its share, where it ranked without a scan
         if on_chunk:
             on_chunk(result.stats(), done, len(chunks))
 

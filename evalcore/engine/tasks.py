@@ -25,6 +25,7 @@ from evalcore.core.rerank import RerankModel
 from evalcore.core.scan.embeddings import EMBEDDINGS
 from evalcore.core.scan.rerank import RERANK, RerankQueries, with_cosines
 from evalcore.core.scan.scores import ScoreQueries
+from evalcore.engine import progress
 from evalcore.engine.gallery import GalleryBlocks, ScoreBlocks, gallery_side
 from evalcore.engine.options import Options
 from evalcore.engine.plan import TaskContext, describe
@@ -126,6 +127,7 @@ def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: in
 
         return truth_io.rank_among_allowed(group, options, truth, q0, q1)
     backend, queries, source = chunk_scan(group, options, q0, q1, ctx, cache=True)
+    source = progress.counted(ctx.run_id, source, q0, q1, backend.name)  # a run here: pairs ranked, tile by tile
     return scan.rank(backend, queries, truth, source, ties=options.ties, gallery_junk=gallery_junk, threads=threads,
                      map_fn=map_fn)
 
@@ -136,7 +138,8 @@ def rank_reranked(group, options: Options, ctx: TaskContext, truth: p.Truth, q0:
     query, gallery = chunk_inputs(group, options, q0, q1, ctx, cache=True)
     queries = RerankQueries(normalize_rows(query, "cosine"), q0, model.scale[q0:q1], model.shared(q0, q1),
                             model.params, estimates=estimates)
-    ranked = scan.rank(RERANK, queries, truth, gallery, ties=options.ties, gallery_junk=gallery_junk,
+    ranked = scan.rank(RERANK, queries, truth, progress.counted(ctx.run_id, gallery, q0, q1, RERANK.name),
+                       ties=options.ties, gallery_junk=gallery_junk,
                        threads=threads, map_fn=map_fn)
     return with_cosines(queries, truth, gallery, ranked)
 
@@ -233,7 +236,8 @@ def scan_shard(path: str, options: Options, q0: int, q1: int, s0: int, s1: int, 
         gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
         thresholds = _gather_thresholds(truth, [batch[at] for batch in bands])
         states = backend.new_states(queries, truth, thresholds, options.ties)
-        backend.scan(queries, states, source, (s0, s1), gallery_junk)
+        backend.scan(queries, states, progress.counted(ctx.run_id, source, q0, q1, backend.name), (s0, s1),
+                     gallery_junk)
         return states
 
     return as_value(states)

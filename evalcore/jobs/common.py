@@ -394,6 +394,18 @@ def progress_reporter(label: str = "chunks") -> Any:
     return on_chunk
 
 
+def progress_reporters(quiet: bool) -> tuple[Any, Any]:
+    """(on_chunk, on_progress) of a command: nothing at all with --quiet; on a terminal a bar with an ETA
+    (``engine.progress.TerminalBar``); in a log a line per phase and one per finished chunk."""
+    from evalcore.engine import progress  # deferred: the engine brings numba
+
+    if quiet:
+        return None, progress.quietly
+    if sys.stderr.isatty():
+        return None, progress.TerminalBar()
+    return progress_reporter(), progress.LogLines()
+
+
 def evaluate_params(args: argparse.Namespace) -> dict[str, Any]:
     """``evalcore.evaluate`` keyword arguments from the command line, every value checked before any work."""
     settings = settings_from_args(args)
@@ -414,16 +426,17 @@ def run_evaluation(dataset: str, out: str, spec: EvaluationSpec, settings: RunSe
     params = {**spec.evaluate_kwargs(), **settings.evaluate_kwargs()}
     report.check_apart("--out", out, {"dataset": dataset})
     report.check_out(out, settings.overwrite, storage_options)
-    on_chunk = None if quiet else progress_reporter()
+    on_chunk, on_progress = progress_reporters(quiet)
     with api.command_line_words():
         if settings.scheduler:
             from evalcore.engine.cluster import dask_client  # only here: in-process runs never import distributed
 
             with dask_client(settings.scheduler) as client:
                 result = api.evaluate(dataset, **{**params, "workers": None}, client=client,
-                                      storage_options=storage_options, on_chunk=on_chunk)
+                                      storage_options=storage_options, on_chunk=on_chunk, on_progress=on_progress)
         else:  # in this process, or a local cluster when the job is too large or --workers asks for one
-            result = api.evaluate(dataset, **params, storage_options=storage_options, on_chunk=on_chunk)
+            result = api.evaluate(dataset, **params, storage_options=storage_options, on_chunk=on_chunk,
+                                  on_progress=on_progress)
     result.save(out, overwrite=settings.overwrite, storage_options=storage_options, run={
         "command": redacted_command(sys.argv[1:]), "dataset": dataset,
         "scheduler": settings.scheduler or "local", **(extra_run or {})})

@@ -1,0 +1,142 @@
+"""Progress that moves, and a first run that says why it waits (issue 39, items 1 and 2).
+
+References: ranks by brute force (numpy argsort of the cosine scores) for the
+counted run; the pair count Q x G from the arrays' shapes; the compile notice
+from a fresh NUMBA_CACHE_DIR in a subprocess (nothing cached there, so numba
+must compile, and numba writes its cache files there).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import evalcore
+from evalcore.cli.main import main
+
+#: gallery rows: three gallery tiles (4,096 columns each) in one read block
+N_GALLERY = 10_000
+
+
+def _arrays(n_query: int = 600, dims: int = 16, seed: int = 3) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"query": rng.standard_normal((n_query, dims)).astype(np.float32),
+            "gallery": rng.standard_normal((N_GALLERY, dims)).astype(np.float32),
+            "query_labels": rng.integers(0, 40, n_query), "gallery_labels": rng.integers(0, 40, N_GALLERY)}
+
+
+def _first_rank_brute(a: dict) -> np.ndarray:
+    """Rank of each query's first relevant item by a full sort of the float64 cosine scores (no ties here)."""
+    q = a["query"].astype(np.float64)
+    g = a["gallery"].astype(np.float64)
+    s = (q / np.linalg.norm(q, axis=1)[:, None]) @ (g / np.linalg.norm(g, axis=1)[:, None]).T
+    order = np.argsort(-s, axis=1, kind="stable")
+    rel = a["gallery_labels"][order] == a["query_labels"][:, None]
+    return rel.argmax(axis=1) + 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_on_progress_counts_pairs_tile_by_tile(threads, monkeypatch):
+    """A run here over three gallery tiles and two chunks: several updates, never decreasing, ending at Q x G."""
+    a = _arrays()
+    calls: list[tuple[int, int, str]] = []
+    r = evalcore.evaluate(**a, chunk_rows=512, workers=None,
+                          on_progress=lambda done, total, phase: calls.append((done, total, phase)))
+    assert len(r.info["chunks"]) == 2 and r.info["workers"] == 1  # in this process, two chunks
+    ranking = [c for c in calls if c[2] == "ranking"]
+    total = 600 * N_GALLERY
+    assert ranking[0] == (0, total, "ranking") and ranking[-1] == (total, total, "ranking")
+    done = [d for d, _, _ in ranking]
+    assert done == sorted(done)
+    assert len(set(done)) >= 2 * 3  # two chunks x three tiles at least
+    # counting changes no number: the ranks are a brute-force sort's
+    assert r.per_query.column("first_rank").to_pylist() == _first_rank_brute(a).tolist()
+
+
+class FakeTerminal(io.StringIO):
+    """stderr as a terminal: tqdm draws its bar into it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _cli_run(tmp_path, stderr, *extra: str) -> int:
+    a = _arrays(n_query=300)
+    path = tmp_path / "ds.zarr"
+    from evalcore.io import dataset as ds
+
+    ds.write_dataset(path, {"query/emb": a["query"], "gallery/emb": a["gallery"], "query/label": a["query_labels"],
+                            "gallery/label": a["gallery_labels"]}, chunk_rows=128, overwrite=True)
+    old = sys.stderr
+    sys.stderr = stderr
+    try:
+        return main(["evaluate", str(path), "--out", str(tmp_path / "out"), "--chunk-rows", "128", *extra])
+    finally:
+        sys.stderr = old
+
+
+def test_terminal_gets_a_bar_with_eta_and_quiet_turns_it_off(tmp_path, monkeypatch, capsys):
+    from evalcore.engine import progress
+
+    monkeypatch.setattr(progress, "BAR_DELAY_S", 0.0)  # the run is shorter than the bar's usual delay
+    shown = FakeTerminal()
+    assert _cli_run(tmp_path, shown) == 0
+    text = shown.getvalue()
+    assert "ranking:" in text  # the bar, by pairs ranked
+    assert "pairs/s]" in text and "<" in text  # a rate and an ETA ([elapsed<remaining, rate])
+    quiet = FakeTerminal()
+    assert _cli_run(tmp_path, quiet, "--quiet", "--overwrite") == 0
+    assert quiet.getvalue() == ""
+
+
+def test_no_bar_in_a_log_one_line_per_phase(tmp_path):
+    log = io.StringIO()  # not a terminal
+    assert _cli_run(tmp_path, log) == 0
+    lines = log.getvalue().splitlines()
+    assert "%|" not in log.getvalue()  # no bar drawn
+    assert lines.count(f"evalcore: ranking ({300 * N_GALLERY:,} pairs)") == 1
+    chunks = json.loads((tmp_path / "out" / "run.json").read_text())["chunks"]
+    assert sum(line.startswith("evalcore: chunk ") for line in lines) == len(chunks)  # the per-chunk lines stay
+
+
+SMALL_RUN = textwrap.dedent("""
+    import numpy as np, evalcore
+    rng = np.random.default_rng(0)
+    r = evalcore.evaluate(query=rng.standard_normal((20, 8)).astype(np.float32),
+                          gallery=rng.standard_normal((300, 8)).astype(np.float32),
+                          query_labels=rng.integers(0, 5, 20), gallery_labels=rng.integers(0, 5, 300))
+    print(r.metrics["map"])
+""")
+
+
+def _run(cmd: list[str], cache: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=True)
+
+
+def test_compile_notice_on_the_first_run_only(tmp_path):
+    cache = str(tmp_path / "numba-cache")
+    first = _run([sys.executable, "-c", SMALL_RUN], cache)
+    notices = [line for line in first.stderr.splitlines() if "compiling kernels" in line]
+    assert len(notices) == 1
+    assert notices[0].startswith(f"evalcore: compiling kernels (first run only, cached in {cache}")
+    assert any(name.endswith(".nbi") for _, _, files in os.walk(cache) for name in files)  # numba wrote there
+    second = _run([sys.executable, "-c", SMALL_RUN], cache)
+    assert "compiling" not in second.stderr
+    assert second.stdout == first.stdout
+
+
+def test_warmup_fills_the_cache(tmp_path):
+    cache = str(tmp_path / "numba-cache")
+    cli = "import sys; from evalcore.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    warm = _run([sys.executable, "-c", cli, "warmup", "--only", "embeddings"], cache)
+    assert f"cached in {cache}" in warm.stdout
+    assert "compiling kernels" not in warm.stderr + warm.stdout  # warmup says what it does, not the run's notice
+    run = _run([sys.executable, "-c", SMALL_RUN], cache)
+    assert "compiling" not in run.stderr
