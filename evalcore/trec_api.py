@@ -189,8 +189,8 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
     >>> qrels = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d1": 1}}
     >>> run = {"q1": {"d1": 0.9, "d2": 0.8, "d3": 0.8}, "q2": {"d2": 0.5, "d1": 0.4}}
     >>> r = evalcore.trec(qrels, run, measures=["map", "P.1"])
-    >>> r.per_query["q1"]["map"], r.aggregate["P_1"]
-    (0.8333333333333333, 0.5)
+    >>> r.per_query["q1"]["map"], r.aggregate["P_1"]   # d3 before d2: equal scores by docno, descending
+    (1.0, 0.5)
     """
     from evalcore import api
     from evalcore.io import trec_tables

@@ -683,3 +683,12 @@ def test_a_malformed_run_is_one_line_naming_the_file(capsys, files, tmp_path):
     bad.write_text("q1 Q0 d01 1 nan tag\n")
     code, out, err = command(capsys, files[0], str(bad))
     assert code == 2 and out == "" and err.count("\n") == 1 and f"{bad}: line 1, field score" in err
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    from evalcore import trec_api
+
+    failed, attempted = doctest.testmod(trec_api)
+    assert attempted and not failed
