@@ -190,6 +190,97 @@ def reciprocal_rank_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
     return _known(n_relevant, np.where((first > 0) & (first <= k), 1.0 / np.maximum(first, 1), 0.0))
 
 
+# --------------------------------------------------------------------------- trec_eval's counts and sets
+# trec_eval's -m all_trec measures of the relevant ranks alone (README, Metrics); its names, lower-cased.
+
+#: trec_eval's MIN_GEO_MEAN: gm_map and gm_bpref floor each query's value here before the log
+MIN_GEO_MEAN = 0.00001
+#: the recall levels of iprec_at_recall_x and 11pt_avg, and the multiples of R of Rprec_mult_x (trec_eval's)
+RECALL_LEVELS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+R_MULTIPLES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
+
+
+def num_rel(indptr, ranks, n_relevant) -> np.ndarray:
+    """num_rel = R (summed over queries in the summary, as trec_eval's num_rel)."""
+    r = np.asarray(n_relevant, dtype=np.int64)
+    return _known(r, r.astype(np.float64))
+
+
+def num_rel_ret(indptr, ranks, n_relevant) -> np.ndarray:
+    """num_rel_ret = #{i : r_i ranked} (relevant items retrieved, after --depth; summed in the summary)."""
+    return _known(n_relevant, np.diff(indptr).astype(np.float64))
+
+
+def _interpolated_precision(indptr, ranks, n_relevant, level: float) -> np.ndarray:
+    """max{i / r_i : c <= i <= n}, c = max(1, round(level * R)) half away from zero, n the ranked relevant
+    items; 0 when c > n (trec_eval's iprec_at_recall: precision interpolated to the right)."""
+    r = np.asarray(n_relevant, dtype=np.int64)
+    n = len(indptr) - 1
+    # C's lround(level * R): the same double product, halves away from zero
+    cut = np.floor(np.float64(level) * r + 0.5).astype(np.int64)
+    rows = segment_ids(indptr)
+    i = _positions(indptr)
+    precision = np.where(i >= np.maximum(cut, 1)[rows], i / np.maximum(ranks, 1), 0.0)
+    best = np.zeros(n)
+    np.maximum.at(best, rows, precision)
+    return _known(r, np.where(cut <= np.diff(indptr), best, 0.0))
+
+
+def _iprec(level: float):
+    def iprec_at_recall(indptr, ranks, n_relevant) -> np.ndarray:
+        return _interpolated_precision(indptr, ranks, n_relevant, level)
+    iprec_at_recall.__doc__ = (
+        f"iprec_at_recall_{level:.2f} = max{{i / r_i : i >= max(1, c)}}, c = round({level:.2f} * R); 0 when fewer "
+        "than c relevant items are ranked.\n\n        trec_eval's interpolated precision at recall "
+        f"{level:.2f} (round: half away from zero).")
+    iprec_at_recall.__name__ = f"iprec_at_recall_{level:.2f}".replace(".", "_")
+    return iprec_at_recall
+
+
+def eleven_point_average(indptr, ranks, n_relevant) -> np.ndarray:
+    """11pt_avg = (1/11) * sum over x = 0.0, 0.1, ..., 1.0 of iprec_at_recall_x (trec_eval's 11pt_avg)."""
+    total = np.zeros(len(indptr) - 1)
+    for x in RECALL_LEVELS:
+        total = total + _interpolated_precision(indptr, ranks, n_relevant, x)
+    return total / len(RECALL_LEVELS)
+
+
+def _precision_at_multiple(multiple: float):
+    def r_precision_multiple(indptr, ranks, n_relevant) -> np.ndarray:
+        r = np.asarray(n_relevant, dtype=np.int64)
+        # trec_eval's cut: (long)(x * R + 0.9), the same double sum truncated
+        cut = np.floor(np.float64(multiple) * r + 0.9).astype(np.int64)
+        within = np.bincount(segment_ids(indptr), weights=ranks <= np.repeat(cut, np.diff(indptr)),
+                             minlength=len(indptr) - 1)
+        return _known(r, within / np.maximum(cut, 1))
+    r_precision_multiple.__doc__ = (
+        f"rprec_mult_{multiple:.2f} = #{{i : r_i <= c}} / c, c = floor({multiple:.2f} * R + 0.9) (trec_eval's "
+        f"Rprec_mult_{multiple:.2f}: precision at {multiple:.2f} R).")
+    r_precision_multiple.__name__ = f"rprec_mult_{multiple:.2f}".replace(".", "_")
+    return r_precision_multiple
+
+
+#: one function per recall level / multiple of R: iprec_at_recall_0.00 .. _1.00, Rprec_mult_0.20 .. _2.00
+IPREC_AT_RECALL = {x: _iprec(x) for x in RECALL_LEVELS}
+RPREC_MULT = {x: _precision_at_multiple(x) for x in R_MULTIPLES}
+
+
+def relative_precision_at(indptr, ranks, n_relevant, k: int) -> np.ndarray:
+    """relative_p_at_k = #{i : r_i <= k} / min(R, k) (trec_eval's relative_P_k: P@k over the most it can be)."""
+    r = np.asarray(n_relevant, dtype=np.int64)
+    return _known(r, count_at(indptr, ranks, k) / np.maximum(np.minimum(r, k), 1))
+
+
+def floored_average_precision(indptr, ranks, n_relevant) -> np.ndarray:
+    """gm_ap = max(ap, 0.00001); its summary gm_map is the geometric mean exp(mean log gm_ap) (trec_eval's gm_map)."""
+    return np.maximum(average_precision(indptr, ranks, n_relevant), MIN_GEO_MEAN)
+
+
+def floored_bpref(lists: RankLists) -> np.ndarray:
+    """gm_bpref = max(bpref, 0.00001); its summary is the geometric mean exp(mean log gm_bpref) (trec_eval's gm_bpref)."""
+    return np.maximum(bpref(lists), MIN_GEO_MEAN)
+
+
 # --------------------------------------------------------------------------- open set
 
 
@@ -210,21 +301,42 @@ def exact_mean(values: np.ndarray) -> float | None:
     return math.fsum(values.tolist()) / values.size
 
 
+def geometric_mean(values: np.ndarray) -> float | None:
+    """exp((1/n) * sum log max(v, 0.00001)): trec_eval's gm_map / gm_bpref over the values (correctly rounded sum)."""
+    values = values[~np.isnan(values)]
+    if not values.size:
+        return None
+    return math.exp(math.fsum(np.log(np.maximum(values, MIN_GEO_MEAN)).tolist()) / values.size)
+
+
+def exact_sum(values: np.ndarray) -> float | None:
+    """Correctly rounded sum (trec_eval's summary of its counts: num_rel, num_rel_ret)."""
+    values = values[~np.isnan(values)]
+    return math.fsum(values.tolist()) if values.size else None
+
+
+#: a Metric's ``aggregate`` -> how the summary combines its per-query values
+AGGREGATES = {"mean": exact_mean, "geometric": geometric_mean, "sum": exact_sum}
+
+
 def summary_row(columns: dict[str, np.ndarray], n_relevant: np.ndarray, summaries: dict[str, str],
                 outcome: np.ndarray | None = None, threshold: float | None = None,
-                counted: np.ndarray | None = None) -> dict:
+                counted: np.ndarray | None = None, aggregates: dict[str, str] | None = None) -> dict:
     """One summary row over the given queries: ``summaries`` maps per-query columns to their summary names.
 
     Means are over the ``counted`` queries: those with R > 0, plus any R = 0
     query scored 0 under ``--empty-queries zero``. n_evaluated counts them and
     n_unknown the rest. The open-set figures always split on R > 0.
+    ``aggregates``: per-query column -> ``geometric`` or ``sum`` where the
+    summary is not the mean (``AGGREGATES``).
     """
     known = n_relevant > 0
     counted = known if counted is None else (np.asarray(counted, dtype=bool) | known)
     row: dict[str, float | int | None] = {"n_queries": int(len(n_relevant)), "n_evaluated": int(counted.sum()),
            "n_unknown": int((~counted).sum())}
     for name, summary in summaries.items():
-        row[summary] = exact_mean(np.asarray(columns[name], dtype=np.float64)[counted])
+        combine = AGGREGATES[(aggregates or {}).get(name, "mean")]
+        row[summary] = combine(np.asarray(columns[name], dtype=np.float64)[counted])
     if outcome is not None:
         # the rates and the counts they come from: core.openset
         row.update(openset.threshold_figures(outcome, known, threshold))

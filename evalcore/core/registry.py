@@ -35,6 +35,8 @@ Parameter = Literal["ks", "map_at"]
 #: where a summary column goes on the report page: the Ranking table, or "Recall and precision at k"
 Section = Literal["ranking", "cutoff"]
 PARAMETERS: tuple[Parameter, ...] = ("ks", "map_at")
+#: how a summary column combines the per-query values (``metrics.aggregate``)
+Aggregate = Literal["mean", "geometric", "sum"]
 #: the cut-off's place in a name, column or label pattern
 K = "{k}"
 
@@ -73,6 +75,9 @@ class Metric:
     lists: bool = False
     #: needs to know which judged non-relevant items are ranked above each relevant one (bpref)
     judged: bool = False
+    #: how the summary combines the counted queries' values: their mean; their geometric mean with each value
+    #: floored at 0.00001 (trec_eval's gm_map, gm_bpref); their sum (trec_eval's counts, num_rel)
+    aggregate: Aggregate = "mean"
 
     @property
     def definition(self) -> str:
@@ -117,6 +122,24 @@ METRICS: tuple[Metric, ...] = (
            parameter="ks", default=False),
     Metric("mrr@k", "rr_at_{k}", "mrr_at_{k}", m.reciprocal_rank_at, "RR@{k}", "MRR@{k}", parameter="ks",
            default=False),
+    # trec_eval's -m all_trec measures, under its names lower-cased (case does not matter to parse)
+    Metric("num_rel", "num_rel", "num_rel", m.num_rel, "relevant", "relevant (sum)", default=False,
+           terminal=False, aggregate="sum"),
+    Metric("num_rel_ret", "num_rel_ret", "num_rel_ret", m.num_rel_ret, "relevant retrieved",
+           "relevant retrieved (sum)", default=False, terminal=False, aggregate="sum"),
+    Metric("gm_map", "gm_ap", "gm_map", m.floored_average_precision, "AP (floored)", "GM-AP", default=False,
+           terminal=False, aggregate="geometric"),
+    Metric("gm_bpref", "gm_bpref", "gm_bpref", m.floored_bpref, "bpref (floored)", "GM-bpref", default=False,
+           terminal=False, lists=True, judged=True, aggregate="geometric"),
+    *(Metric(f"iprec_at_recall_{x:.2f}", f"iprec_at_recall_{x:.2f}", f"iprec_at_recall_{x:.2f}", f,
+             f"iprec@recall {x:.2f}", f"iprec@recall {x:.2f}", default=False, terminal=False)
+      for x, f in m.IPREC_AT_RECALL.items()),
+    Metric("11pt_avg", "11pt_avg", "11pt_avg", m.eleven_point_average, "11-point iprec", "11-point iprec",
+           default=False, terminal=False),
+    *(Metric(f"rprec_mult_{x:.2f}", f"rprec_mult_{x:.2f}", f"rprec_mult_{x:.2f}", f, f"P@{x:.2f}R",
+             f"P@{x:.2f}R", default=False, terminal=False) for x, f in m.RPREC_MULT.items()),
+    Metric("relative_p@k", "relative_p_at_{k}", "relative_p_at_{k}", m.relative_precision_at, "relative P@{k}",
+           "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False),
 )
 
 #: summary figures that are not per-query metrics (open set), with the direction a gate on them takes

@@ -39,10 +39,16 @@ def metric_columns(per_query: pa.Table, options: Options) -> dict[str, str]:
     return out
 
 
+def aggregates(options: Options) -> dict[str, str]:
+    """The run's per-query columns whose summary is not the mean (core.registry's ``aggregate``): geometric, sum."""
+    return {c.name: c.metric.aggregate for c in options.columns() if c.metric.aggregate != "mean"}
+
+
 def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table]:
     """summary.parquet (group "all", then one row per query/group) and cmc.parquet (no rows unless the run
     has a metric that enters the CMC)."""
     names = metric_columns(per_query, options)
+    combine = aggregates(options)
     columns = {c: per_query.column(c).to_numpy(zero_copy_only=False).astype(np.float64) for c in names}
     with_cmc = any(c.metric.cmc for c in options.columns())
     n_relevant = per_query.column("n_relevant").to_numpy()
@@ -59,10 +65,11 @@ def summarize(per_query: pa.Table, options: Options) -> tuple[pa.Table, pa.Table
     for name, sel in groups:
         row = {"group": name}
         row.update(m.summary_row({c: v[sel] for c, v in columns.items()}, n_relevant[sel], names,
-                                 None if outcome is None else outcome[sel], options.threshold, counted[sel]))
+                                 None if outcome is None else outcome[sel], options.threshold, counted[sel],
+                                 combine))
         bands = None
         if options.ci is not None:
-            row_intervals, bands = mean_intervals(columns, names, first, sel & counted, options, with_cmc)
+            row_intervals, bands = mean_intervals(columns, names, first, sel & counted, options, with_cmc, combine)
             row.update(row_intervals)
         rows.append(row)
         if not with_cmc:
@@ -87,23 +94,34 @@ def _none(x: float) -> float | None:
 
 
 def mean_intervals(columns: dict[str, np.ndarray], names: dict[str, str], first: np.ndarray, counted: np.ndarray,
-                   options: Options, with_cmc: bool) -> tuple[dict, tuple[np.ndarray, np.ndarray] | None]:
+                   options: Options, with_cmc: bool, combine: dict[str, str] | None = None,
+                   ) -> tuple[dict, tuple[np.ndarray, np.ndarray] | None]:
     """``<summary>_ci_low`` / ``_ci_high`` of every mean over the ``counted`` queries of a row (one bootstrap:
     the same resamples for every metric and every CMC point, core.intervals), and the CMC's (low, high) per k.
 
     CMC(k) is the mean of [0 < r_1 <= k]: per resample, the running sum of the shares of first ranks
     1..k among the drawn queries (``intervals.bootstrap_code_shares``, one pass, not max_rank columns).
+    A geometric summary (``combine``) is exp of the mean of log max(v, 0.00001) and a sum is n times the
+    mean, both increasing functions of a mean: its interval is that function of the mean's interval.
     """
     from evalcore.core import intervals  # deferred: only runs with --ci draw resamples
 
+    combine = combine or {}
     method = options.interval_method()
-    matrix = [columns[c][counted] for c in names]
+    matrix = [np.log(np.maximum(columns[c][counted], m.MIN_GEO_MEAN)) if combine.get(c) == "geometric"
+              else columns[c][counted] for c in names]
     values = np.column_stack(matrix) if matrix else np.empty((int(counted.sum()), 0))
     # code r - 1 for a first rank r in 1..max_rank; no rank (-1 or 0) or a later one: outside the codes
     codes = np.where(first[counted] > 0, first[counted] - 1, options.max_rank)
     means, curves = intervals.bootstrap_means(values, method.resamples, method.seed, codes,
                                               options.max_rank if with_cmc else 0, cumulative=True)
     low, high = intervals.percentile_interval(means, method.level)
+    for j, c in enumerate(names):
+        if combine.get(c) == "geometric":
+            low[j], high[j] = np.exp(low[j]), np.exp(high[j])
+        elif combine.get(c) == "sum":
+            n = np.count_nonzero(~np.isnan(columns[c][counted]))
+            low[j], high[j] = low[j] * n, high[j] * n
     out: dict = {}
     for j, summary in enumerate(names.values()):
         out[f"{summary}_ci_low"] = _none(low[j])

@@ -154,6 +154,65 @@ def reciprocal_rank_at(relevant, n_relevant, k):
     return 1.0 / (hits[0] + 1) if hits.size and hits[0] < k else 0.0
 
 
+def num_rel(relevant, n_relevant, k=None):
+    return float(n_relevant) if n_relevant else None
+
+
+def num_rel_ret(relevant, n_relevant, k=None):
+    return float(np.asarray(relevant, dtype=int).sum()) if n_relevant else None
+
+
+def gm_map(relevant, n_relevant, k=None):
+    """trec_eval's gm_map term: AP floored at its MIN_GEO_MEAN, 0.00001."""
+    ap = average_precision(relevant, n_relevant)
+    return None if ap is None else max(ap, 0.00001)
+
+
+def gm_bpref(relevant, n_relevant, k=None):
+    value = bpref(relevant, n_relevant)
+    return None if value is None else max(value, 0.00001)
+
+
+def iprec_at_recall(level):
+    """Interpolated precision at a recall level, from the precision-recall points of the whole ranking: the best
+    precision at any position whose recall reaches the level, the level read as a count of relevant items rounded
+    half up (trec_eval 10's lround(level * R)); 0 when no position reaches it."""
+    def reference(relevant, n_relevant, k=None):
+        if not n_relevant:
+            return None
+        need = math.floor(level * n_relevant + 0.5)
+        hits = np.cumsum(np.asarray(relevant, dtype=int))
+        precision = hits / np.arange(1, len(hits) + 1)
+        reached = precision[hits >= need]
+        return float(reached.max()) if reached.size else 0.0
+    return reference
+
+
+LEVELS = [i / 10 for i in range(11)]
+
+
+def eleven_point_average(relevant, n_relevant, k=None):
+    values = [iprec_at_recall(x)(relevant, n_relevant) for x in LEVELS]
+    return None if values[0] is None else sum(values) / 11
+
+
+def rprec_mult(multiple):
+    """Precision at trec_eval's (long)(multiple * R + 0.9) places, missing places counting as not relevant."""
+    def reference(relevant, n_relevant, k=None):
+        if not n_relevant:
+            return None
+        cut = int(multiple * n_relevant + 0.9)
+        return float(np.asarray(relevant, dtype=int)[:cut].sum() / cut)
+    return reference
+
+
+def relative_precision_at(relevant, n_relevant, k):
+    """Relevant items in the top k over the most the top k can hold, min(R, k)."""
+    if not n_relevant:
+        return None
+    return float(np.asarray(relevant, dtype=int)[:k].sum() / min(n_relevant, k))
+
+
 #: registered metric name -> brute-force reference (relevant, n_relevant, k)
 REFERENCES = {
     "first_rank": first_rank,
@@ -172,4 +231,14 @@ REFERENCES = {
     "bpref": bpref,
     "map_cut@k": average_precision_cut,
     "mrr@k": reciprocal_rank_at,
+    "num_rel": num_rel,
+    "num_rel_ret": num_rel_ret,
+    "gm_map": gm_map,
+    "gm_bpref": gm_bpref,
+    **{f"iprec_at_recall_{x:.2f}": iprec_at_recall(x) for x in LEVELS},
+    "11pt_avg": eleven_point_average,
+    **{f"rprec_mult_{x:.2f}": rprec_mult(x) for x in [i / 5 for i in range(1, 11)]},
+    "relative_p@k": relative_precision_at,
 }
+#: (lowest, highest) of a float metric that is not a share in [0, 1]: the counts
+RANGES = {"num_rel": (0.0, math.inf), "num_rel_ret": (0.0, math.inf)}
