@@ -38,10 +38,17 @@ def all_kernels() -> dict[str, Any]:
 
 
 def not_compiled(kernels: dict[str, Any]) -> list[str]:
-    """The kernels without a compiled version in this process (neither compiled nor loaded from the cache).
-    Kernels inlined into others (``inline="always"``) are compiled as part of their callers and never alone."""
+    """The kernels with neither a version in this process nor an index in numba's on-disk cache. (A kernel
+    called only from other kernels is compiled, and cached, with them; loaded from the cache, it shows no
+    version of its own, so its index file is what says it is there. ``inline="always"`` kernels are compiled
+    into their callers and never alone.)"""
+    def cached(k: Any) -> bool:
+        index = getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
+        return isinstance(index, str) and os.path.exists(index)
+
     return [name for name, k in kernels.items()
-            if not getattr(k, "signatures", None) and getattr(k, "targetoptions", {}).get("inline") != "always"]
+            if not getattr(k, "signatures", None) and not cached(k)
+            and getattr(k, "targetoptions", {}).get("inline") != "always"]
 
 
 def _embeddings(rng: Any, q: int = 40, g: int = 300, d: int = 8) -> dict:
@@ -140,3 +147,21 @@ def warm_up_all(only: list[str] | None = None, out=None) -> int:
     if left:
         print(f"evalcore: not reached by warmup (compiled on first use): {', '.join(left)}", file=out, flush=True)
     return 0
+
+
+def dask_setup(worker) -> None:  # noqa: ARG001 - distributed's preload hook
+    """Workers started with ``--preload evalcore.jobs.warmup`` load every kernel (or compile it, on a machine
+    whose CPU the image's cache was not built for, or with no cache) before they take a task: no task waits
+    for a compile, and no first task looks stalled. A failure is logged, never stops the worker: its tasks
+    then compile on first use, as without the preload."""
+    import io
+    import logging
+
+    log = logging.getLogger("evalcore.warmup")
+    text = io.StringIO()
+    try:
+        warm_up_all(out=text)
+    except Exception as exc:  # noqa: BLE001 - a worker without warm kernels still works
+        log.warning("evalcore warmup failed (kernels compile on first use): %s", exc)
+        return
+    log.info("%s", " ".join(text.getvalue().split("\n")[-3:]).strip())
