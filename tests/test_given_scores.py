@@ -86,6 +86,8 @@ def assert_matches(got: dict, want: dict) -> None:
 def test_canonical_scores_given_as_scores_give_the_embedding_results_bit_for_bit(protocol, ties):
     data = labelled(1, 530, 4200)
     q, g = data.pop("query"), data.pop("gallery")
+    if protocol != "reid":  # cameras given to a protocol that ignores them are an input error (issue 35)
+        data = {k: v for k, v in data.items() if not k.endswith("_cams")}
     s = reference_scores(normalised(q), normalised(g))       # float32: the canonical scores, exactly
     a = evalcore.evaluate(query=q, gallery=g, protocol=protocol, ties=ties, **data)
     b = evalcore.evaluate(scores=s, protocol=protocol, ties=ties, **data)

@@ -50,10 +50,11 @@ def reference_rows(arrays: dict, protocol: str, params=(20, 6, 0.3), ties="pessi
 
 
 def run(arrays: dict, protocol: str, params=(20, 6, 0.3), **kw) -> evalcore.Result:
+    # cameras only where the protocol reads them: given to class they are an input error (issue 35)
+    cams = dict(query_cams=arrays["query/cam"], gallery_cams=arrays["gallery/cam"]) if protocol == "reid" else {}
     return evalcore.evaluate(query=arrays["query/emb"], gallery=arrays["gallery/emb"],
                              query_labels=arrays["query/label"], gallery_labels=arrays["gallery/label"],
-                             query_cams=arrays["query/cam"], gallery_cams=arrays["gallery/cam"],
-                             gallery_junk=arrays.get("gallery/junk"), protocol=protocol, ks=(1, 5),
+                             **cams, gallery_junk=arrays.get("gallery/junk"), protocol=protocol, ks=(1, 5),
                              rerank=params, **kw)
 
 
