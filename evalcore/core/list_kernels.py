@@ -101,7 +101,7 @@ def table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, key):
 def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, gallery_junk, has_gallery_junk,
               allowed_indptr, allowed_items, has_allowed, rel_indptr, rel_items, gains, has_gains,
               nonrel_indptr, nonrel_items, has_nonrel, out_start, counts, ranks, pairs, before, first_pos,
-              first_rel_pos):
+              first_rel_pos, kept):
     """Ranks of every row's listed relevant items, in ranking order.
 
     An entry is kept when its item is >= 0, not junk for the row, not in
@@ -116,7 +116,7 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
     and ``before[...]`` the judged non-relevant entries (``nonrel``) placed
     before it. ``counts[r]`` = c's; ``first_pos[r]`` / ``first_rel_pos[r]``
     = list position of the first kept / first relevant entry in ranking
-    order (-1 when there is none).
+    order (-1 when there is none). ``kept[r]``: the row's kept entries (its retrieved items).
     """
     n, k = items.shape
     kpos = np.empty(k, dtype=np.int64)
@@ -220,6 +220,7 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
             elif knon[e]:
                 seen_nonrel += 1
         counts[r] = c
+        kept[r] = m
 
 
 @njit(cache=True, nogil=True, boundscheck=False)

@@ -22,7 +22,8 @@ class RankLists:
     """CSR lists by query. Binary (grade >= L): ``ranks[indptr[i]:indptr[i+1]]`` ascending, R = ``n_relevant``.
     Graded (grade >= 1): ``gain_ranks`` ascending with their ``gains``; ``ideal_gains`` every relevant item's
     gain, highest first. ``judged_before`` (per binary rank) and ``n_judged_nonrel`` (per query): the judged
-    not-relevant items above it and in all (None where unknown)."""
+    not-relevant items above it and in all (None where unknown). ``n_retrieved`` (per query): the items its
+    ranking holds within --depth (trec_eval's num_ret; None for a scan of the whole gallery)."""
 
     indptr: np.ndarray
     ranks: np.ndarray
@@ -34,6 +35,7 @@ class RankLists:
     ideal_gains: np.ndarray
     judged_before: np.ndarray | None = None
     n_judged_nonrel: np.ndarray | None = None
+    n_retrieved: np.ndarray | None = None
 
 
 def indptr_of(rows: np.ndarray, n: int) -> np.ndarray:
@@ -49,23 +51,26 @@ def positions(indptr: np.ndarray) -> np.ndarray:
     return np.arange(len(seg), dtype=np.int64) - indptr[seg] + 1
 
 
-def binary_lists(indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray) -> RankLists:
+def binary_lists(indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
+                 n_retrieved: np.ndarray | None = None) -> RankLists:
     """Lists of binary relevance from relevant ranks alone: gain 1 each, every listed item judged
-    (judged_before = r_i - i), the judged not-relevant pool unknown (taken as at least R)."""
+    (judged_before = r_i - i), the judged not-relevant pool unknown (taken as at least R); ``n_retrieved``
+    the list lengths, if known."""
     indptr = np.asarray(indptr, dtype=np.int64)
     ranks = np.asarray(ranks, dtype=np.int64)
     r = np.asarray(n_relevant, dtype=np.int64)
     ideal_indptr = np.zeros(len(r) + 1, dtype=np.int64)
     np.cumsum(r, out=ideal_indptr[1:])
     return RankLists(indptr, ranks, r, indptr, ranks, np.ones(len(ranks), np.int64), ideal_indptr,
-                     np.ones(int(ideal_indptr[-1]), np.int64), ranks - positions(indptr), None)
+                     np.ones(int(ideal_indptr[-1]), np.int64), ranks - positions(indptr), None,
+                     None if n_retrieved is None else np.asarray(n_retrieved, dtype=np.int64))
 
 
 def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | None = None,
                n_gallery: int | None = None) -> RankLists:
     """The metrics' lists of one chunk.
 
-    depth N: items ranked below N are not retrieved (trec_eval -M). Graded
+    depth N: items ranked below N are not retrieved (trec_eval -M; n_retrieved = min(N, the list's)). Graded
     lists: every ranked relevant item (grade >= 1) with gain = its grade.
     Binary lists: those with grade >= L; R = #{relevant items with grade >= L}.
     judged_before(i) = #{grade-0 judged items above i} + #{ranked items with
@@ -85,7 +90,9 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
         before = ranks - positions(ranked.indptr)
         if n_gallery is not None:
             n_nonrel = np.maximum(n_gallery - truth.n_relevant - truth.n_junk, 0).astype(np.int64)
+    n_retrieved = ranked.n_retrieved
     if depth is not None:
+        n_retrieved = None if n_retrieved is None else np.minimum(n_retrieved, depth)
         keep = ranks <= depth
         rows, ranks, gains = rows[keep], ranks[keep], gains[keep]
         before = None if before is None else before[keep]
@@ -104,4 +111,4 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
         seen = np.cumsum(low) - low
         before = before + seen - np.concatenate([[0], np.cumsum(low)])[gain_indptr[:-1]][rows]
     return RankLists(indptr_of(rows[binary], n), ranks[binary], n_relevant, gain_indptr, ranks, gains,
-                     ideal_indptr, ideal_gains, None if before is None else before[binary], n_nonrel)
+                     ideal_indptr, ideal_gains, None if before is None else before[binary], n_nonrel, n_retrieved)

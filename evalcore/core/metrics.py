@@ -281,6 +281,78 @@ def floored_bpref(lists: RankLists) -> np.ndarray:
     return np.maximum(bpref(lists), MIN_GEO_MEAN)
 
 
+# --------------------------------------------------------------------------- the retrieved set
+# Measures of the set a ranking holds (within --depth): n = num_ret, its list length; they read ``lists``.
+
+
+def _retrieved(lists: RankLists) -> np.ndarray:
+    """n per query (float64); NaN everywhere when the ranking does not say (a scan of the whole gallery:
+    ``registry.compute`` refuses such a metric before it gets here)."""
+    if lists.n_retrieved is None:
+        return np.full(len(lists.n_relevant), np.nan)
+    return np.asarray(lists.n_retrieved, dtype=np.float64)
+
+
+def num_ret(lists: RankLists) -> np.ndarray:
+    """num_ret = n, the items retrieved (the list within --depth; summed in the summary, as trec_eval's num_ret).
+
+    Defined for a query with no relevant item too (trec_eval prints it).
+    """
+    return _retrieved(lists)
+
+
+def _set_counts(lists: RankLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(n, relevant retrieved, R) per query, float64."""
+    return (_retrieved(lists), np.diff(lists.indptr).astype(np.float64),
+            np.asarray(lists.n_relevant, dtype=np.float64))
+
+
+def _unless_unknown(n: np.ndarray, r: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The values; NaN where R = 0 or n is unknown."""
+    return _known(r, np.where(np.isnan(n), np.nan, values))
+
+
+def set_precision(lists: RankLists) -> np.ndarray:
+    """set_p = #{i : r_i ranked} / n (trec_eval's set_P); 0 when nothing is retrieved."""
+    n, hits, r = _set_counts(lists)
+    return _unless_unknown(n, r, np.where(n > 0, hits / np.maximum(n, 1), 0.0))
+
+
+def set_recall(lists: RankLists) -> np.ndarray:
+    """set_recall = #{i : r_i ranked} / R (trec_eval's set_recall)."""
+    n, hits, r = _set_counts(lists)
+    return _unless_unknown(n, r, hits / np.maximum(r, 1))
+
+
+def set_f(lists: RankLists) -> np.ndarray:
+    """set_f = 2 P R / (P + R), P = set_p, R = set_recall (trec_eval's set_F, beta 1); 0 when no relevant item is ranked."""
+    n, hits, r = _set_counts(lists)
+    p, rec = hits / np.maximum(n, 1), hits / np.maximum(r, 1)
+    return _unless_unknown(n, r, np.where(hits > 0, 2 * p * rec / np.where(hits > 0, p + rec, 1.0), 0.0))
+
+
+def set_map(lists: RankLists) -> np.ndarray:
+    """set_map = #{i : r_i ranked}^2 / (n R) (trec_eval's set_map: set_p times set_recall); 0 when n = 0."""
+    n, hits, r = _set_counts(lists)
+    return _unless_unknown(n, r, np.where(n > 0, hits * hits / (np.maximum(n, 1) * np.maximum(r, 1)), 0.0))
+
+
+def set_relative_precision(lists: RankLists) -> np.ndarray:
+    """set_relative_p = #{i : r_i ranked} / min(n, R) (trec_eval's set_relative_P); 0 when n = 0."""
+    n, hits, r = _set_counts(lists)
+    most = np.minimum(n, r)
+    return _unless_unknown(n, r, np.where(most > 0, hits / np.maximum(most, 1), 0.0))
+
+
+def utility(lists: RankLists) -> np.ndarray:
+    """utility = #{i : r_i ranked} - (n - #{i : r_i ranked}) (trec_eval's utility, its default coefficients 1, -1, 0, 0).
+
+    Relevant retrieved count +1 each, non-relevant retrieved -1 each; defined for a query with no relevant item too.
+    """
+    n, hits, _ = _set_counts(lists)
+    return hits - (n - hits)
+
+
 # --------------------------------------------------------------------------- open set
 
 

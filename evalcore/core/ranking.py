@@ -172,13 +172,14 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     counts = np.zeros(n, dtype=np.int64)
     ranks, pairs, before = (np.zeros(int(out_start[-1]), dtype=np.int64) for _ in range(3))
     first_pos, first_rel_pos = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    kept = np.zeros(n, dtype=np.int64)
     rank_rows(items, scores if scores is not None else np.zeros((0, 0)), scores is not None, ties == "pessimistic",
               junk_indptr, junk_items,
               gallery_junk if gallery_junk is not None else np.zeros(0, dtype=bool), gallery_junk is not None,
               allowed_indptr, allowed_items, truth.allowed_indptr is not None,
               rel_indptr, rel_items, np.ascontiguousarray(gains, dtype=np.int64), truth.rel_gain is not None,
               nonrel_indptr, nonrel_items, truth.nonrel_indptr is not None,
-              out_start, counts, ranks, pairs, before, first_pos, first_rel_pos)
+              out_start, counts, ranks, pairs, before, first_pos, first_rel_pos, kept)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     if indptr[-1] != out_start[-1]:  # keep only the written part of each row's room
@@ -195,7 +196,7 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
         relevant_score[has_rel] = scores[rows[has_rel], first_rel_pos[has_rel]]
     judged_before = before if truth.nonrel_indptr is not None else None
     return Ranked(indptr, ranks, truth.n_relevant.astype(np.int64), top1, top1_score,
-                  relevant_score, pairs=pairs, judged_before=judged_before)
+                  relevant_score, pairs=pairs, judged_before=judged_before, n_retrieved=kept)
 
 
 # =========================================================================== judged-only: pairs
@@ -245,7 +246,7 @@ def rank_pairs(indptr: np.ndarray, items: np.ndarray, scores: np.ndarray, releva
         pairs = pair[order][rel_sorted]
         judged_before = ranks - (np.arange(len(ranks), dtype=np.int64) - rel_indptr[segment_ids(rel_indptr)] + 1)
     return Ranked(rel_indptr, ranks, np.asarray(n_relevant, dtype=np.int64), top1, top1_score, relevant_score,
-                  pairs=pairs, judged_before=judged_before)
+                  pairs=pairs, judged_before=judged_before, n_retrieved=np.diff(indptr).astype(np.int64))
 
 
 def is_member(indptr: np.ndarray, items: np.ndarray, of_indptr: np.ndarray, of_items: np.ndarray) -> np.ndarray:

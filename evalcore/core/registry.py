@@ -78,6 +78,8 @@ class Metric:
     #: how the summary combines the counted queries' values: their mean; their geometric mean with each value
     #: floored at 0.00001 (trec_eval's gm_map, gm_bpref); their sum (trec_eval's counts, num_rel)
     aggregate: Aggregate = "mean"
+    #: reads each query's retrieved count (``lists.n_retrieved``): a ranking's list, not a whole-gallery scan
+    retrieved: bool = False
 
     @property
     def definition(self) -> str:
@@ -138,6 +140,20 @@ METRICS: tuple[Metric, ...] = (
            default=False, terminal=False),
     *(Metric(f"rprec_mult_{x:.2f}", f"rprec_mult_{x:.2f}", f"rprec_mult_{x:.2f}", f, f"P@{x:.2f}R",
              f"P@{x:.2f}R", default=False, terminal=False) for x, f in m.RPREC_MULT.items()),
+    Metric("num_ret", "num_ret", "num_ret", m.num_ret, "retrieved", "retrieved (sum)", default=False,
+           terminal=False, lists=True, retrieved=True, aggregate="sum"),
+    Metric("set_p", "set_p", "set_p", m.set_precision, "set P", "set P", default=False, terminal=False, lists=True,
+           retrieved=True),
+    Metric("set_recall", "set_recall", "set_recall", m.set_recall, "set recall", "set recall", default=False,
+           terminal=False, lists=True, retrieved=True),
+    Metric("set_f", "set_f", "set_f", m.set_f, "set F1", "set F1", default=False, terminal=False, lists=True,
+           retrieved=True),
+    Metric("set_map", "set_map", "set_map", m.set_map, "set AP", "set MAP", default=False, terminal=False,
+           lists=True, retrieved=True),
+    Metric("set_relative_p", "set_relative_p", "set_relative_p", m.set_relative_precision, "set relative P",
+           "set relative P", default=False, terminal=False, lists=True, retrieved=True),
+    Metric("utility", "utility", "utility", m.utility, "utility", "utility", default=False, terminal=False,
+           lists=True, retrieved=True),
     Metric("relative_p@k", "relative_p_at_{k}", "relative_p_at_{k}", m.relative_precision_at, "relative P@{k}",
            "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False),
 )
@@ -386,6 +402,11 @@ def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_
     defined there keeps its value (nDCG ignores --rel-level). ``lists``: the
     chunk's ``RankLists`` (its binary lists are ``indptr, ranks, n_relevant``).
     """
+    needs = [c.metric.name for c in columns if c.metric.retrieved]
+    if needs and (lists is None or lists.n_retrieved is None):
+        raise InputError(f"--metrics: {', '.join(dict.fromkeys(needs))} need(s) each query's retrieved list: "
+                         "evaluate precomputed rankings (ranking/item) or --judged-only qrels, not a scan of the "
+                         "whole gallery")
     out = {c.name: c.compute(indptr, ranks, n_relevant, lists) for c in columns}
     if zero_empty is not None:
         zero = np.asarray(zero_empty, dtype=bool) & (np.asarray(n_relevant) == 0)

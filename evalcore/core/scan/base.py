@@ -63,6 +63,9 @@ class Ranked:
     #: for each rank, the judged not-relevant items (grade 0) ranked above it; None where the ranking
     #: cannot tell (a scan of the whole gallery)
     judged_before: np.ndarray | None = None
+    #: per query, the items its ranking holds (a list's kept entries: trec_eval's num_ret before -M); None
+    #: for a scan of the whole gallery
+    n_retrieved: np.ndarray | None = None
 
 
 # --------------------------------------------------------------------------- what a backend scans

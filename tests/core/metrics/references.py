@@ -213,6 +213,57 @@ def relative_precision_at(relevant, n_relevant, k):
     return float(np.asarray(relevant, dtype=int)[:k].sum() / min(n_relevant, k))
 
 
+def num_ret(relevant, n_relevant, k=None):
+    """The ranking's length: defined with or without relevant items (trec_eval prints it for every query)."""
+    return float(len(relevant))
+
+
+def _set(relevant, n_relevant):
+    """(retrieved, relevant retrieved) of the whole ranking as a set."""
+    return len(relevant), int(np.asarray(relevant, dtype=int).sum())
+
+
+def set_p(relevant, n_relevant, k=None):
+    if not n_relevant:
+        return None
+    n, hits = _set(relevant, n_relevant)
+    return hits / n if n else 0.0
+
+
+def set_recall(relevant, n_relevant, k=None):
+    if not n_relevant:
+        return None
+    return _set(relevant, n_relevant)[1] / n_relevant
+
+
+def set_f(relevant, n_relevant, k=None):
+    """The harmonic mean of set precision and set recall (F1)."""
+    if not n_relevant:
+        return None
+    p, r = set_p(relevant, n_relevant), set_recall(relevant, n_relevant)
+    return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def set_map(relevant, n_relevant, k=None):
+    if not n_relevant:
+        return None
+    return set_p(relevant, n_relevant) * set_recall(relevant, n_relevant)
+
+
+def set_relative_p(relevant, n_relevant, k=None):
+    """Relevant retrieved over the most the set can hold, min(retrieved, R)."""
+    if not n_relevant:
+        return None
+    n, hits = _set(relevant, n_relevant)
+    return hits / min(n, n_relevant) if n else 0.0
+
+
+def utility(relevant, n_relevant, k=None):
+    """+1 for each relevant item retrieved, -1 for each other one."""
+    n, hits = _set(relevant, n_relevant)
+    return float(hits - (n - hits))
+
+
 #: registered metric name -> brute-force reference (relevant, n_relevant, k)
 REFERENCES = {
     "first_rank": first_rank,
@@ -239,6 +290,14 @@ REFERENCES = {
     "11pt_avg": eleven_point_average,
     **{f"rprec_mult_{x:.2f}": rprec_mult(x) for x in [i / 5 for i in range(1, 11)]},
     "relative_p@k": relative_precision_at,
+    "num_ret": num_ret,
+    "set_p": set_p,
+    "set_recall": set_recall,
+    "set_f": set_f,
+    "set_map": set_map,
+    "set_relative_p": set_relative_p,
+    "utility": utility,
 }
 #: (lowest, highest) of a float metric that is not a share in [0, 1]: the counts
-RANGES = {"num_rel": (0.0, math.inf), "num_rel_ret": (0.0, math.inf)}
+RANGES = {"num_rel": (0.0, math.inf), "num_rel_ret": (0.0, math.inf), "num_ret": (0.0, math.inf),
+          "utility": (-math.inf, math.inf)}

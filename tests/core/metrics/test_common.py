@@ -16,6 +16,7 @@ from ranklists import csr
 from references import RANGES, REFERENCES
 
 from evalcore.core import registry
+from evalcore.core.lists import binary_lists
 
 KS = (1, 2, 5, 20)
 #: (lowest, highest) of a float metric; ranks are integers from 1 up
@@ -55,9 +56,19 @@ def random_queries(seed, n=400):
     return lists, np.asarray(n_relevant, dtype=np.int64), rankings
 
 
-def values(column, lists, n_relevant):
+def values(column, lists, n_relevant, lengths=None):
+    """The column's values; a metric that reads lists gets binary ones whose retrieved counts are ``lengths``
+    (each ranking's length; by default each list's last rank, 0 for an empty one)."""
     indptr, ranks = csr(lists)
-    return column.compute(indptr, ranks, np.asarray(n_relevant, dtype=np.int64))
+    n_relevant = np.asarray(n_relevant, dtype=np.int64)
+    if lengths is None:
+        lengths = [max(x, default=0) for x in lists]
+    return column.compute(indptr, ranks, n_relevant, binary_lists(indptr, ranks, n_relevant, np.asarray(lengths)))
+
+
+#: metrics defined for a query without relevant items (trec_eval's num_ret, utility): their references say so
+DEFINED_WITHOUT_RELEVANT = {name for name, reference in REFERENCES.items()
+                            if reference(np.zeros(3, dtype=bool), 0, 5) is not None}
 
 
 def as_python(column, array):
@@ -77,7 +88,7 @@ def test_every_registered_metric_has_a_brute_force_reference():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_values_match_the_brute_force_reference_from_a_full_ranking(column, seed):
     lists, n_relevant, rankings = random_queries(seed)
-    got = as_python(column, values(column, lists, n_relevant))
+    got = as_python(column, values(column, lists, n_relevant, [len(r) for r in rankings]))
     reference = REFERENCES[column.metric.name]
     want = [reference(rel, int(r), column.k) for rel, r in zip(rankings, n_relevant)]
     assert [g is None for g in got] == [w is None for w in want]
@@ -114,6 +125,10 @@ def test_the_value_of_an_unknown_query_is_null(column):
     lists, n_relevant = [[], [2], [], [1, 3]], np.array([0, 1, 0, 2])
     got = values(column, lists, n_relevant)
     assert got.dtype == np.dtype(column.metric.dtype)
+    if column.metric.name in DEFINED_WITHOUT_RELEVANT:  # the reference's value, from an empty ranking
+        reference = REFERENCES[column.metric.name]
+        assert as_python(column, got)[0::2] == [reference(np.zeros(0, dtype=bool), 0, column.k)] * 2
+        return
     assert column.metric.null(got).tolist()[0::2] == [True, True]
     assert as_python(column, got)[0::2] == [None, None]
 
@@ -122,9 +137,13 @@ def test_the_value_of_an_unknown_query_is_null(column):
 def test_an_unknown_query_scores_zero_under_empty_queries_zero_except_ranks(column):
     lists, n_relevant = [[], [2], []], np.array([0, 1, 0])
     indptr, ranks = csr(lists)
-    got = registry.compute([column], indptr, ranks, n_relevant, zero_empty=np.array([True, True, False]))[column.name]
+    got = registry.compute([column], indptr, ranks, n_relevant, zero_empty=np.array([True, True, False]),
+                           lists=binary_lists(indptr, ranks, n_relevant, np.array([0, 2, 0])))[column.name]
     plain = values(column, lists, n_relevant)
     assert np.array_equal(got[1:2], plain[1:2], equal_nan=True)  # a known query is not touched
+    if column.metric.name in DEFINED_WITHOUT_RELEVANT:  # defined there: an empty ranking's value, zero or not
+        assert got[0] == got[2] == 0.0
+        return
     assert column.metric.null(got)[2]
     if column.metric.dtype == "int64":
         assert column.metric.null(got)[0]   # there is no rank to give
@@ -138,7 +157,7 @@ def test_an_unknown_query_scores_zero_under_empty_queries_zero_except_ranks(colu
 @pytest.mark.parametrize("column", COLUMNS)
 def test_values_lie_in_the_metric_range(column):
     lists, n_relevant, rankings = random_queries(6)
-    got = values(column, lists, n_relevant)
+    got = values(column, lists, n_relevant, [len(r) for r in rankings])
     known = got[~column.metric.null(got)]
     if column.metric.dtype == "int64":
         assert known.min() >= 1 and known.max() <= max(len(r) for r in rankings)
@@ -150,10 +169,10 @@ def test_values_lie_in_the_metric_range(column):
 @pytest.mark.parametrize("column", COLUMNS)
 def test_moving_a_relevant_item_up_never_makes_the_value_worse(column):
     """Swap a relevant item with the non-relevant one just above it: better or equal, in the registered direction."""
-    lists, n_relevant, _ = random_queries(7)
-    before, after, rows = [], [], []
+    lists, n_relevant, rankings = random_queries(7)
+    before, after, rows, lengths = [], [], [], []
     rng = np.random.default_rng(8)
-    for ranks, r in zip(lists, n_relevant):
+    for ranks, r, ranking in zip(lists, n_relevant, rankings):
         movable = [i for i, x in enumerate(ranks) if x > 1 and (i == 0 or ranks[i - 1] < x - 1)]
         if not movable:
             continue
@@ -161,8 +180,9 @@ def test_moving_a_relevant_item_up_never_makes_the_value_worse(column):
         before.append(ranks)
         after.append(ranks[:i] + [ranks[i] - 1] + ranks[i + 1:])
         rows.append(r)
-    old = as_python(column, values(column, before, rows))
-    new = as_python(column, values(column, after, rows))
+        lengths.append(len(ranking))   # the same ranking, reordered: as many items retrieved
+    old = as_python(column, values(column, before, rows, lengths))
+    new = as_python(column, values(column, after, rows, lengths))
     assert len(rows) > 100
     for a, b in zip(old, new):
         if a is None or b is None:

@@ -1,13 +1,15 @@
 """trec_eval's measures of the relevant ranks alone, as registered metrics (issue 38, CONTRACT §18, part 1).
 
 ``num_rel``, ``num_rel_ret``, ``gm_map``, ``gm_bpref``, ``iprec_at_recall_0.00`` .. ``_1.00``, ``11pt_avg``,
-``Rprec_mult_0.20`` .. ``_2.00`` and ``relative_P_k`` under trec_eval's names (lower-cased: ``rprec_mult_0.20``,
+``Rprec_mult_0.20`` .. ``_2.00``, ``relative_P_k``, and the set measures ``num_ret``, ``set_P``, ``set_recall``,
+``set_F``, ``set_map``, ``set_relative_P`` and ``utility`` (precomputed rankings: the run's lists) under trec_eval's names (lower-cased: ``rprec_mult_0.20``,
 ``relative_p@5``), through import trec-run and evaluate, equal trec_eval's own printout per query and ``all``.
 
 Expected values: printed by trec_eval 10.0-rc3 (usnistgov/trec_eval, built with ``make`` after changing its
 print files' "%6.4f" to "%.17g", in /tmp only), run as ``trec_eval -q [FLAGS]
 -m num_rel -m num_rel_ret -m gm_map -m gm_bpref -m iprec_at_recall -m 11pt_avg -m Rprec_mult
--m relative_P.1,3,5,10 QRELS RUN``; its printed values copied as they stand. QRELS and RUN were drawn once
+-m relative_P.1,3,5,10 -m num_ret -m set_P -m set_recall -m set_F -m set_map -m set_relative_P -m utility
+QRELS RUN``; its printed values copied as they stand. QRELS and RUN were drawn once
 (random.Random(38)): grades -2..3, tied scores (trec_eval breaks ties by docno, descending: ``--order
 trec_eval``), unjudged documents in the runs; q7 has no relevant document, q8 grade 1 at most (none at -l2),
 q9 is judged with no results (counted by -c alone). Without -c, trec_eval 10.0-rc3 stops at a judged query
@@ -142,6 +144,7 @@ q8 Q0 d03 4 0.2 r
 
 TREC_EVAL = {
     "": """
+num_ret q1=15 q2=5 q3=13 q4=9 q5=8 q6=8 q7=3 q8=4 all=65
 num_rel q1=6 q2=2 q3=1 q4=2 q5=1 q6=7 q7=0 q8=1 all=20
 num_rel_ret q1=6 q2=0 q3=1 q4=2 q5=1 q6=7 q7=0 q8=1 all=18
 iprec_at_recall_0.00 q1=1 q2=0 q3=0.16666666666666666 q4=1 q5=0.14285714285714285 q6=1 q7=0 q8=0.25 all=0.44494047619047622
@@ -165,15 +168,22 @@ Rprec_mult_1.40 q1=0.44444444444444442 q2=0 q3=0 q4=0.66666666666666663 q5=0 q6=
 Rprec_mult_1.60 q1=0.5 q2=0 q3=0 q4=0.5 q5=0 q6=0.58333333333333337 q7=0 q8=0 all=0.19791666666666669
 Rprec_mult_1.80 q1=0.45454545454545453 q2=0 q3=0 q4=0.5 q5=0 q6=0.53846153846153844 q7=0 q8=0 all=0.18662587412587411
 Rprec_mult_2.00 q1=0.5 q2=0 q3=0 q4=0.5 q5=0 q6=0.5 q7=0 q8=0 all=0.1875
+utility q1=-3 q2=-5 q3=-11 q4=-5 q5=-6 q6=6 q7=-3 q8=-2 all=-3.625
 11pt_avg q1=0.67662337662337657 q2=0 q3=0.16666666666666669 q4=1 q5=0.14285714285714282 q6=0.95454545454545459 q7=0 q8=0.25 all=0.39883658008658007
 relative_P_1 q1=1 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.375
 relative_P_3 q1=0.33333333333333331 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.29166666666666663
 relative_P_5 q1=0.59999999999999998 q2=0 q3=0 q4=1 q5=0 q6=0.80000000000000004 q7=0 q8=1 all=0.42500000000000004
 relative_P_10 q1=0.83333333333333337 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.72916666666666674
+set_P q1=0.40000000000000002 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0.125 q6=0.875 q7=0 q8=0.25 all=0.24364316239316239
+set_relative_P q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
+set_recall q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
+set_map q1=0.40000000000000002 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0.125 q6=0.875 q7=0 q8=0.25 all=0.24364316239316239
+set_F q1=0.57142857142857151 q2=0 q3=0.14285714285714288 q4=0.36363636363636359 q5=0.22222222222222221 q6=0.93333333333333335 q7=0 q8=0.40000000000000002 all=0.32918470418470419
 gm_map all=0.027649854019374039
 gm_bpref all=0.0006876560219336317
 """,
     "-l2": """
+num_ret q1=15 q2=5 q3=13 q4=9 q5=8 q6=8 q7=3 q8=4 all=65
 num_rel q1=1 q2=0 q3=1 q4=2 q5=0 q6=4 q7=0 q8=0 all=8
 num_rel_ret q1=1 q2=0 q3=1 q4=2 q5=0 q6=4 q7=0 q8=0 all=8
 iprec_at_recall_0.00 q1=0.25 q2=0 q3=0.16666666666666666 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.30208333333333331
@@ -197,15 +207,22 @@ Rprec_mult_1.40 q1=0 q2=0 q3=0 q4=0.66666666666666663 q5=0 q6=0.5 q7=0 q8=0 all=
 Rprec_mult_1.60 q1=0 q2=0 q3=0 q4=0.5 q5=0 q6=0.42857142857142855 q7=0 q8=0 all=0.11607142857142858
 Rprec_mult_1.80 q1=0 q2=0 q3=0 q4=0.5 q5=0 q6=0.5 q7=0 q8=0 all=0.125
 Rprec_mult_2.00 q1=0 q2=0 q3=0 q4=0.5 q5=0 q6=0.5 q7=0 q8=0 all=0.125
+utility q1=-13 q2=-5 q3=-11 q4=-5 q5=-8 q6=0 q7=-3 q8=-4 all=-6.125
 11pt_avg q1=0.25 q2=0 q3=0.16666666666666669 q4=1 q5=0 q6=0.79545454545454541 q7=0 q8=0 all=0.27651515151515149
 relative_P_1 q1=0 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.25
 relative_P_3 q1=0 q2=0 q3=0 q4=1 q5=0 q6=0.66666666666666663 q7=0 q8=0 all=0.20833333333333331
 relative_P_5 q1=1 q2=0 q3=0 q4=1 q5=0 q6=0.75 q7=0 q8=0 all=0.34375
 relative_P_10 q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
+set_P q1=0.066666666666666666 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0 q6=0.5 q7=0 q8=0 all=0.10822649572649573
+set_relative_P q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
+set_recall q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
+set_map q1=0.066666666666666666 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0 q6=0.5 q7=0 q8=0 all=0.10822649572649573
+set_F q1=0.125 q2=0 q3=0.14285714285714288 q4=0.36363636363636359 q5=0 q6=0.66666666666666663 q7=0 q8=0 all=0.16227002164502163
 gm_map all=0.0020432755849441411
 gm_bpref all=0.00016624155755874765
 """,
     "-M5": """
+num_ret q1=5 q2=5 q3=5 q4=5 q5=5 q6=5 q7=3 q8=4 all=37
 num_rel q1=6 q2=2 q3=1 q4=2 q5=1 q6=7 q7=0 q8=1 all=20
 num_rel_ret q1=3 q2=0 q3=0 q4=2 q5=0 q6=4 q7=0 q8=1 all=10
 iprec_at_recall_0.00 q1=1 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0.25 all=0.40625
@@ -229,15 +246,22 @@ Rprec_mult_1.40 q1=0.33333333333333331 q2=0 q3=0 q4=0.66666666666666663 q5=0 q6=
 Rprec_mult_1.60 q1=0.29999999999999999 q2=0 q3=0 q4=0.5 q5=0 q6=0.33333333333333331 q7=0 q8=0 all=0.14166666666666666
 Rprec_mult_1.80 q1=0.27272727272727271 q2=0 q3=0 q4=0.5 q5=0 q6=0.30769230769230771 q7=0 q8=0 all=0.13505244755244755
 Rprec_mult_2.00 q1=0.25 q2=0 q3=0 q4=0.5 q5=0 q6=0.2857142857142857 q7=0 q8=0 all=0.1294642857142857
+utility q1=1 q2=-5 q3=-5 q4=-1 q5=-5 q6=3 q7=-3 q8=-2 all=-2.125
 11pt_avg q1=0.43636363636363634 q2=0 q3=0 q4=1 q5=0 q6=0.63636363636363635 q7=0 q8=0.25 all=0.29034090909090909
 relative_P_1 q1=1 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.375
 relative_P_3 q1=0.33333333333333331 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.29166666666666663
 relative_P_5 q1=0.59999999999999998 q2=0 q3=0 q4=1 q5=0 q6=0.80000000000000004 q7=0 q8=1 all=0.42500000000000004
 relative_P_10 q1=0.5 q2=0 q3=0 q4=1 q5=0 q6=0.5714285714285714 q7=0 q8=1 all=0.3839285714285714
+set_P q1=0.59999999999999998 q2=0 q3=0 q4=0.40000000000000002 q5=0 q6=0.80000000000000004 q7=0 q8=0.25 all=0.25624999999999998
+set_relative_P q1=0.59999999999999998 q2=0 q3=0 q4=1 q5=0 q6=0.80000000000000004 q7=0 q8=1 all=0.42500000000000004
+set_recall q1=0.5 q2=0 q3=0 q4=1 q5=0 q6=0.5714285714285714 q7=0 q8=1 all=0.3839285714285714
+set_map q1=0.29999999999999999 q2=0 q3=0 q4=0.40000000000000002 q5=0 q6=0.45714285714285713 q7=0 q8=0.25 all=0.17589285714285713
+set_F q1=0.54545454545454541 q2=0 q3=0 q4=0.57142857142857151 q5=0 q6=0.66666666666666663 q7=0 q8=0.40000000000000002 all=0.27294372294372293
 gm_map all=0.0021745592760409817
 gm_bpref all=0.00064119701878636291
 """,
     "-c": """
+num_ret q1=15 q2=5 q3=13 q4=9 q5=8 q6=8 q7=3 q8=4 q9=0 all=65
 num_rel q1=6 q2=2 q3=1 q4=2 q5=1 q6=7 q7=0 q8=1 q9=3 all=23
 num_rel_ret q1=6 q2=0 q3=1 q4=2 q5=1 q6=7 q7=0 q8=1 q9=0 all=18
 iprec_at_recall_0.00 q1=1 q2=0 q3=0.16666666666666666 q4=1 q5=0.14285714285714285 q6=1 q7=0 q8=0.25 q9=0 all=0.39550264550264552
@@ -261,15 +285,22 @@ Rprec_mult_1.40 q1=0.44444444444444442 q2=0 q3=0 q4=0.66666666666666663 q5=0 q6=
 Rprec_mult_1.60 q1=0.5 q2=0 q3=0 q4=0.5 q5=0 q6=0.58333333333333337 q7=0 q8=0 q9=0 all=0.17592592592592593
 Rprec_mult_1.80 q1=0.45454545454545453 q2=0 q3=0 q4=0.5 q5=0 q6=0.53846153846153844 q7=0 q8=0 q9=0 all=0.16588966588966589
 Rprec_mult_2.00 q1=0.5 q2=0 q3=0 q4=0.5 q5=0 q6=0.5 q7=0 q8=0 q9=0 all=0.16666666666666666
+utility q1=-3 q2=-5 q3=-11 q4=-5 q5=-6 q6=6 q7=-3 q8=-2 q9=0 all=-3.2222222222222223
 11pt_avg q1=0.67662337662337657 q2=0 q3=0.16666666666666669 q4=1 q5=0.14285714285714282 q6=0.95454545454545459 q7=0 q8=0.25 q9=0 all=0.35452140452140452
 relative_P_1 q1=1 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 q9=0 all=0.33333333333333331
 relative_P_3 q1=0.33333333333333331 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 q9=0 all=0.25925925925925924
 relative_P_5 q1=0.59999999999999998 q2=0 q3=0 q4=1 q5=0 q6=0.80000000000000004 q7=0 q8=1 q9=0 all=0.37777777777777782
 relative_P_10 q1=0.83333333333333337 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 q9=0 all=0.64814814814814825
+set_P q1=0.40000000000000002 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0.125 q6=0.875 q7=0 q8=0.25 q9=0 all=0.21657169990503322
+set_relative_P q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 q9=0 all=0.66666666666666663
+set_recall q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 q9=0 all=0.66666666666666663
+set_map q1=0.40000000000000002 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0.125 q6=0.875 q7=0 q8=0.25 q9=0 all=0.21657169990503322
+set_F q1=0.57142857142857151 q2=0 q3=0.14285714285714288 q4=0.36363636363636359 q5=0.22222222222222221 q6=0.93333333333333335 q7=0 q8=0.40000000000000002 q9=0 all=0.2926086259419593
 gm_map all=0.011462583883766805
 gm_bpref all=0.00042975297258771315
 """,
     "-J": """
+num_ret q1=7 q2=1 q3=2 q4=3 q5=2 q6=7 q7=0 q8=2 all=24
 num_rel q1=6 q2=2 q3=1 q4=2 q5=1 q6=7 q7=0 q8=1 all=20
 num_rel_ret q1=6 q2=0 q3=1 q4=2 q5=1 q6=7 q7=0 q8=1 all=18
 iprec_at_recall_0.00 q1=1 q2=0 q3=0.5 q4=1 q5=0.5 q6=1 q7=-nan q8=0.5 all=-nan
@@ -293,15 +324,22 @@ Rprec_mult_1.40 q1=0.66666666666666663 q2=0 q3=0.5 q4=0.66666666666666663 q5=0.5
 Rprec_mult_1.60 q1=0.59999999999999998 q2=0 q3=0.5 q4=0.5 q5=0.5 q6=0.58333333333333337 q7=0 q8=0.5 all=0.3979166666666667
 Rprec_mult_1.80 q1=0.54545454545454541 q2=0 q3=0.5 q4=0.5 q5=0.5 q6=0.53846153846153844 q7=0 q8=0.5 all=0.38548951048951047
 Rprec_mult_2.00 q1=0.5 q2=0 q3=0.5 q4=0.5 q5=0.5 q6=0.5 q7=0 q8=0.5 all=0.375
+utility q1=5 q2=-1 q3=0 q4=1 q5=0 q6=7 q7=0 q8=0 all=1.5
 11pt_avg q1=0.93506493506493493 q2=0 q3=0.5 q4=1 q5=0.5 q6=1 q7=-nan q8=0.5 all=-nan
 relative_P_1 q1=1 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.375
 relative_P_3 q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
 relative_P_5 q1=0.80000000000000004 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.72499999999999998
 relative_P_10 q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
+set_P q1=0.8571428571428571 q2=0 q3=0.5 q4=0.66666666666666663 q5=0.5 q6=1 q7=0 q8=0.5 all=0.50297619047619047
+set_relative_P q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
+set_recall q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
+set_map q1=0.8571428571428571 q2=0 q3=0.5 q4=0.66666666666666663 q5=0.5 q6=1 q7=0 q8=0.5 all=0.50297619047619047
+set_F q1=0.92307692307692302 q2=0 q3=0.66666666666666663 q4=0.80000000000000004 q5=0.66666666666666663 q6=1 q7=0 q8=0.66666666666666663 all=0.5903846153846154
 gm_map all=0.042884079939111801
 gm_bpref all=0.0006876560219336317
 """,
     "-J -l2": """
+num_ret q1=7 q2=1 q3=2 q4=3 q5=2 q6=7 q7=0 q8=2 all=24
 num_rel q1=1 q2=0 q3=1 q4=2 q5=0 q6=4 q7=0 q8=0 all=8
 num_rel_ret q1=1 q2=0 q3=1 q4=2 q5=0 q6=4 q7=0 q8=0 all=8
 iprec_at_recall_0.00 q1=0.5 q2=0 q3=0.5 q4=1 q5=0 q6=1 q7=-nan q8=0 all=-nan
@@ -325,15 +363,22 @@ Rprec_mult_1.40 q1=0.5 q2=0 q3=0.5 q4=0.66666666666666663 q5=0 q6=0.5 q7=0 q8=0 
 Rprec_mult_1.60 q1=0.5 q2=0 q3=0.5 q4=0.5 q5=0 q6=0.5714285714285714 q7=0 q8=0 all=0.2589285714285714
 Rprec_mult_1.80 q1=0.5 q2=0 q3=0.5 q4=0.5 q5=0 q6=0.5 q7=0 q8=0 all=0.25
 Rprec_mult_2.00 q1=0.5 q2=0 q3=0.5 q4=0.5 q5=0 q6=0.5 q7=0 q8=0 all=0.25
+utility q1=-5 q2=-1 q3=0 q4=1 q5=-2 q6=1 q7=0 q8=-2 all=-1
 11pt_avg q1=0.5 q2=0 q3=0.5 q4=1 q5=0 q6=0.80844155844155841 q7=-nan q8=0 all=-nan
 relative_P_1 q1=0 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.25
 relative_P_3 q1=1 q2=0 q3=1 q4=1 q5=0 q6=0.66666666666666663 q7=0 q8=0 all=0.45833333333333331
 relative_P_5 q1=1 q2=0 q3=1 q4=1 q5=0 q6=0.75 q7=0 q8=0 all=0.46875
 relative_P_10 q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
+set_P q1=0.14285714285714285 q2=0 q3=0.5 q4=0.66666666666666663 q5=0 q6=0.5714285714285714 q7=0 q8=0 all=0.23511904761904759
+set_relative_P q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
+set_recall q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
+set_map q1=0.14285714285714285 q2=0 q3=0.5 q4=0.66666666666666663 q5=0 q6=0.5714285714285714 q7=0 q8=0 all=0.23511904761904759
+set_F q1=0.25 q2=0 q3=0.66666666666666663 q4=0.80000000000000004 q5=0 q6=0.72727272727272729 q7=0 q8=0 all=0.30549242424242429
 gm_map all=0.0025639485530733245
 gm_bpref all=0.00016624155755874765
 """,
     "-c -M3 -l2": """
+num_ret q1=3 q2=3 q3=3 q4=3 q5=3 q6=3 q7=3 q8=3 q9=0 all=24
 num_rel q1=1 q2=0 q3=1 q4=2 q5=0 q6=4 q7=0 q8=0 q9=2 all=23
 num_rel_ret q1=0 q2=0 q3=0 q4=2 q5=0 q6=2 q7=0 q8=0 q9=0 all=4
 iprec_at_recall_0.00 q1=0 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 q9=0 all=0.22222222222222221
@@ -357,11 +402,17 @@ Rprec_mult_1.40 q1=0 q2=0 q3=0 q4=0.66666666666666663 q5=0 q6=0.3333333333333333
 Rprec_mult_1.60 q1=0 q2=0 q3=0 q4=0.5 q5=0 q6=0.2857142857142857 q7=0 q8=0 q9=0 all=0.087301587301587297
 Rprec_mult_1.80 q1=0 q2=0 q3=0 q4=0.5 q5=0 q6=0.25 q7=0 q8=0 q9=0 all=0.083333333333333329
 Rprec_mult_2.00 q1=0 q2=0 q3=0 q4=0.5 q5=0 q6=0.25 q7=0 q8=0 q9=0 all=0.083333333333333329
+utility q1=-3 q2=-3 q3=-3 q4=1 q5=-3 q6=1 q7=-3 q8=-3 q9=0 all=-1.7777777777777777
 11pt_avg q1=0 q2=0 q3=0 q4=1 q5=0 q6=0.54545454545454541 q7=0 q8=0 q9=0 all=0.17171717171717171
 relative_P_1 q1=0 q2=0 q3=0 q4=1 q5=0 q6=1 q7=0 q8=0 q9=0 all=0.22222222222222221
 relative_P_3 q1=0 q2=0 q3=0 q4=1 q5=0 q6=0.66666666666666663 q7=0 q8=0 q9=0 all=0.18518518518518517
 relative_P_5 q1=0 q2=0 q3=0 q4=1 q5=0 q6=0.5 q7=0 q8=0 q9=0 all=0.16666666666666666
 relative_P_10 q1=0 q2=0 q3=0 q4=1 q5=0 q6=0.5 q7=0 q8=0 q9=0 all=0.16666666666666666
+set_P q1=0 q2=0 q3=0 q4=0.66666666666666663 q5=0 q6=0.66666666666666663 q7=0 q8=0 q9=0 all=0.14814814814814814
+set_relative_P q1=0 q2=0 q3=0 q4=1 q5=0 q6=0.66666666666666663 q7=0 q8=0 q9=0 all=0.18518518518518517
+set_recall q1=0 q2=0 q3=0 q4=1 q5=0 q6=0.5 q7=0 q8=0 q9=0 all=0.16666666666666666
+set_map q1=0 q2=0 q3=0 q4=0.66666666666666663 q5=0 q6=0.33333333333333331 q7=0 q8=0 q9=0 all=0.1111111111111111
+set_F q1=0 q2=0 q3=0 q4=0.80000000000000004 q5=0 q6=0.57142857142857151 q7=0 q8=0 q9=0 all=0.15238095238095239
 gm_map all=0.00011718321731849801
 gm_bpref all=0.00011718321731849801
 """,
@@ -374,9 +425,11 @@ OURS: dict = {"num_rel": ("num_rel", "num_rel"), "num_rel_ret": ("num_rel_ret", 
 OURS.update({f"iprec_at_recall_{x:.2f}": (f"iprec_at_recall_{x:.2f}",) * 2 for x in [i / 10 for i in range(11)]})
 OURS.update({f"Rprec_mult_{x:.2f}": (f"rprec_mult_{x:.2f}",) * 2 for x in [i / 5 for i in range(1, 11)]})
 OURS.update({f"relative_P_{k}": (f"relative_p_at_{k}",) * 2 for k in (1, 3, 5, 10)})
+OURS.update({m: (m.lower(),) * 2 for m in ("num_ret", "set_P", "set_recall", "set_F", "set_map", "set_relative_P",
+                                            "utility")})
 #: the same measures as ``metrics=`` takes them, in trec_eval's spelling (case does not matter)
 METRICS = ["num_rel", "num_rel_ret", "gm_map", "gm_bpref", "11pt_avg", *(m for m in OURS if m[0] in "iR"),
-           "relative_P"]
+           "relative_P", "num_ret", "set_P", "set_recall", "set_F", "set_map", "set_relative_P", "utility"]
 
 
 def printed(flags: str) -> dict:
@@ -471,3 +524,18 @@ def test_geometric_and_summed_summaries_and_their_intervals(tmp_path):
         assert summary[f"{name}_ci_low"] < summary[name] < summary[f"{name}_ci_high"], name
     assert summary["gm_map"] < summary["map"]   # AM-GM: not the mean of the floored values
     assert summary["num_rel_ci_high"] <= 7 * len(rows)   # 7: the most relevant items of a query here
+
+
+def test_set_measures_are_refused_for_a_scan_of_the_whole_gallery():
+    """A scan ranks the whole gallery: there is no retrieved list to count, so num_ret and the set measures are
+    an input error naming them (not a silent null); the measures of relevant ranks alone still work."""
+    import numpy as np
+
+    from evalcore import InputError
+    from evalcore import evaluate as evaluate_arrays
+
+    scores = np.random.default_rng(0).random((4, 6))
+    labels = dict(query_labels=np.array([0, 1, 0, 1]), gallery_labels=np.array([0, 1, 0, 1, 2, 2]))
+    with pytest.raises(InputError, match=r"^metrics: num_ret, set_p need\(s\) each query's retrieved list"):
+        evaluate_arrays(scores=scores, metrics=["set_p", "num_ret"], **labels)
+    assert evaluate_arrays(scores=scores, metrics=["num_rel"], **labels).metrics["num_rel"] == 8
