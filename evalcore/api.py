@@ -34,7 +34,7 @@ from evalcore.engine.faults import check_stall_timeout
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
-from evalcore.io.history import atomic_write
+from evalcore.io.files import atomic_write
 from evalcore.io.validate import chosen_protocol, unused_arrays
 from evalcore.io.validate import validate as validate_group
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from evalcore.challenge.archive import submission_limit, unpack
 from evalcore.errors import InputError
 from evalcore.io import ledger as lg
-from evalcore.io.history import atomic_write
+from evalcore.io.files import atomic_write
 from evalcore.jobs import service
 
 

@@ -173,7 +173,7 @@ def check_demo_out(out: str) -> None:
 
 def cmd_demo(args) -> int:
     from evalcore.io import report
-    from evalcore.io.history import atomic_write
+    from evalcore.io.files import atomic_write
     from evalcore.jobs import synthetic
 
     out = args.out or "evalcore-demo"

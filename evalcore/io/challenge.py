@@ -49,7 +49,7 @@ import zarr
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io.dataset import is_url
-from evalcore.io.history import atomic_write, locked
+from evalcore.io.files import atomic_write, locked
 
 DEFAULT_DIMS = 128
 NORM_TOLERANCE = 1e-3

@@ -19,11 +19,8 @@ one dict per check; ``check_gates`` only the failed ones.
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import fcntl
 import math
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,7 +31,7 @@ import pyarrow.parquet as pq
 
 from evalcore.core import registry
 from evalcore.errors import InputError
-from evalcore.io.report import folder_lock, leftover_path, remove_stale_leftovers
+from evalcore.io.files import atomic_write, locked
 
 LOCK = ".lock"
 #: evaluation names become folder names: letters, digits, ``._-``, not starting with a dot
@@ -64,48 +61,6 @@ def check_date(text, what: str = "--date") -> str:
         return _dt.date.fromisoformat(str(text)).isoformat()
     except ValueError:
         raise InputError(f"{what}: {text!r} is not a date YYYY-MM-DD") from None
-
-
-def atomic_write(path, data: bytes | pa.Table) -> None:
-    """Write bytes or a Parquet table to ``path`` via a temporary file in the same folder + os.replace.
-
-    The temporary file is named ``.NAME.tmp-PID@HOST-RAND`` (``report.leftover_path``), so
-    one a killed writer left is recognised and removed by a later write in that folder.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with folder_lock(path.parent):  # a swap in progress in this folder must not see its parts cleaned
-        remove_stale_leftovers(path.parent)
-    tmp = leftover_path(path, "tmp")
-    try:
-        if isinstance(data, pa.Table):
-            pq.write_table(data, tmp)
-        else:
-            tmp.write_bytes(data)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-
-
-@contextlib.contextmanager
-def locked(lock_path):
-    """Hold an exclusive ``fcntl.flock`` on the file ``lock_path`` (created, with its folder, if needed).
-
-    The lock belongs to the open file: it is released when the block ends or
-    the process dies, so a killed run never leaves the history locked.
-    """
-    lock_path = Path(lock_path)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def history_lock(history_dir):

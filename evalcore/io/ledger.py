@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalcore.errors import InputError
-from evalcore.io.history import atomic_write, locked
+from evalcore.io.files import atomic_write, locked
 
 STATUSES = ("scored", "rejected", "failed", "timed_out")
 PUBLIC, PRIVATE = "public", "private"

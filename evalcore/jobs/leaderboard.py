@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from evalcore.core.intervals import Method, mean_interval, statistically_tied
 from evalcore.errors import InputError
 from evalcore.io import ledger as lg
-from evalcore.io.history import atomic_write
+from evalcore.io.files import atomic_write
 from evalcore.jobs.common import EXIT_OK, parse_number
 from evalcore.render.leaderboard import leaderboard_html
 

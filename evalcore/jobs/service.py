@@ -69,7 +69,7 @@ from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
 from evalcore.io import ledger as lg
 from evalcore.io import report
-from evalcore.io.history import atomic_write
+from evalcore.io.files import atomic_write
 from evalcore.jobs.common import EXIT_OK, parse_number, settings_from_args
 from evalcore.jobs.leaderboard import publish
 
