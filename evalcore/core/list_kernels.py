@@ -101,7 +101,7 @@ def table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, key):
 def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, gallery_junk, has_gallery_junk,
               allowed_indptr, allowed_items, has_allowed, rel_indptr, rel_items, gains, has_gains,
               nonrel_indptr, nonrel_items, has_nonrel, out_start, counts, ranks, pairs, before, first_pos,
-              first_rel_pos, kept):
+              first_rel_pos, kept, nonrel_start, nonrel_counts, nonrel_ranks):
     """Ranks of every row's listed relevant items, in ranking order.
 
     An entry is kept when its item is >= 0, not junk for the row, not in
@@ -116,7 +116,9 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
     and ``before[...]`` the judged non-relevant entries (``nonrel``) placed
     before it. ``counts[r]`` = c's; ``first_pos[r]`` / ``first_rel_pos[r]``
     = list position of the first kept / first relevant entry in ranking
-    order (-1 when there is none). ``kept[r]``: the row's kept entries (its retrieved items).
+    order (-1 when there is none). ``kept[r]``: the row's kept entries (its retrieved items). With
+    ``has_nonrel``, the places of its judged non-relevant entries, ascending, from
+    ``nonrel_ranks[nonrel_start[r]]`` on, ``nonrel_counts[r]`` of them.
     """
     n, k = items.shape
     kpos = np.empty(k, dtype=np.int64)
@@ -206,6 +208,7 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
         c = 0
         seen_nonrel = 0
         base = out_start[r]
+        nonrel_base = nonrel_start[r] if has_nonrel else 0
         first_pos[r] = kpos[order[0]] if m > 0 else -1
         first_rel_pos[r] = -1
         for p in range(m):
@@ -218,9 +221,13 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
                 before[base + c] = seen_nonrel
                 c += 1
             elif knon[e]:
+                if has_nonrel:
+                    nonrel_ranks[nonrel_base + seen_nonrel] = p + 1
                 seen_nonrel += 1
         counts[r] = c
         kept[r] = m
+        if has_nonrel:
+            nonrel_counts[r] = seen_nonrel
 
 
 @njit(cache=True, nogil=True, boundscheck=False)

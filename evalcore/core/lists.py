@@ -36,6 +36,9 @@ class RankLists:
     judged_before: np.ndarray | None = None
     n_judged_nonrel: np.ndarray | None = None
     n_retrieved: np.ndarray | None = None
+    #: (indptr, places): the places of each query's ranked judged not-relevant items (grade 0, or 1 <= grade < L),
+    #: ascending, within --depth; None where the ranking cannot tell (a scan of the whole gallery)
+    nonrel_ranks: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def indptr_of(rows: np.ndarray, n: int) -> np.ndarray:
@@ -55,15 +58,24 @@ def binary_lists(indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
                  n_retrieved: np.ndarray | None = None) -> RankLists:
     """Lists of binary relevance from relevant ranks alone: gain 1 each, every listed item judged
     (judged_before = r_i - i), the judged not-relevant pool unknown (taken as at least R); ``n_retrieved``
-    the list lengths, if known."""
+    the list lengths, if known (then every place of a list that is not a relevant rank is judged not relevant)."""
     indptr = np.asarray(indptr, dtype=np.int64)
     ranks = np.asarray(ranks, dtype=np.int64)
     r = np.asarray(n_relevant, dtype=np.int64)
     ideal_indptr = np.zeros(len(r) + 1, dtype=np.int64)
     np.cumsum(r, out=ideal_indptr[1:])
+    nonrel = None
+    if n_retrieved is not None:  # every other place of a list of n_retrieved items: judged, not relevant
+        n_retrieved = np.asarray(n_retrieved, dtype=np.int64)
+        places = positions(indptr_of(np.repeat(np.arange(len(r)), n_retrieved), len(r)))
+        rows = np.repeat(np.arange(len(r)), n_retrieved)
+        relevant = np.zeros(len(places), dtype=bool)
+        starts = np.concatenate([[0], np.cumsum(n_retrieved)])
+        inside = ranks <= n_retrieved[segment_ids(indptr)] if len(ranks) else np.zeros(0, dtype=bool)
+        relevant[(starts[segment_ids(indptr)] + ranks - 1)[inside]] = True
+        nonrel = (indptr_of(rows[~relevant], len(r)), places[~relevant])
     return RankLists(indptr, ranks, r, indptr, ranks, np.ones(len(ranks), np.int64), ideal_indptr,
-                     np.ones(int(ideal_indptr[-1]), np.int64), ranks - positions(indptr), None,
-                     None if n_retrieved is None else np.asarray(n_retrieved, dtype=np.int64))
+                     np.ones(int(ideal_indptr[-1]), np.int64), ranks - positions(indptr), None, n_retrieved, nonrel)
 
 
 def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | None = None,
@@ -91,8 +103,14 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
         if n_gallery is not None:
             n_nonrel = np.maximum(n_gallery - truth.n_relevant - truth.n_junk, 0).astype(np.int64)
     n_retrieved = ranked.n_retrieved
+    nonrel_found: tuple[np.ndarray, np.ndarray] | None = None   # (row, place) of each judged non-relevant item
+    if ranked.nonrel_ranks is not None:
+        nonrel_found = segment_ids(ranked.nonrel_ranks[0]), np.asarray(ranked.nonrel_ranks[1], dtype=np.int64)
     if depth is not None:
         n_retrieved = None if n_retrieved is None else np.minimum(n_retrieved, depth)
+        if nonrel_found is not None:
+            within = nonrel_found[1] <= depth
+            nonrel_found = nonrel_found[0][within], nonrel_found[1][within]
         keep = ranks <= depth
         rows, ranks, gains = rows[keep], ranks[keep], gains[keep]
         before = None if before is None else before[keep]
@@ -110,5 +128,15 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
         low = (~binary).astype(np.int64)
         seen = np.cumsum(low) - low
         before = before + seen - np.concatenate([[0], np.cumsum(low)])[gain_indptr[:-1]][rows]
+    nonrel = None
+    if nonrel_found is not None and (depth is None and rel_level <= 1) and ranked.nonrel_ranks is not None:
+        nonrel = ranked.nonrel_ranks   # as the ranking gave them (the common case: no copy, no sort)
+    elif nonrel_found is not None:
+        # ranked items below the level are judged not relevant too: merged into each row's places
+        all_rows = np.concatenate([nonrel_found[0], rows[~binary]])
+        all_places = np.concatenate([nonrel_found[1], ranks[~binary]])
+        order = np.lexsort((all_places, all_rows))
+        nonrel = (indptr_of(all_rows[order], n), all_places[order])
     return RankLists(indptr_of(rows[binary], n), ranks[binary], n_relevant, gain_indptr, ranks, gains,
-                     ideal_indptr, ideal_gains, None if before is None else before[binary], n_nonrel, n_retrieved)
+                     ideal_indptr, ideal_gains, None if before is None else before[binary], n_nonrel, n_retrieved,
+                     nonrel)

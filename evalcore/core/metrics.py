@@ -344,6 +344,17 @@ def set_relative_precision(lists: RankLists) -> np.ndarray:
     return _unless_unknown(n, r, np.where(most > 0, hits / np.maximum(most, 1), 0.0))
 
 
+def num_nonrel_judged_ret(lists: RankLists) -> np.ndarray:
+    """num_nonrel_judged_ret = #{retrieved items judged not relevant: grade 0, or 1 <= grade < --rel-level} (summed).
+
+    trec_eval's num_nonrel_judged_ret; an unjudged or in-the-pool (negative grade) item is not one. Defined for a
+    query with no relevant item too.
+    """
+    if lists.nonrel_ranks is None:
+        return np.full(len(lists.n_relevant), np.nan)
+    return np.diff(lists.nonrel_ranks[0]).astype(np.float64)
+
+
 def utility(lists: RankLists) -> np.ndarray:
     """utility = #{i : r_i ranked} - (n - #{i : r_i ranked}) (trec_eval's utility, its default coefficients 1, -1, 0, 0).
 

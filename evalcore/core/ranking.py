@@ -173,13 +173,20 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     ranks, pairs, before = (np.zeros(int(out_start[-1]), dtype=np.int64) for _ in range(3))
     first_pos, first_rel_pos = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     kept = np.zeros(n, dtype=np.int64)
+    # each row's judged non-relevant places are written from nonrel_start[r]: at most min(#judged, K) of them
+    nonrel_room = np.minimum(np.diff(nonrel_indptr), k)
+    nonrel_start = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(nonrel_room, out=nonrel_start[1:])
+    nonrel_counts = np.zeros(n, dtype=np.int64)
+    nonrel_ranks = np.zeros(int(nonrel_start[-1]), dtype=np.int64)
     rank_rows(items, scores if scores is not None else np.zeros((0, 0)), scores is not None, ties == "pessimistic",
               junk_indptr, junk_items,
               gallery_junk if gallery_junk is not None else np.zeros(0, dtype=bool), gallery_junk is not None,
               allowed_indptr, allowed_items, truth.allowed_indptr is not None,
               rel_indptr, rel_items, np.ascontiguousarray(gains, dtype=np.int64), truth.rel_gain is not None,
               nonrel_indptr, nonrel_items, truth.nonrel_indptr is not None,
-              out_start, counts, ranks, pairs, before, first_pos, first_rel_pos, kept)
+              out_start, counts, ranks, pairs, before, first_pos, first_rel_pos, kept,
+              nonrel_start, nonrel_counts, nonrel_ranks)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     if indptr[-1] != out_start[-1]:  # keep only the written part of each row's room
@@ -195,8 +202,15 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
         top1_score[has] = scores[rows[has], first_pos[has]]
         relevant_score[has_rel] = scores[rows[has_rel], first_rel_pos[has_rel]]
     judged_before = before if truth.nonrel_indptr is not None else None
+    nonrel = None
+    if truth.nonrel_indptr is not None:  # the judged non-relevant places, CSR (the written part of each room)
+        written = np.arange(nonrel_start[-1]) - np.repeat(nonrel_start[:-1], nonrel_room) < \
+            np.repeat(nonrel_counts, nonrel_room)
+        nonrel_indptr_out = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(nonrel_counts, out=nonrel_indptr_out[1:])
+        nonrel = (nonrel_indptr_out, nonrel_ranks[written])
     return Ranked(indptr, ranks, truth.n_relevant.astype(np.int64), top1, top1_score,
-                  relevant_score, pairs=pairs, judged_before=judged_before, n_retrieved=kept)
+                  relevant_score, pairs=pairs, judged_before=judged_before, n_retrieved=kept, nonrel_ranks=nonrel)
 
 
 # =========================================================================== judged-only: pairs
@@ -241,12 +255,17 @@ def rank_pairs(indptr: np.ndarray, items: np.ndarray, scores: np.ndarray, releva
     has_rel = np.diff(rel_indptr) > 0
     rel_scores = scores[order][rel_sorted].astype(np.float64)   # best first within each query
     relevant_score[has_rel] = rel_scores[rel_indptr[:-1][has_rel]]
-    pairs = judged_before = None
+    pairs = judged_before = nonrel = None
     if pair is not None:
         pairs = pair[order][rel_sorted]
         judged_before = ranks - (np.arange(len(ranks), dtype=np.int64) - rel_indptr[segment_ids(rel_indptr)] + 1)
+        # every listed pair is judged: the places of the others are the judged non-relevant ones
+        nonrel_indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows[~rel_sorted], minlength=n), out=nonrel_indptr[1:])
+        nonrel = (nonrel_indptr, position[~rel_sorted])
     return Ranked(rel_indptr, ranks, np.asarray(n_relevant, dtype=np.int64), top1, top1_score, relevant_score,
-                  pairs=pairs, judged_before=judged_before, n_retrieved=np.diff(indptr).astype(np.int64))
+                  pairs=pairs, judged_before=judged_before, n_retrieved=np.diff(indptr).astype(np.int64),
+                  nonrel_ranks=nonrel)
 
 
 def is_member(indptr: np.ndarray, items: np.ndarray, of_indptr: np.ndarray, of_items: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ direction and dtype, and whether it is in the default set, the CMC and the
 terminal table. The per-query table (``engine.tasks``), the summary and CMC
 (``engine.reduce``), the option checks (``engine.options``, ``engine.plan``),
 the report pages and terminal tables (``render.pages``) and the gates' direction
-(``io.history``) read it; nothing else lists metric names, prefixes or patterns.
+(``jobs.gates``) read it; nothing else lists metric names, prefixes or patterns.
 
 Adding a metric (README, Adding a metric): its function in ``core.metrics``, one
 ``Metric`` in ``METRICS``, and a test file in ``tests/core/metrics/`` with a
@@ -78,8 +78,9 @@ class Metric:
     #: how the summary combines the counted queries' values: their mean; their geometric mean with each value
     #: floored at 0.00001 (trec_eval's gm_map, gm_bpref); their sum (trec_eval's counts, num_rel)
     aggregate: Aggregate = "mean"
-    #: reads each query's retrieved count (``lists.n_retrieved``): a ranking's list, not a whole-gallery scan
-    retrieved: bool = False
+    #: the ``RankLists`` fields it reads that only a ranking's list gives, not a whole-gallery scan:
+    #: ``n_retrieved`` (the retrieved count), ``nonrel_ranks`` (the places of judged non-relevant items)
+    needs: tuple[str, ...] = ()
 
     @property
     def definition(self) -> str:
@@ -141,19 +142,22 @@ METRICS: tuple[Metric, ...] = (
     *(Metric(f"rprec_mult_{x:.2f}", f"rprec_mult_{x:.2f}", f"rprec_mult_{x:.2f}", f, f"P@{x:.2f}R",
              f"P@{x:.2f}R", default=False, terminal=False) for x, f in m.RPREC_MULT.items()),
     Metric("num_ret", "num_ret", "num_ret", m.num_ret, "retrieved", "retrieved (sum)", default=False,
-           terminal=False, lists=True, retrieved=True, aggregate="sum"),
+           terminal=False, lists=True, needs=("n_retrieved",), aggregate="sum"),
     Metric("set_p", "set_p", "set_p", m.set_precision, "set P", "set P", default=False, terminal=False, lists=True,
-           retrieved=True),
+           needs=("n_retrieved",)),
     Metric("set_recall", "set_recall", "set_recall", m.set_recall, "set recall", "set recall", default=False,
-           terminal=False, lists=True, retrieved=True),
+           terminal=False, lists=True, needs=("n_retrieved",)),
     Metric("set_f", "set_f", "set_f", m.set_f, "set F1", "set F1", default=False, terminal=False, lists=True,
-           retrieved=True),
+           needs=("n_retrieved",)),
     Metric("set_map", "set_map", "set_map", m.set_map, "set AP", "set MAP", default=False, terminal=False,
-           lists=True, retrieved=True),
+           lists=True, needs=("n_retrieved",)),
     Metric("set_relative_p", "set_relative_p", "set_relative_p", m.set_relative_precision, "set relative P",
-           "set relative P", default=False, terminal=False, lists=True, retrieved=True),
+           "set relative P", default=False, terminal=False, lists=True, needs=("n_retrieved",)),
     Metric("utility", "utility", "utility", m.utility, "utility", "utility", default=False, terminal=False,
-           lists=True, retrieved=True),
+           lists=True, needs=("n_retrieved",)),
+    Metric("num_nonrel_judged_ret", "num_nonrel_judged_ret", "num_nonrel_judged_ret", m.num_nonrel_judged_ret,
+           "judged non-relevant retrieved", "judged non-relevant retrieved (sum)", default=False, terminal=False,
+           lists=True, needs=("nonrel_ranks",), aggregate="sum"),
     Metric("relative_p@k", "relative_p_at_{k}", "relative_p_at_{k}", m.relative_precision_at, "relative P@{k}",
            "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False),
 )
@@ -402,11 +406,12 @@ def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_
     defined there keeps its value (nDCG ignores --rel-level). ``lists``: the
     chunk's ``RankLists`` (its binary lists are ``indptr, ranks, n_relevant``).
     """
-    needs = [c.metric.name for c in columns if c.metric.retrieved]
-    if needs and (lists is None or lists.n_retrieved is None):
-        raise InputError(f"--metrics: {', '.join(dict.fromkeys(needs))} need(s) each query's retrieved list: "
-                         "evaluate precomputed rankings (ranking/item) or --judged-only qrels, not a scan of the "
-                         "whole gallery")
+    missing = [c.metric.name for c in columns
+               if any(lists is None or getattr(lists, need) is None for need in c.metric.needs)]
+    if missing:
+        raise InputError(f"--metrics: {', '.join(dict.fromkeys(missing))} need(s) each query's retrieved list "
+                         "(its length, its judged items): evaluate precomputed rankings (ranking/item) with qrels, "
+                         "or --judged-only qrels, not a scan of the whole gallery")
     out = {c.name: c.compute(indptr, ranks, n_relevant, lists) for c in columns}
     if zero_empty is not None:
         zero = np.asarray(zero_empty, dtype=bool) & (np.asarray(n_relevant) == 0)

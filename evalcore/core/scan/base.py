@@ -66,6 +66,9 @@ class Ranked:
     #: per query, the items its ranking holds (a list's kept entries: trec_eval's num_ret before -M); None
     #: for a scan of the whole gallery
     n_retrieved: np.ndarray | None = None
+    #: (indptr, places): per query, the places of its judged not-relevant items (grade 0) in its ranking,
+    #: ascending, CSR; None where the ranking cannot tell (a scan of the whole gallery)
+    nonrel_ranks: tuple[np.ndarray, np.ndarray] | None = None
 
 
 # --------------------------------------------------------------------------- what a backend scans

@@ -264,6 +264,12 @@ def utility(relevant, n_relevant, k=None):
     return float(hits - (n - hits))
 
 
+def num_nonrel_judged_ret(relevant, n_relevant, k=None):
+    """The ranking's non-relevant items, every one judged here (as bpref's reference takes them)."""
+    n, hits = _set(relevant, n_relevant)
+    return float(n - hits)
+
+
 #: registered metric name -> brute-force reference (relevant, n_relevant, k)
 REFERENCES = {
     "first_rank": first_rank,
@@ -297,7 +303,9 @@ REFERENCES = {
     "set_map": set_map,
     "set_relative_p": set_relative_p,
     "utility": utility,
+    "num_nonrel_judged_ret": num_nonrel_judged_ret,
 }
 #: (lowest, highest) of a float metric that is not a share in [0, 1]: the counts
 RANGES = {"num_rel": (0.0, math.inf), "num_rel_ret": (0.0, math.inf), "num_ret": (0.0, math.inf),
+          "num_nonrel_judged_ret": (0.0, math.inf),
           "utility": (-math.inf, math.inf)}

@@ -2,14 +2,15 @@
 
 ``num_rel``, ``num_rel_ret``, ``gm_map``, ``gm_bpref``, ``iprec_at_recall_0.00`` .. ``_1.00``, ``11pt_avg``,
 ``Rprec_mult_0.20`` .. ``_2.00``, ``relative_P_k``, and the set measures ``num_ret``, ``set_P``, ``set_recall``,
-``set_F``, ``set_map``, ``set_relative_P`` and ``utility`` (precomputed rankings: the run's lists) under trec_eval's names (lower-cased: ``rprec_mult_0.20``,
+``set_F``, ``set_map``, ``set_relative_P``, ``utility`` and ``num_nonrel_judged_ret`` (precomputed rankings: the
+run's lists) under trec_eval's names (lower-cased: ``rprec_mult_0.20``,
 ``relative_p@5``), through import trec-run and evaluate, equal trec_eval's own printout per query and ``all``.
 
 Expected values: printed by trec_eval 10.0-rc3 (usnistgov/trec_eval, built with ``make`` after changing its
 print files' "%6.4f" to "%.17g", in /tmp only), run as ``trec_eval -q [FLAGS]
 -m num_rel -m num_rel_ret -m gm_map -m gm_bpref -m iprec_at_recall -m 11pt_avg -m Rprec_mult
 -m relative_P.1,3,5,10 -m num_ret -m set_P -m set_recall -m set_F -m set_map -m set_relative_P -m utility
-QRELS RUN``; its printed values copied as they stand. QRELS and RUN were drawn once
+-m num_nonrel_judged_ret QRELS RUN``; its printed values copied as they stand. QRELS and RUN were drawn once
 (random.Random(38)): grades -2..3, tied scores (trec_eval breaks ties by docno, descending: ``--order
 trec_eval``), unjudged documents in the runs; q7 has no relevant document, q8 grade 1 at most (none at -l2),
 q9 is judged with no results (counted by -c alone). Without -c, trec_eval 10.0-rc3 stops at a judged query
@@ -179,6 +180,7 @@ set_relative_P q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
 set_recall q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
 set_map q1=0.40000000000000002 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0.125 q6=0.875 q7=0 q8=0.25 all=0.24364316239316239
 set_F q1=0.57142857142857151 q2=0 q3=0.14285714285714288 q4=0.36363636363636359 q5=0.22222222222222221 q6=0.93333333333333335 q7=0 q8=0.40000000000000002 all=0.32918470418470419
+num_nonrel_judged_ret q1=1 q2=1 q3=1 q4=1 q5=1 q6=0 q7=0 q8=1 all=6
 gm_map all=0.027649854019374039
 gm_bpref all=0.0006876560219336317
 """,
@@ -218,6 +220,7 @@ set_relative_P q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
 set_recall q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
 set_map q1=0.066666666666666666 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0 q6=0.5 q7=0 q8=0 all=0.10822649572649573
 set_F q1=0.125 q2=0 q3=0.14285714285714288 q4=0.36363636363636359 q5=0 q6=0.66666666666666663 q7=0 q8=0 all=0.16227002164502163
+num_nonrel_judged_ret q1=6 q2=1 q3=1 q4=1 q5=2 q6=3 q7=0 q8=2 all=16
 gm_map all=0.0020432755849441411
 gm_bpref all=0.00016624155755874765
 """,
@@ -257,6 +260,7 @@ set_relative_P q1=0.59999999999999998 q2=0 q3=0 q4=1 q5=0 q6=0.80000000000000004
 set_recall q1=0.5 q2=0 q3=0 q4=1 q5=0 q6=0.5714285714285714 q7=0 q8=1 all=0.3839285714285714
 set_map q1=0.29999999999999999 q2=0 q3=0 q4=0.40000000000000002 q5=0 q6=0.45714285714285713 q7=0 q8=0.25 all=0.17589285714285713
 set_F q1=0.54545454545454541 q2=0 q3=0 q4=0.57142857142857151 q5=0 q6=0.66666666666666663 q7=0 q8=0.40000000000000002 all=0.27294372294372293
+num_nonrel_judged_ret q1=0 q2=1 q3=1 q4=0 q5=1 q6=0 q7=0 q8=1 all=4
 gm_map all=0.0021745592760409817
 gm_bpref all=0.00064119701878636291
 """,
@@ -296,6 +300,7 @@ set_relative_P q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 q9=0 all=0.66666666666666
 set_recall q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 q9=0 all=0.66666666666666663
 set_map q1=0.40000000000000002 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0.125 q6=0.875 q7=0 q8=0.25 q9=0 all=0.21657169990503322
 set_F q1=0.57142857142857151 q2=0 q3=0.14285714285714288 q4=0.36363636363636359 q5=0.22222222222222221 q6=0.93333333333333335 q7=0 q8=0.40000000000000002 q9=0 all=0.2926086259419593
+num_nonrel_judged_ret q1=1 q2=1 q3=1 q4=1 q5=1 q6=0 q7=0 q8=1 q9=0 all=6
 gm_map all=0.011462583883766805
 gm_bpref all=0.00042975297258771315
 """,
@@ -335,6 +340,7 @@ set_relative_P q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
 set_recall q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
 set_map q1=0.8571428571428571 q2=0 q3=0.5 q4=0.66666666666666663 q5=0.5 q6=1 q7=0 q8=0.5 all=0.50297619047619047
 set_F q1=0.92307692307692302 q2=0 q3=0.66666666666666663 q4=0.80000000000000004 q5=0.66666666666666663 q6=1 q7=0 q8=0.66666666666666663 all=0.5903846153846154
+num_nonrel_judged_ret q1=1 q2=1 q3=1 q4=1 q5=1 q6=0 q7=0 q8=1 all=6
 gm_map all=0.042884079939111801
 gm_bpref all=0.0006876560219336317
 """,
@@ -374,6 +380,7 @@ set_relative_P q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
 set_recall q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
 set_map q1=0.14285714285714285 q2=0 q3=0.5 q4=0.66666666666666663 q5=0 q6=0.5714285714285714 q7=0 q8=0 all=0.23511904761904759
 set_F q1=0.25 q2=0 q3=0.66666666666666663 q4=0.80000000000000004 q5=0 q6=0.72727272727272729 q7=0 q8=0 all=0.30549242424242429
+num_nonrel_judged_ret q1=6 q2=1 q3=1 q4=1 q5=2 q6=3 q7=0 q8=2 all=16
 gm_map all=0.0025639485530733245
 gm_bpref all=0.00016624155755874765
 """,
@@ -413,6 +420,7 @@ set_relative_P q1=0 q2=0 q3=0 q4=1 q5=0 q6=0.66666666666666663 q7=0 q8=0 q9=0 al
 set_recall q1=0 q2=0 q3=0 q4=1 q5=0 q6=0.5 q7=0 q8=0 q9=0 all=0.16666666666666666
 set_map q1=0 q2=0 q3=0 q4=0.66666666666666663 q5=0 q6=0.33333333333333331 q7=0 q8=0 q9=0 all=0.1111111111111111
 set_F q1=0 q2=0 q3=0 q4=0.80000000000000004 q5=0 q6=0.57142857142857151 q7=0 q8=0 q9=0 all=0.15238095238095239
+num_nonrel_judged_ret q1=1 q2=1 q3=0 q4=0 q5=1 q6=1 q7=0 q8=1 q9=0 all=5
 gm_map all=0.00011718321731849801
 gm_bpref all=0.00011718321731849801
 """,
@@ -426,10 +434,11 @@ OURS.update({f"iprec_at_recall_{x:.2f}": (f"iprec_at_recall_{x:.2f}",) * 2 for x
 OURS.update({f"Rprec_mult_{x:.2f}": (f"rprec_mult_{x:.2f}",) * 2 for x in [i / 5 for i in range(1, 11)]})
 OURS.update({f"relative_P_{k}": (f"relative_p_at_{k}",) * 2 for k in (1, 3, 5, 10)})
 OURS.update({m: (m.lower(),) * 2 for m in ("num_ret", "set_P", "set_recall", "set_F", "set_map", "set_relative_P",
-                                            "utility")})
+                                            "utility", "num_nonrel_judged_ret")})
 #: the same measures as ``metrics=`` takes them, in trec_eval's spelling (case does not matter)
 METRICS = ["num_rel", "num_rel_ret", "gm_map", "gm_bpref", "11pt_avg", *(m for m in OURS if m[0] in "iR"),
-           "relative_P", "num_ret", "set_P", "set_recall", "set_F", "set_map", "set_relative_P", "utility"]
+           "relative_P", "num_ret", "set_P", "set_recall", "set_F", "set_map", "set_relative_P", "utility",
+           "num_nonrel_judged_ret"]
 
 
 def printed(flags: str) -> dict:
@@ -536,6 +545,7 @@ def test_set_measures_are_refused_for_a_scan_of_the_whole_gallery():
 
     scores = np.random.default_rng(0).random((4, 6))
     labels = dict(query_labels=np.array([0, 1, 0, 1]), gallery_labels=np.array([0, 1, 0, 1, 2, 2]))
-    with pytest.raises(InputError, match=r"^metrics: num_ret, set_p need\(s\) each query's retrieved list"):
-        evaluate_arrays(scores=scores, metrics=["set_p", "num_ret"], **labels)
+    with pytest.raises(InputError, match=r"^metrics: num_ret, set_p, num_nonrel_judged_ret need\(s\) each query's "
+                                         r"retrieved list"):
+        evaluate_arrays(scores=scores, metrics=["set_p", "num_ret", "num_nonrel_judged_ret"], **labels)
     assert evaluate_arrays(scores=scores, metrics=["num_rel"], **labels).metrics["num_rel"] == 8
