@@ -499,6 +499,14 @@ def show_fault_events() -> None:
         log.propagate = False
 
 
+def memory_advice(args: argparse.Namespace | None) -> str:
+    """What to change after an out-of-memory error: only options the command that ran has (compare has neither
+    --memory-limit nor --chunk-rows), else nothing."""
+    present = [flag for flag, dest in (("raise --memory-limit", "memory_limit"), ("lower --chunk-rows", "chunk_rows"))
+               if args is not None and hasattr(args, dest)]
+    return "; " + " or ".join(present) if present else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     debug = bool(os.environ.get("EVALCORE_DEBUG"))
     show_fault_events()
@@ -523,8 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalcore: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except MemoryError as exc:
-        print(f"evalcore: error: out of memory ({exc}); raise --memory-limit or lower --chunk-rows",
-              file=sys.stderr)
+        print(f"evalcore: error: out of memory ({exc}){memory_advice(locals().get('args'))}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("evalcore: interrupted", file=sys.stderr)
