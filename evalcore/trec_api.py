@@ -150,6 +150,8 @@ class TrecResult:
     measures: list[str]
     result: object = field(repr=False)
     warnings: list[str] = field(default_factory=list)
+    #: trec_eval's flags as given: complete (-c), depth (-M), rel_level (-l), judged_only (-J)
+    flags: dict = field(default_factory=dict)
 
     def lines(self, per_query: bool = False) -> list[str]:
         """trec_eval's printout (``-q``: every query's lines first, then ``all``), one string a line."""
@@ -166,7 +168,8 @@ class TrecResult:
     def save(self, out, overwrite: bool = False, storage_options: Mapping | None = None) -> str:
         """The report folder of ``evalcore evaluate --out`` (per_query.parquet, summary, run.json, report.html)."""
         return self.result.save(out, overwrite=overwrite, storage_options=storage_options,  # type: ignore[attr-defined]
-                                run={"trec": {"measures": self.measures, "aggregate": self.aggregate}})
+                                run={"trec": {"measures": self.measures, "aggregate": self.aggregate,
+                                              **self.flags}})
 
 
 def trec_line(name: str, qid: str, value) -> str:
@@ -201,18 +204,29 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
             raise InputError(f"{name}: {value!r} is not True or False")
     arrays, attrs = trec_tables.trec_arrays(qrels, run, complete=bool(complete), qrels_name=qrels_name,
                                             run_name=run_name)
+    if depth is not None:   # trec_eval cuts at -M first, then -J drops the unjudged: the cut is made here
+        _checked_depth(depth)
+        arrays["ranking/item"] = np.ascontiguousarray(arrays["ranking/item"][:, :depth])
     warnings = list(attrs.pop(trec_tables.WARNINGS, []))
     group = _memory_dataset(arrays, attrs)
     metrics, ks = engine_metrics(chosen)
     with api.parameter_names(False):
         result = api.evaluate(group, protocol="qrels", metrics=metrics, ks=ks or (1,), max_rank=max([*ks, 1]),
-                              empty_queries="zero", rel_level=rel_level, depth=depth,
-                              judged_only=bool(judged_only))
-    # trec_eval's P_1000 on a top-100 run counts the missing places as not relevant: its rule, no warning
-    result.run["warnings"] = [*warnings, *(w for w in result.run.get("warnings", []) if not w.startswith("cut-off "))]
-    per_query, aggregate = trec_values(chosen, result, arrays, rel_level=rel_level, depth=depth,
-                                       judged_only=bool(judged_only))
-    return TrecResult(per_query, aggregate, measure_names(chosen), result, result.run["warnings"])
+                              empty_queries="zero", rel_level=rel_level, judged_only=bool(judged_only))
+    # the queries left out are trec_eval's rule, said here; the engine's warnings speak of evalcore's own options
+    # (a cut-off past the lists' end, queries with no relevant item ranked), which trec_eval's rules settle:
+    # they stay in the report's run.json
+    result.run["warnings"] = [*warnings, *result.run.get("warnings", [])]
+    result.run["options"] = {**result.run.get("options", {}), "depth": depth}
+    per_query, aggregate = trec_values(chosen, result, arrays, rel_level=rel_level, judged_only=bool(judged_only),
+                                       complete=bool(complete))
+    flags = {"complete": bool(complete), "depth": depth, "rel_level": rel_level, "judged_only": bool(judged_only)}
+    return TrecResult(per_query, aggregate, measure_names(chosen), result, warnings, flags)
+
+
+def _checked_depth(depth) -> None:
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or not 1 <= depth <= MAX_CUTOFF:
+        raise InputError(f"depth: {depth!r} is not an integer from 1 to {MAX_CUTOFF}")
 
 
 def _memory_dataset(arrays, attrs):
@@ -224,16 +238,15 @@ def _memory_dataset(arrays, attrs):
     return ds.write_dataset(zarr.storage.MemoryStore(), arrays, attrs, chunk_rows=rows)
 
 
-def trec_values(chosen, result, arrays, *, rel_level: int, depth: int | None, judged_only: bool):
+def trec_values(chosen, result, arrays, *, rel_level: int, judged_only: bool, complete: bool = False):
     """({qid: {measure: value}}, {measure: value}) of the chosen measures from the engine's tables and, for
-    the counts, the arrays (trec_eval's num_ret/num_rel/num_rel_ret: retrieved within the depth, judged ones
-    only with -J; judged with grade >= rel_level; both)."""
+    the counts, the arrays (trec_eval's num_ret/num_rel/num_rel_ret: retrieved (the rankings already cut at
+    the depth), judged ones only with -J; judged with grade >= rel_level; both)."""
     table = result.per_query
     keys = [str(k) for k in table.column("key").to_pylist()]
-    summary = result.summary.to_pylist()[0]
     columns: dict[str, list] = {}
     aggregate: dict[str, float] = {}
-    counts = trec_counts(arrays, rel_level=rel_level, depth=depth, judged_only=judged_only) \
+    counts = trec_counts(arrays, rel_level=rel_level, judged_only=judged_only) \
         if any(m in COUNTS for m in chosen) else {}
     for measure, cuts in chosen.items():
         if measure == "num_q":
@@ -243,27 +256,38 @@ def trec_values(chosen, result, arrays, *, rel_level: int, depth: int | None, ju
             values = counts[measure][[row_of[k] for k in keys]]
             columns[measure] = [int(v) for v in values]
             aggregate[measure] = int(values.sum())
+            if measure == "num_rel" and complete:
+                # trec_eval -c (m_num_rel.c's te_calc_avg_num_rel): every judgement > 0 of the qrels, -l aside
+                aggregate[measure] = int((arrays["qrels/rel"] > 0).sum())
         elif measure == "gm_map":
-            ap = np.asarray(table.column("ap").to_numpy(zero_copy_only=False), dtype=np.float64)
-            aggregate["gm_map"] = math.exp(float(np.log(np.maximum(ap, MIN_GEO_MEAN)).sum()) / max(ap.size, 1)) \
-                if ap.size else 0.0
+            ap = np.nan_to_num(np.asarray(table.column("ap").to_numpy(zero_copy_only=False), dtype=np.float64))
+            aggregate["gm_map"] = math.exp(trec_mean(np.log(np.maximum(ap, MIN_GEO_MEAN)))) if ap.size else 0.0
         else:
-            _, column, mean = ENGINE_MEASURES[measure]
+            _, column, _ = ENGINE_MEASURES[measure]
             for k in cuts or (None,):
                 name = measure if k is None else f"{measure}_{k}"
                 columns[name] = table.column(column.format(k=k)).to_pylist()
-                aggregate[name] = float(summary[mean.format(k=k)])
+                values = np.nan_to_num(np.asarray(table.column(column.format(k=k)).to_numpy(zero_copy_only=False),
+                                                  dtype=np.float64))
+                aggregate[name] = trec_mean(values)
     per_query = {qid: {name: (values[i] if name in COUNTS else float(values[i] or 0.0))
                        for name, values in columns.items()} for i, qid in enumerate(keys)}
     return per_query, aggregate
 
 
-def trec_counts(arrays, *, rel_level: int, depth: int | None, judged_only: bool) -> dict[str, np.ndarray]:
+def trec_mean(values: np.ndarray) -> float:
+    """trec_eval's ``all``: the per-query values added one by one in qid order, then divided by their number.
+
+    Summed in another order (numpy's pairwise sum, an exact mean) the last bit can differ, and a mean such
+    as 0.00005 then prints 0.0001 where trec_eval prints 0.0000 (4.9999999999999996e-05).
+    """
+    return float(np.cumsum(values)[-1] / values.size) if values.size else 0.0
+
+
+def trec_counts(arrays, *, rel_level: int, judged_only: bool) -> dict[str, np.ndarray]:
     """num_ret, num_rel, num_rel_ret of each query row, as trec_eval counts them (form_res_rels.c): the
-    ranking cut at ``depth`` first, then (``judged_only``) the documents without a grade >= 0 dropped."""
+    ranking (already cut at the depth), then (``judged_only``) the documents without a grade >= 0 dropped."""
     items = arrays["ranking/item"]
-    if depth is not None:
-        items = items[:, :depth]
     n_q, n_items = items.shape[0], max(1, len(arrays["gallery/key"]))
     qq, qi, rel = arrays["qrels/query"], arrays["qrels/item"], arrays["qrels/rel"].astype(np.int64)
     pair = qq * n_items + qi     # sorted: the importer orders the qrels by (query, item)
