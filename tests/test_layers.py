@@ -85,7 +85,7 @@ def layer_of(module: str) -> str | None:
     parts = module.split(".")
     if len(parts) == 1 or parts[1] in ("api", "trec_api"):
         return "api"
-    if parts[1] == "types":  # the option words: as low as the errors
+    if parts[1] in ("types", "declarations"):  # the option words and declarations: as low as the errors
         return "errors"
     return parts[1] if parts[1] in LAYERS else None
 
@@ -186,3 +186,46 @@ def test_no_module_imports_a_higher_layer(graph):
 
 def test_the_modules_import_each_other_without_cycles(graph):
     assert cycles(graph) == []
+
+
+# --------------------------------------------------------------------------- what lives where
+
+
+def defined_in(root: pathlib.Path, name: str) -> list[str]:
+    """The files (relative to ``root``'s parent) whose top level defines the function ``name``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        if any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+               for node in tree.body):
+            found.append(path.relative_to(root.parent).as_posix())
+    return found
+
+
+def test_defined_in_finds_top_level_functions_only(tmp_path):
+    root = tmp_path / "evalcore"
+    (root / "io").mkdir(parents=True)
+    (root / "io" / "a.py").write_text("def atomic_write(path, data):\n    pass\n")
+    (root / "io" / "b.py").write_text("class C:\n    def atomic_write(self):\n        pass\n")
+    (root / "c.py").write_text("from evalcore.io.a import atomic_write\n")
+    assert defined_in(root, "atomic_write") == ["evalcore/io/a.py"]
+
+
+def test_io_imports_no_program(graph):
+    """Reading and writing (io) never reaches up to the programs (jobs, challenge adapters, command line)."""
+    programs = ("jobs", "challenge", "cli")
+    assert sorted((a, b) for a, targets in graph.items() for b in targets
+                  if layer_of(a) == "io" and layer_of(b) in programs) == []
+
+
+@pytest.mark.parametrize("name", ["atomic_write", "locked"])
+def test_file_helpers_are_defined_once_in_io_files(name):
+    assert defined_in(PACKAGE, name) == ["evalcore/io/files.py"]
+
+
+@pytest.mark.parametrize("name,home", [
+    ("gate_checks", "evalcore/jobs/gates.py"), ("check_gates", "evalcore/jobs/gates.py"),
+])
+def test_policy_is_defined_once_above_io(name, home):
+    """What decides a gate or a ranking is a program's policy: one definition, in the jobs layer."""
+    assert defined_in(PACKAGE, name) == [home]

@@ -16,6 +16,7 @@ from evalcore.cli.main import main
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
 from evalcore.io import history as h
+from evalcore.jobs.gates import check_gates
 
 CLI = [str(Path(sys.executable).with_name("evalcore"))]
 
@@ -209,7 +210,7 @@ def test_check_gates_previous_baseline_and_direction(tmp_path):
     h.write_run(root, "2025-01-02", "a", summary(0.78, extra=0.20))
     table = h.read_history(root)
     gates = {"map": {"max_drop_previous": 0.01, "max_drop_baseline": 0.05}, "fnir": {"max_drop_previous": 0.05}}
-    failures = h.check_gates(table, "a", "2025-01-02", gates, {"map": 0.90, "fnir": 0.1})
+    failures = check_gates(table, "a", "2025-01-02", gates, {"map": 0.90, "fnir": 0.1})
     kinds = sorted((f["metric"], f["reference"]) for f in failures)
     assert kinds == [("fnir", "previous"), ("map", "baseline"), ("map", "previous")]
     prev = next(f for f in failures if f["metric"] == "map" and f["reference"] == "previous")
@@ -217,11 +218,11 @@ def test_check_gates_previous_baseline_and_direction(tmp_path):
     assert "a: map" in prev["message"] and "0.8" in prev["message"] and "0.78" in prev["message"]
     fnir = next(f for f in failures if f["metric"] == "fnir")
     assert not fnir["higher_is_better"] and "rose" in fnir["message"]
-    assert h.check_gates(table, "a", "2025-01-02", {"map": {"max_drop_previous": 0.02}}) == []
-    assert h.check_gates(table, "a", "2025-01-01", gates) == []          # first night: nothing to compare
-    missing = h.check_gates(table, "a", "2025-01-02", {"map": {"max_drop_baseline": 0.1}}, "2024-12-31")
+    assert check_gates(table, "a", "2025-01-02", {"map": {"max_drop_previous": 0.02}}) == []
+    assert check_gates(table, "a", "2025-01-01", gates) == []          # first night: nothing to compare
+    missing = check_gates(table, "a", "2025-01-02", {"map": {"max_drop_baseline": 0.1}}, "2024-12-31")
     assert len(missing) == 1 and "not in the history" in missing[0]["message"]
-    by_date = h.check_gates(table, "a", "2025-01-02", {"map": {"max_drop_baseline": 0.01}}, "2025-01-01")
+    by_date = check_gates(table, "a", "2025-01-02", {"map": {"max_drop_baseline": 0.01}}, "2025-01-01")
     assert len(by_date) == 1 and by_date[0]["reference_date"] == "2025-01-01"
 
 

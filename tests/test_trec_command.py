@@ -749,3 +749,15 @@ def test_the_docstring_examples_run():
 
     failed, attempted = doctest.testmod(trec_api)
     assert attempted and not failed
+
+
+def test_all_is_trec_eval_s_running_sum_so_a_mean_on_a_rounding_edge_prints_as_trec_eval_s(capsys, tmp_path):
+    """10,000 judged queries, the relevant document ranked in 15 of them: P_30's mean is 0.5 / 10,000.
+    trec_eval 10.0-rc3 adds the per-query values one by one (4.9999999999999996e-05 with its full-precision
+    print) and prints ``P_30 all 0.0000``; an exact or pairwise mean is 5e-05, which prints 0.0001."""
+    qrels = "".join(f"q{i:05d} 0 d1 1\n" for i in range(10_000))
+    run = "".join(f"q{i:05d} Q0 {'d1' if i % 667 == 0 else 'x'} 1 1.0 t\n" for i in range(10_000))
+    (tmp_path / "qrels").write_text(qrels)
+    (tmp_path / "run").write_text(run)
+    code, out, _ = command(capsys, "-m", "P.30", str(tmp_path / "qrels"), str(tmp_path / "run"))
+    assert code == 0 and out == "P_30                  \tall\t0.0000\n"

@@ -70,6 +70,7 @@ from evalcore.jobs.common import (
 )
 from evalcore.render import pages
 from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES
+from evalcore.jobs.gates import gate_checks
 
 TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "stall_timeout", "trend_metrics",
             "evaluation", "gates", "baseline"}
@@ -448,7 +449,7 @@ def cmd_nightly(args) -> int:
     for ev in job["evaluation"]:
         if ev["name"] in done:
             gates = {**job["gates"], **ev["gates"]}
-            found = h.gate_checks(snapshot, ev["name"], run_date, gates, job["baseline"].get(ev["name"]))
+            found = gate_checks(snapshot, ev["name"], run_date, gates, job["baseline"].get(ev["name"]))
             checks += [with_significance(c, gates[c["metric"]], per_query[ev["name"]], history_dir)
                        for c in found]
     failures = [c for c in checks if c["passed"] is False]
