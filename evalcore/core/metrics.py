@@ -139,11 +139,15 @@ def _dcg(indptr: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: int | None
     return _segment_sum(indptr, terms)
 
 
-def _ndcg(lists: RankLists, k: int | None) -> np.ndarray:
+def _ndcg(lists: RankLists, k: int | None, exponential: bool = False) -> np.ndarray:
     """DCG / IDCG, known wherever the query has an item of grade >= 1: nDCG ignores --rel-level (as
-    trec_eval's does), so a query whose grades all lie below the level still has one."""
-    dcg = _dcg(lists.gain_indptr, lists.gain_ranks, lists.gains, k)
-    idcg = _dcg(lists.ideal_indptr, positions(lists.ideal_indptr), lists.ideal_gains, k)
+    trec_eval's does), so a query whose grades all lie below the level still has one. ``exponential``:
+    gain 2^g - 1 instead of g (the ideal order is the same: the map is increasing)."""
+    gains, ideal = lists.gains, lists.ideal_gains
+    if exponential:
+        gains, ideal = np.exp2(gains) - 1.0, np.exp2(ideal) - 1.0
+    dcg = _dcg(lists.gain_indptr, lists.gain_ranks, gains, k)
+    idcg = _dcg(lists.ideal_indptr, positions(lists.ideal_indptr), ideal, k)
     return _known(np.diff(lists.ideal_indptr), dcg / np.where(idcg > 0, idcg, 1.0))
 
 
@@ -161,6 +165,20 @@ def ndcg_at(lists: RankLists, k: int) -> np.ndarray:
     With binary relevance the ideal ranking puts min(R, k) relevant items at ranks 1..min(R, k).
     """
     return _ndcg(lists, k)
+
+
+def ndcg_exponential(lists: RankLists) -> np.ndarray:
+    """ndcg_exp = sum_i (2^g_i - 1)/log2(r_i + 1) / sum_{j=1..R} (2^g*_j - 1)/log2(j + 1) (Burges et al.'s gain).
+
+    nDCG with exponential gain: ir_measures' nDCG(gains={g: 2^g - 1}), ranx's ndcg_burges; grade >= 1, whatever
+    --rel-level.
+    """
+    return _ndcg(lists, None, exponential=True)
+
+
+def ndcg_exponential_at(lists: RankLists, k: int) -> np.ndarray:
+    """ndcg_exp_at_k = sum_{r_i <= k} (2^g_i - 1)/log2(r_i + 1) / sum_{j=1..min(R, k)} (2^g*_j - 1)/log2(j + 1)."""
+    return _ndcg(lists, k, exponential=True)
 
 
 def bpref(lists: RankLists) -> np.ndarray:
@@ -353,6 +371,19 @@ def num_nonrel_judged_ret(lists: RankLists) -> np.ndarray:
     if lists.nonrel_ranks is None:
         return np.full(len(lists.n_relevant), np.nan)
     return np.diff(lists.nonrel_ranks[0]).astype(np.float64)
+
+
+def judged_at(lists: RankLists, k: int) -> np.ndarray:
+    """judged_at_k = #{judged items among the top min(k, n)} / min(k, n), judged: a grade >= 0 (ir_measures' Judged@k).
+
+    0 when nothing is retrieved; a negative TREC grade (in the pool, not judged) is not judged. Defined for a
+    query with no relevant item too.
+    """
+    if lists.nonrel_ranks is None or lists.n_retrieved is None:
+        return np.full(len(lists.n_relevant), np.nan)
+    judged = count_at(lists.indptr, lists.ranks, k) + count_at(lists.nonrel_ranks[0], lists.nonrel_ranks[1], k)
+    top = np.minimum(np.asarray(lists.n_retrieved, dtype=np.float64), k)
+    return np.where(top > 0, judged / np.maximum(top, 1), 0.0)
 
 
 def utility(lists: RankLists) -> np.ndarray:

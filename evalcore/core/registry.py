@@ -158,6 +158,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("num_nonrel_judged_ret", "num_nonrel_judged_ret", "num_nonrel_judged_ret", m.num_nonrel_judged_ret,
            "judged non-relevant retrieved", "judged non-relevant retrieved (sum)", default=False, terminal=False,
            lists=True, needs=("nonrel_ranks",), aggregate="sum"),
+    Metric("ndcg_exp", "ndcg_exp", "ndcg_exp", m.ndcg_exponential, "nDCG (exp gain)", "nDCG (exp gain)", default=False,
+           terminal=False, lists=True),
+    Metric("ndcg_exp@k", "ndcg_exp_at_{k}", "ndcg_exp_at_{k}", m.ndcg_exponential_at, "nDCG@{k} (exp gain)",
+           "nDCG@{k} (exp gain)", parameter="ks", default=False, terminal=False, lists=True),
+    Metric("judged@k", "judged_at_{k}", "judged_at_{k}", m.judged_at, "judged@{k}", "judged@{k}", parameter="ks",
+           section="cutoff", default=False, terminal=False, lists=True, needs=("n_retrieved", "nonrel_ranks")),
     Metric("relative_p@k", "relative_p_at_{k}", "relative_p_at_{k}", m.relative_precision_at, "relative P@{k}",
            "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False),
 )

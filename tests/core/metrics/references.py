@@ -270,6 +270,24 @@ def num_nonrel_judged_ret(relevant, n_relevant, k=None):
     return float(n - hits)
 
 
+def ndcg_exp_at(relevant, n_relevant, k):
+    """Burges' gain 2^g - 1: with 0/1 grades the gains are 0/1 again, so the binary nDCG@k."""
+    if not n_relevant:
+        return None
+    gains = [2 ** int(g) - 1 for g in np.asarray(relevant, dtype=int)]
+    return _dcg(gains, k) / _dcg([2 ** 1 - 1] * n_relevant, k)
+
+
+def ndcg_exp(relevant, n_relevant, k=None):
+    return ndcg_exp_at(relevant, n_relevant, max(len(relevant), n_relevant, 1))
+
+
+def judged_at(relevant, n_relevant, k):
+    """The share of the top k (or of the whole list when shorter) with a judgement: here every listed item."""
+    top = np.asarray(relevant)[:k]
+    return 1.0 if top.size else 0.0
+
+
 #: registered metric name -> brute-force reference (relevant, n_relevant, k)
 REFERENCES = {
     "first_rank": first_rank,
@@ -304,6 +322,9 @@ REFERENCES = {
     "set_relative_p": set_relative_p,
     "utility": utility,
     "num_nonrel_judged_ret": num_nonrel_judged_ret,
+    "ndcg_exp": ndcg_exp,
+    "ndcg_exp@k": ndcg_exp_at,
+    "judged@k": judged_at,
 }
 #: (lowest, highest) of a float metric that is not a share in [0, 1]: the counts
 RANGES = {"num_rel": (0.0, math.inf), "num_rel_ret": (0.0, math.inf), "num_ret": (0.0, math.inf),

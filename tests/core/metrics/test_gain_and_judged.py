@@ -1,0 +1,91 @@
+"""nDCG with exponential gain and Judged@k (issue 38, CONTRACT §18, part 2), against the peers that define them.
+
+- ``ndcg_exp`` / ``ndcg_exp@k``: Burges et al.'s gain 2^g - 1, as ir_measures computes ``nDCG(gains={g: 2^g - 1})``
+  (it relabels the qrels with the gains and asks pytrec_eval for ``ndcg`` / ``ndcg_cut``): the expected values
+  here come from pytrec_eval itself (trec_eval 9's code in process; an optional test dependency, the tests skip
+  without it) on the same relabelled qrels. Ties: trec_eval's docno order on both sides (``--order trec_eval``).
+- ``judged@k``: ir_measures' ``Judged@k`` (its ``judged`` provider, pure Python; skipped without ir_measures): the
+  share of the top min(k, n) that has a judgement. Scores here are distinct: ir_measures breaks ties by docno
+  ascending, trec_eval by docno descending.
+"""
+import math
+import random
+
+import pytest
+
+from evalcore.engine.evaluate import Options, evaluate
+from evalcore.io import importers
+
+KS = (1, 3, 5, 10)
+
+
+def draw(seed: int, ties: bool):
+    """({qid: {docno: grade 0..3}}, {qid: {docno: score}}): judged and unjudged documents in the runs."""
+    rng = random.Random(seed)
+    qrels, run = {}, {}
+    for q in range(1, 13):
+        docs = [f"d{j:02d}" for j in range(rng.randint(4, 20))]
+        qrels[f"q{q}"] = {d: rng.choice([0, 0, 1, 2, 3]) for d in rng.sample(docs, rng.randint(1, len(docs)))}
+        ranked = rng.sample(docs, rng.randint(1, len(docs)))
+        scores = rng.sample(range(1000), len(ranked)) if not ties else [rng.choice([1, 2, 3, 5]) for _ in ranked]
+        run[f"q{q}"] = {d: s / 1000 for d, s in zip(ranked, scores)}
+    return qrels, run
+
+
+def evalcore_rows(tmp_path, qrels, run, metrics):
+    """{qid: per-query row} and the summary row, through import trec-run --order trec_eval and evaluate."""
+    (tmp_path / "qrels").write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()))
+    lines = []
+    for q, docs in run.items():
+        ordered = sorted(docs.items(), key=lambda x: (-x[1], x[0]))
+        lines += [f"{q} Q0 {d} {i + 1} {s!r} r\n" for i, (d, s) in enumerate(ordered)]
+    (tmp_path / "run").write_text("".join(lines))
+    out = tmp_path / "ds.zarr"
+    importers.import_to("trec-run", [tmp_path / "run"], out, qrels=str(tmp_path / "qrels"), order="trec_eval")
+    result = evaluate(out, Options(protocol="qrels", ks=KS, empty_queries="zero", metrics=metrics))
+    return {row["key"]: row for row in result.per_query.to_pylist()}, result.summary.to_pylist()[0]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_exponential_gain_ndcg_equals_pytrec_eval_on_relabelled_qrels(tmp_path, seed):
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels, run = draw(seed, ties=True)
+    gains = {q: {d: 2 ** g - 1 for d, g in docs.items()} for q, docs in qrels.items()}
+    measures = {"ndcg", "ndcg_cut." + ",".join(map(str, KS))}
+    want = pytrec_eval.RelevanceEvaluator(gains, measures).evaluate(run)
+    rows, summary = evalcore_rows(tmp_path, qrels, run, ["ndcg_exp", "ndcg_exp@k"])
+    assert set(rows) == set(want)
+    for q, values in want.items():
+        assert rows[q]["ndcg_exp"] == pytest.approx(values["ndcg"], rel=1e-12, abs=1e-15), q
+        for k in KS:
+            assert rows[q][f"ndcg_exp_at_{k}"] == pytest.approx(values[f"ndcg_cut_{k}"], rel=1e-12, abs=1e-15), (q, k)
+    assert summary["ndcg_exp"] == pytest.approx(math.fsum(v["ndcg"] for v in want.values()) / len(want), rel=1e-12)
+    # and it is not the linear-gain nDCG: grades 2 and 3 weigh 3 and 7, not 2 and 3
+    linear = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg"}).evaluate(run)
+    assert any(abs(linear[q]["ndcg"] - want[q]["ndcg"]) > 1e-3 for q in want)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_judged_at_k_equals_ir_measures(tmp_path, seed):
+    ir_measures = pytest.importorskip("ir_measures")
+    qrels, run = draw(seed, ties=False)
+    measures = [ir_measures.Judged @ k for k in KS]
+    want: dict = {}
+    for metric in ir_measures.iter_calc(measures, qrels, run):
+        want.setdefault(metric.query_id, {})[metric.measure["cutoff"]] = metric.value
+    rows, summary = evalcore_rows(tmp_path, qrels, run, ["judged"])
+    assert set(rows) == set(want)
+    for q, values in want.items():
+        for k in KS:
+            assert rows[q][f"judged_at_{k}"] == pytest.approx(values[k], rel=1e-12, abs=1e-15), (q, k)
+    for k in KS:
+        assert summary[f"judged_at_{k}"] == pytest.approx(math.fsum(v[k] for v in want.values()) / len(want))
+
+
+def test_judged_at_k_leaves_an_in_the_pool_grade_out(tmp_path):
+    """A negative TREC grade means "in the pool, not judged" (README, TREC): not judged here, where ir_measures
+    counts any qrels line. Hand-worked: d1 (grade 1), d2 (-2), d3 (0), d4 (unjudged) in that order: judged@2 =
+    1/2, judged@4 = 2/4, judged@10 = 2/4 (the list has 4)."""
+    rows, _ = evalcore_rows(tmp_path, {"q1": {"d1": 1, "d2": -3, "d3": 0}},
+                            {"q1": {"d1": 0.9, "d2": 0.8, "d3": 0.7, "d4": 0.6}}, ["judged@2", "judged@4", "judged@10"])
+    assert (rows["q1"]["judged_at_2"], rows["q1"]["judged_at_4"], rows["q1"]["judged_at_10"]) == (0.5, 0.5, 0.5)
