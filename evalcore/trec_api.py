@@ -59,6 +59,8 @@ NOT_COMPUTED = ("runid", "iprec_at_recall", "infAP", "gm_bpref", "Rprec_mult", "
 MIN_GEO_MEAN = 0.00001
 #: cut-offs are held as int32 in the engine
 MAX_CUTOFF = (1 << 31) - 1
+#: cut-offs of one measure: each is a column of every query (trec_eval's defaults have 9)
+MAX_CUTOFFS = 1000
 _UNDERSCORED = re.compile(r"([A-Za-z_]+?)_([0-9]+)")
 
 
@@ -98,14 +100,19 @@ def parse_measures(measures, option: str = "measures") -> dict[str, tuple[int, .
         if base not in DEFAULT_CUTOFFS:
             raise InputError(f"{option}: {raw!r}: {base} takes no parameters")
         given.setdefault(base, set()).update(_cutoffs(params, raw, option))
+        if len(given[base]) > MAX_CUTOFFS:
+            raise InputError(f"{option}: {base} given more than {MAX_CUTOFFS} cut-offs")
     chosen = {**{m: None for m in defaults}, **given}
     return {m: (tuple(sorted(given[m])) if m in given else DEFAULT_CUTOFFS.get(m)) for m in MEASURE_ORDER
             if m in chosen}
 
 
 def _cutoffs(params: str, raw: str, option: str) -> set[int]:
+    words = params.split(",")
+    if len(words) > MAX_CUTOFFS:   # before any parsing: each cut-off costs a column of every query
+        raise InputError(f"{option}: {raw[:40]!r}...: {len(words)} cut-offs, more than {MAX_CUTOFFS}")
     out = set()
-    for word in params.split(","):
+    for word in words:
         if not word.isdigit() or not 0 < int(word) <= MAX_CUTOFF:
             raise InputError(f"{option}: {raw!r}: cut-off {word!r} is not an integer in 1..{MAX_CUTOFF}")
         out.add(int(word))

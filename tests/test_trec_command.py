@@ -727,6 +727,8 @@ def test_nothing_is_written_without_out_and_the_report_with_it(tmp_path, files):
     (["-m", "P.5,x"], "-m: 'P.5,x': cut-off 'x' is not an integer"),
     (["-m", "map.5"], "-m: 'map.5': map takes no parameters"),
     (["-M", "0"], "-M: '0' is not an integer from 1 to 2147483647"),
+    (["-m", "P." + ",".join(map(str, range(1, 2002)))], "-m: 'P.1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16'...: 2001 "
+                                                        "cut-offs, more than 1000"),
     (["-l", "1e3"], "-l: '1e3' is not an integer from 1 to 2147483647"),
 ])
 def test_bad_flags_are_one_line_naming_the_flag(capsys, files, argv, words):
