@@ -9,6 +9,9 @@ differ:
   ``torchreid.metrics.rank.evaluate_rank`` (returns ``all_cmc, mAP``).
 * ``evalcore.compat.fastreid.evaluate_rank``: fast-reid's
   ``fastreid.evaluation.rank.evaluate_rank`` (returns ``all_cmc, all_AP, all_INP``).
+* ``evalcore.compat.pytrec_eval.RelevanceEvaluator``: pytrec_eval's
+  (``RelevanceEvaluator(qrels, measures).evaluate(run)`` -> ``{qid: {measure: value}}``).
+* ``evalcore.compat.ranx.evaluate``: ranx's ``evaluate(qrels, run, metrics)``.
 
 The modules are imported by name, never by ``evalcore`` itself, so plain
 ``import evalcore`` does not pay for them.
