@@ -386,6 +386,42 @@ def judged_at(lists: RankLists, k: int) -> np.ndarray:
     return np.where(top > 0, judged / np.maximum(top, 1), 0.0)
 
 
+#: RBP's persistence p: trec_eval's default (its rbp and rbp_resid)
+RBP_PERSISTENCE = 0.9
+
+
+def rank_biased_precision(lists: RankLists) -> np.ndarray:
+    """rbp = (1 - p) * sum_i (g_i / g_max) * p^(r_i - 1), p = 0.9 (Moffat and Zobel; trec_eval's rbp).
+
+    g_i: the grade of the ranked relevant item at r_i (grade >= 1, whatever --rel-level, as trec_eval's gains);
+    g_max: the query's highest grade, at least 1, so gains lie in [0, 1] (binary relevance: 1 each).
+    """
+    p = RBP_PERSISTENCE
+    top = np.zeros(len(lists.ideal_indptr) - 1)
+    has = np.diff(lists.ideal_indptr) > 0
+    top[has] = lists.ideal_gains[lists.ideal_indptr[:-1][has]]   # highest first
+    rows = segment_ids(lists.gain_indptr)
+    terms = lists.gains / np.maximum(top[rows], 1.0) * np.power(p, lists.gain_ranks - 1.0)
+    return _known(np.diff(lists.ideal_indptr), (1.0 - p) * _segment_sum(lists.gain_indptr, terms))
+
+
+def rank_biased_precision_residual(lists: RankLists) -> np.ndarray:
+    """rbp_resid = 1 - (1 - p) * sum over judged places u of p^(u - 1), p = 0.9 (Moffat and Zobel's RBP residual).
+
+    The weight RBP has not judged: the unjudged places of the list, p^(u-1) (1 - p) each, and everything below
+    it, p^n. Defined for a query with no relevant item too. trec_eval's rbp_resid gives the same, except 0 where
+    the list has no unjudged item (it leaves the p^n below the list out there).
+    """
+    if lists.nonrel_ranks is None or lists.n_retrieved is None:
+        return np.full(len(lists.n_relevant), np.nan)
+    p = RBP_PERSISTENCE
+    rows = np.concatenate([segment_ids(lists.indptr), segment_ids(lists.nonrel_ranks[0])])
+    places = np.concatenate([lists.ranks, lists.nonrel_ranks[1]])
+    order = np.lexsort((places, rows))   # summed place by place: the same sum whichever places are relevant
+    judged = np.bincount(rows[order], weights=np.power(p, places[order] - 1.0), minlength=len(lists.n_relevant))
+    return 1.0 - (1.0 - p) * judged
+
+
 def utility(lists: RankLists) -> np.ndarray:
     """utility = #{i : r_i ranked} - (n - #{i : r_i ranked}) (trec_eval's utility, its default coefficients 1, -1, 0, 0).
 

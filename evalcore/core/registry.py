@@ -164,6 +164,11 @@ METRICS: tuple[Metric, ...] = (
            "nDCG@{k} (exp gain)", parameter="ks", default=False, terminal=False, lists=True),
     Metric("judged@k", "judged_at_{k}", "judged_at_{k}", m.judged_at, "judged@{k}", "judged@{k}", parameter="ks",
            section="cutoff", default=False, terminal=False, lists=True, needs=("n_retrieved", "nonrel_ranks")),
+    Metric("rbp", "rbp", "rbp", m.rank_biased_precision, "RBP (p 0.9)", "RBP (p 0.9)", default=False, terminal=False,
+           lists=True),
+    Metric("rbp_resid", "rbp_resid", "rbp_resid", m.rank_biased_precision_residual, "RBP residual",
+           "RBP residual", direction="lower", default=False, terminal=False, lists=True,
+           needs=("n_retrieved", "nonrel_ranks")),
     Metric("relative_p@k", "relative_p_at_{k}", "relative_p_at_{k}", m.relative_precision_at, "relative P@{k}",
            "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False),
 )

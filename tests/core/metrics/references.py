@@ -288,6 +288,19 @@ def judged_at(relevant, n_relevant, k):
     return 1.0 if top.size else 0.0
 
 
+def rbp(relevant, n_relevant, k=None, p=0.9):
+    """Moffat and Zobel: a user goes on to the next item with probability p; (1 - p) sum of rel_i p^(i-1)."""
+    if not n_relevant:
+        return None
+    return (1 - p) * sum(p ** i for i, rel in enumerate(np.asarray(relevant, dtype=bool)) if rel)
+
+
+def rbp_resid(relevant, n_relevant, k=None, p=0.9):
+    """Moffat and Zobel's residual: the weight of unjudged places and of everything below the list; every listed
+    item is judged here, so p^n."""
+    return p ** len(relevant)
+
+
 #: registered metric name -> brute-force reference (relevant, n_relevant, k)
 REFERENCES = {
     "first_rank": first_rank,
@@ -325,6 +338,8 @@ REFERENCES = {
     "ndcg_exp": ndcg_exp,
     "ndcg_exp@k": ndcg_exp_at,
     "judged@k": judged_at,
+    "rbp": rbp,
+    "rbp_resid": rbp_resid,
 }
 #: (lowest, highest) of a float metric that is not a share in [0, 1]: the counts
 RANGES = {"num_rel": (0.0, math.inf), "num_rel_ret": (0.0, math.inf), "num_ret": (0.0, math.inf),

@@ -142,7 +142,7 @@ def test_an_unknown_query_scores_zero_under_empty_queries_zero_except_ranks(colu
     plain = values(column, lists, n_relevant)
     assert np.array_equal(got[1:2], plain[1:2], equal_nan=True)  # a known query is not touched
     if column.metric.name in DEFINED_WITHOUT_RELEVANT:  # defined there: an empty ranking's value, zero or not
-        assert got[0] == got[2] == 0.0
+        assert got[0] == got[2] == REFERENCES[column.metric.name](np.zeros(0, dtype=bool), 0, column.k)
         return
     assert column.metric.null(got)[2]
     if column.metric.dtype == "int64":

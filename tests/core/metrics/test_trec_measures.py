@@ -2,15 +2,15 @@
 
 ``num_rel``, ``num_rel_ret``, ``gm_map``, ``gm_bpref``, ``iprec_at_recall_0.00`` .. ``_1.00``, ``11pt_avg``,
 ``Rprec_mult_0.20`` .. ``_2.00``, ``relative_P_k``, and the set measures ``num_ret``, ``set_P``, ``set_recall``,
-``set_F``, ``set_map``, ``set_relative_P``, ``utility`` and ``num_nonrel_judged_ret`` (precomputed rankings: the
-run's lists) under trec_eval's names (lower-cased: ``rprec_mult_0.20``,
+``set_F``, ``set_map``, ``set_relative_P``, ``utility``, ``num_nonrel_judged_ret``, ``rbp`` and ``rbp_resid``
+(precomputed rankings: the run's lists) under trec_eval's names (lower-cased: ``rprec_mult_0.20``,
 ``relative_p@5``), through import trec-run and evaluate, equal trec_eval's own printout per query and ``all``.
 
 Expected values: printed by trec_eval 10.0-rc3 (usnistgov/trec_eval, built with ``make`` after changing its
 print files' "%6.4f" to "%.17g", in /tmp only), run as ``trec_eval -q [FLAGS]
 -m num_rel -m num_rel_ret -m gm_map -m gm_bpref -m iprec_at_recall -m 11pt_avg -m Rprec_mult
 -m relative_P.1,3,5,10 -m num_ret -m set_P -m set_recall -m set_F -m set_map -m set_relative_P -m utility
--m num_nonrel_judged_ret QRELS RUN``; its printed values copied as they stand. QRELS and RUN were drawn once
+-m num_nonrel_judged_ret -m rbp -m rbp_resid QRELS RUN``; its printed values copied as they stand. QRELS and RUN were drawn once
 (random.Random(38)): grades -2..3, tied scores (trec_eval breaks ties by docno, descending: ``--order
 trec_eval``), unjudged documents in the runs; q7 has no relevant document, q8 grade 1 at most (none at -l2),
 q9 is judged with no results (counted by -c alone). Without -c, trec_eval 10.0-rc3 stops at a judged query
@@ -181,6 +181,8 @@ set_recall q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
 set_map q1=0.40000000000000002 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0.125 q6=0.875 q7=0 q8=0.25 all=0.24364316239316239
 set_F q1=0.57142857142857151 q2=0 q3=0.14285714285714288 q4=0.36363636363636359 q5=0.22222222222222221 q6=0.93333333333333335 q7=0 q8=0.40000000000000002 all=0.32918470418470419
 num_nonrel_judged_ret q1=1 q2=1 q3=1 q4=1 q5=1 q6=0 q7=0 q8=1 all=6
+rbp q1=0.1691924028363333 q2=0 q3=0.059049000000000004 q4=0.15999999999999998 q5=0.053144100000000007 q6=0.30188415999999996 q7=0 q8=0.072899999999999993 all=0.10202120785454166
+rbp_resid q1=0.57917379149100001 q2=0.90000000000000013 q3=0.86805100000000013 q4=0.75095100000000015 q5=0.8568559 q6=0.49607721000000016 q7=1 q8=0.84610000000000007 all=0.78715111268637505
 gm_map all=0.027649854019374039
 gm_bpref all=0.0006876560219336317
 """,
@@ -221,6 +223,8 @@ set_recall q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
 set_map q1=0.066666666666666666 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0 q6=0.5 q7=0 q8=0 all=0.10822649572649573
 set_F q1=0.125 q2=0 q3=0.14285714285714288 q4=0.36363636363636359 q5=0 q6=0.66666666666666663 q7=0 q8=0 all=0.16227002164502163
 num_nonrel_judged_ret q1=6 q2=1 q3=1 q4=1 q5=2 q6=3 q7=0 q8=2 all=16
+rbp q1=0.1691924028363333 q2=0 q3=0.059049000000000004 q4=0.15999999999999998 q5=0.053144100000000007 q6=0.30188415999999996 q7=0 q8=0.072899999999999993 all=0.10202120785454166
+rbp_resid q1=0.57917379149100001 q2=0.90000000000000013 q3=0.86805100000000013 q4=0.75095100000000015 q5=0.8568559 q6=0.49607721000000016 q7=1 q8=0.84610000000000007 all=0.78715111268637505
 gm_map all=0.0020432755849441411
 gm_bpref all=0.00016624155755874765
 """,
@@ -261,6 +265,8 @@ set_recall q1=0.5 q2=0 q3=0 q4=1 q5=0 q6=0.5714285714285714 q7=0 q8=1 all=0.3839
 set_map q1=0.29999999999999999 q2=0 q3=0 q4=0.40000000000000002 q5=0 q6=0.45714285714285713 q7=0 q8=0.25 all=0.17589285714285713
 set_F q1=0.54545454545454541 q2=0 q3=0 q4=0.57142857142857151 q5=0 q6=0.66666666666666663 q7=0 q8=0.40000000000000002 all=0.27294372294372293
 num_nonrel_judged_ret q1=0 q2=1 q3=1 q4=0 q5=1 q6=0 q7=0 q8=1 all=4
+rbp q1=0.12810333333333332 q2=0 q3=0 q4=0.15999999999999998 q5=0 q6=0.23259999999999995 q7=0 q8=0.072899999999999993 all=0.074200416666666644
+rbp_resid q1=0.76149000000000011 q2=0.90000000000000013 q3=0.92710000000000015 q4=0.81000000000000016 q5=0.91000000000000014 q6=0.65610000000000013 q7=1 q8=0.84610000000000007 all=0.8513487500000001
 gm_map all=0.0021745592760409817
 gm_bpref all=0.00064119701878636291
 """,
@@ -301,6 +307,8 @@ set_recall q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 q9=0 all=0.66666666666666663
 set_map q1=0.40000000000000002 q2=0 q3=0.076923076923076927 q4=0.22222222222222221 q5=0.125 q6=0.875 q7=0 q8=0.25 q9=0 all=0.21657169990503322
 set_F q1=0.57142857142857151 q2=0 q3=0.14285714285714288 q4=0.36363636363636359 q5=0.22222222222222221 q6=0.93333333333333335 q7=0 q8=0.40000000000000002 q9=0 all=0.2926086259419593
 num_nonrel_judged_ret q1=1 q2=1 q3=1 q4=1 q5=1 q6=0 q7=0 q8=1 q9=0 all=6
+rbp q1=0.1691924028363333 q2=0 q3=0.059049000000000004 q4=0.15999999999999998 q5=0.053144100000000007 q6=0.30188415999999996 q7=0 q8=0.072899999999999993 q9=0 all=0.090685518092925924
+rbp_resid q1=0.57917379149100001 q2=0.90000000000000013 q3=0.86805100000000013 q4=0.75095100000000015 q5=0.8568559 q6=0.49607721000000016 q7=1 q8=0.84610000000000007 q9=0 all=0.6996898779434445
 gm_map all=0.011462583883766805
 gm_bpref all=0.00042975297258771315
 """,
@@ -341,6 +349,8 @@ set_recall q1=1 q2=0 q3=1 q4=1 q5=1 q6=1 q7=0 q8=1 all=0.75
 set_map q1=0.8571428571428571 q2=0 q3=0.5 q4=0.66666666666666663 q5=0.5 q6=1 q7=0 q8=0.5 all=0.50297619047619047
 set_F q1=0.92307692307692302 q2=0 q3=0.66666666666666663 q4=0.80000000000000004 q5=0.66666666666666663 q6=1 q7=0 q8=0.66666666666666663 all=0.5903846153846154
 num_nonrel_judged_ret q1=1 q2=1 q3=1 q4=1 q5=1 q6=0 q7=0 q8=1 all=6
+rbp q1=0.2096010333333333 q2=0 q3=0.089999999999999983 q4=0.15999999999999998 q5=0.089999999999999983 q6=0.30958239999999998 q7=0 q8=0.089999999999999983 all=0.11864792916666665
+rbp_resid q1=0 q2=0 q3=0 q4=0 q5=0 q6=0 q7=0 q8=0 all=0
 gm_map all=0.042884079939111801
 gm_bpref all=0.0006876560219336317
 """,
@@ -381,6 +391,8 @@ set_recall q1=1 q2=0 q3=1 q4=1 q5=0 q6=1 q7=0 q8=0 all=0.5
 set_map q1=0.14285714285714285 q2=0 q3=0.5 q4=0.66666666666666663 q5=0 q6=0.5714285714285714 q7=0 q8=0 all=0.23511904761904759
 set_F q1=0.25 q2=0 q3=0.66666666666666663 q4=0.80000000000000004 q5=0 q6=0.72727272727272729 q7=0 q8=0 all=0.30549242424242429
 num_nonrel_judged_ret q1=6 q2=1 q3=1 q4=1 q5=2 q6=3 q7=0 q8=2 all=16
+rbp q1=0.2096010333333333 q2=0 q3=0.089999999999999983 q4=0.15999999999999998 q5=0.089999999999999983 q6=0.30958239999999998 q7=0 q8=0.089999999999999983 all=0.11864792916666665
+rbp_resid q1=0 q2=0 q3=0 q4=0 q5=0 q6=0 q7=0 q8=0 all=0
 gm_map all=0.0025639485530733245
 gm_bpref all=0.00016624155755874765
 """,
@@ -421,6 +433,8 @@ set_recall q1=0 q2=0 q3=0 q4=1 q5=0 q6=0.5 q7=0 q8=0 q9=0 all=0.1666666666666666
 set_map q1=0 q2=0 q3=0 q4=0.66666666666666663 q5=0 q6=0.33333333333333331 q7=0 q8=0 q9=0 all=0.1111111111111111
 set_F q1=0 q2=0 q3=0 q4=0.80000000000000004 q5=0 q6=0.57142857142857151 q7=0 q8=0 q9=0 all=0.15238095238095239
 num_nonrel_judged_ret q1=1 q2=1 q3=0 q4=0 q5=1 q6=1 q7=0 q8=1 q9=0 all=5
+rbp q1=0.033333333333333326 q2=0 q3=0 q4=0.15999999999999998 q5=0 q6=0.18399999999999997 q7=0 q8=0 q9=0 all=0.041925925925925922
+rbp_resid q1=0.90000000000000002 q2=0.90000000000000002 q3=1 q4=0.81000000000000005 q5=0.91000000000000003 q6=0 q7=1 q8=0.91900000000000004 q9=0 all=0.71544444444444444
 gm_map all=0.00011718321731849801
 gm_bpref all=0.00011718321731849801
 """,
@@ -434,11 +448,11 @@ OURS.update({f"iprec_at_recall_{x:.2f}": (f"iprec_at_recall_{x:.2f}",) * 2 for x
 OURS.update({f"Rprec_mult_{x:.2f}": (f"rprec_mult_{x:.2f}",) * 2 for x in [i / 5 for i in range(1, 11)]})
 OURS.update({f"relative_P_{k}": (f"relative_p_at_{k}",) * 2 for k in (1, 3, 5, 10)})
 OURS.update({m: (m.lower(),) * 2 for m in ("num_ret", "set_P", "set_recall", "set_F", "set_map", "set_relative_P",
-                                            "utility", "num_nonrel_judged_ret")})
+                                            "utility", "num_nonrel_judged_ret", "rbp", "rbp_resid")})
 #: the same measures as ``metrics=`` takes them, in trec_eval's spelling (case does not matter)
 METRICS = ["num_rel", "num_rel_ret", "gm_map", "gm_bpref", "11pt_avg", *(m for m in OURS if m[0] in "iR"),
            "relative_P", "num_ret", "set_P", "set_recall", "set_F", "set_map", "set_relative_P", "utility",
-           "num_nonrel_judged_ret"]
+           "num_nonrel_judged_ret", "rbp", "rbp_resid"]
 
 
 def printed(flags: str) -> dict:
@@ -492,6 +506,12 @@ def without_empty_list_nan(want: dict) -> dict:
 @pytest.mark.parametrize("flags", list(TREC_EVAL))
 def test_every_measure_equals_trec_eval_per_query_and_all(tmp_path, flags):
     want = without_empty_list_nan(printed(flags))
+    # trec_eval's rbp_resid is 0 where the list has no unjudged document: it leaves out the weight below the
+    # list, p^num_ret, which Moffat and Zobel's residual (and evalcore's) keeps
+    resid = want["rbp_resid"]
+    for q in [q for q, v in resid.items() if q != "all" and v == 0]:
+        resid[q] = 0.9 ** want["num_ret"][q]
+    resid["all"] = math.fsum(v for q, v in resid.items() if q != "all") / (len(resid) - 1)
     if "-c" in flags and "-l2" in flags:
         # trec_eval's num_rel 'all' under -c counts every qrels line with a grade > 0, whatever -l
         # (m_num_rel.c, te_calc_avg_num_rel): 23 here, not the sum of its own per-query lines at -l2. evalcore's
