@@ -17,6 +17,7 @@ import contextvars
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from evalcore.engine import evaluate as engine
 from evalcore.engine import options as engine_options
 from evalcore.engine.evaluate import Result as EngineResult
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.errors import InputError
+from evalcore.errors import EvalcoreWarning, InputError
 from evalcore.io import dataset as ds
 from evalcore.io import report
 from evalcore.io.files import atomic_write
@@ -137,8 +138,9 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     """
     given = locals()
     arrays = {name: given[name] for name in (*ARRAY_PARAMETERS, DISTANCES) if given[name] is not None}
+    for_python = not (_CLI_WORDS.get() or _NESTED.get())  # else the command line or the calling function says them
     with parameter_names(bool(arrays), DISTANCES in arrays):
-        return _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
+        result = _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
                          empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
                          rerank=rerank, rel_level=rel_level, depth=depth, query_expansion=query_expansion,
@@ -147,6 +149,10 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
                          workers=workers, memory_limit=memory_limit, storage_options=storage_options,
                          chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
                          stall_timeout=stall_timeout, on_progress=on_progress)
+    if for_python:
+        result.run["warnings"] = [python_words(w) for w in result.warnings]
+        issue_warnings(result.warnings)
+    return result
 
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
@@ -391,6 +397,30 @@ _FLAG = re.compile(r"--([a-z][a-z-]*)")
 
 #: set inside ``command_line_words()``: errors keep the command line's words
 _CLI_WORDS: contextvars.ContextVar[bool] = contextvars.ContextVar("evalcore_cli_words", default=False)
+#: set inside ``parameter_names()``: an API function (``evalcore.trec``) calls ``evaluate`` for its own ends, and
+#: says what its user should know itself
+_NESTED: contextvars.ContextVar[bool] = contextvars.ContextVar("evalcore_nested_call", default=False)
+
+#: the engine words its warnings for the command line; a Python caller reads the parameter instead. Exact
+#: phrases, not a pattern: a new flag in a warning fails test_python_warnings rather than being guessed at
+PYTHON_WORDS = (("(--empty-queries zero)", '(empty_queries="zero")'),
+                ("pass --threshold to", "pass threshold= to"),
+                ("--max-rank ", "max_rank="))
+
+
+def python_words(warning: str) -> str:
+    """A warning the engine made for the command line, in the Python parameters' words
+    (``--empty-queries zero`` -> ``empty_queries="zero"``)."""
+    for flag, parameter in PYTHON_WORDS:
+        warning = warning.replace(flag, parameter)
+    return warning
+
+
+def issue_warnings(messages, stacklevel: int = 2) -> None:
+    """Each message through Python's ``warnings`` as an ``EvalcoreWarning``, pointing ``stacklevel`` frames
+    above the caller (2: the line that called the API function that calls this)."""
+    for message in messages:
+        warnings.warn(message, EvalcoreWarning, stacklevel=stacklevel + 1)
 
 
 @contextlib.contextmanager
@@ -411,6 +441,7 @@ def parameter_names(from_arrays: bool, distances: bool = False):
     if _CLI_WORDS.get():
         yield
         return
+    token = _NESTED.set(True)
     try:
         yield
     except InputError as exc:
@@ -420,6 +451,8 @@ def parameter_names(from_arrays: bool, distances: bool = False):
                 parameter = DISTANCES if distances and array == ds.SCORES else parameter
                 message = re.sub(rf"(?<![\w/]){re.escape(array)}(?![\w/])", parameter, message)
         raise type(exc)(message).with_traceback(None) from None
+    finally:
+        _NESTED.reset(token)
 
 
 def metric_names() -> list[registry.MetricInfo]:
@@ -497,6 +530,8 @@ def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_0
                             record="comparison.json")
     if latex is not None:  # after the folder: a failed write there leaves no table behind either
         atomic_write(latex, render_compare.format_latex(result).encode())
+    if not cli:  # the command line prints them itself, once
+        issue_warnings(result.warnings)
     return result
 
 

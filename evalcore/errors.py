@@ -66,6 +66,11 @@ class DatasetNotFoundError(InputError, FileNotFoundError):
     """No dataset at the path or URL given."""
 
 
+class EvalcoreWarning(UserWarning):
+    """What a reader of the results should know (queries left out of the means, arrays no protocol used, runs
+    compared under different options): each is also in ``run["warnings"]`` (``Comparison.warnings``)."""
+
+
 # --------------------------------------------------------------------------- not the input's fault
 # (here, not beside the cluster code, so the command line can catch them without importing distributed)
 

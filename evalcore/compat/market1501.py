@@ -44,12 +44,13 @@ Where the tools' code leaves a result unspecified, evalcore's is stated:
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from evalcore.api import evaluate
-from evalcore.errors import InputError
+from evalcore.errors import EvalcoreWarning, InputError
 from evalcore.io.identities import NO_IDENTITY, code_identities
 
 #: evalcore's parameter names -> the tools' (errors from evalcore.evaluate are re-worded with these)
@@ -84,9 +85,11 @@ def market1501(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50, use_met
             raise InputError(f"{name}: row {int(missing[0])} has no camera (None or NaN); the same-camera rule "
                              "needs every image's camera")
     try:
-        result = evaluate(distances=distances, query_labels=q_codes, gallery_labels=g_codes, query_cams=q_cams,
-                          gallery_cams=g_cams, protocol="reid", ks=(1,), max_rank=top, ties="pessimistic",
-                          empty_queries="skip", metrics=["map", "minp", "first_rank"])
+        with warnings.catch_warnings():  # skipping the queries whose identity is not in the gallery is their rule
+            warnings.filterwarnings("ignore", r".*queries have no relevant gallery item", EvalcoreWarning)
+            result = evaluate(distances=distances, query_labels=q_codes, gallery_labels=g_codes, query_cams=q_cams,
+                              gallery_cams=g_cams, protocol="reid", ks=(1,), max_rank=top, ties="pessimistic",
+                              empty_queries="skip", metrics=["map", "minp", "first_rank"])
     except InputError as exc:
         raise type(exc)(their_words(str(exc))).with_traceback(None) from None
     per_query = result.per_query.sort_by("query")
