@@ -386,6 +386,35 @@ def judged_at(lists: RankLists, k: int) -> np.ndarray:
     return np.where(top > 0, judged / np.maximum(top, 1), 0.0)
 
 
+#: ERR's g_max floor: the TREC Web track's top grade, 4 (gdeval's MAX_JUDGMENT, ir_measures' ERR@k)
+ERR_TOP_GRADE = 4
+
+
+def expected_reciprocal_rank_at(lists: RankLists, k: int) -> np.ndarray:
+    """err_at_k = sum_{r_i <= k} (R_i / r_i) prod_{j < i} (1 - R_j), R_i = (2^g_i - 1) / 2^g_max (Chapelle et al.).
+
+    g_i: the grade of the ranked relevant item at r_i (grade >= 1, whatever --rel-level); other items have R = 0.
+    g_max = max(4, the query's highest grade): 4 is gdeval's (ir_measures' ERR@k) top grade.
+    """
+    n = len(lists.ideal_indptr) - 1
+    top = np.full(n, float(ERR_TOP_GRADE))
+    has = np.diff(lists.ideal_indptr) > 0
+    top[has] = np.maximum(lists.ideal_gains[lists.ideal_indptr[:-1][has]], ERR_TOP_GRADE)
+    rows = segment_ids(lists.gain_indptr)
+    stop = (np.exp2(lists.gains) - 1.0) / np.exp2(top[rows])   # R_i: the chance the user stops at item i
+    # decay_i = prod_{j < i} (1 - R_j) within each query, multiplied in rank order as the cascade walks it (the
+    # same rounding whatever the other queries): one step per place i, over every query with an i-th item
+    place = positions(lists.gain_indptr)
+    decay = np.ones(len(stop))
+    by_place = np.argsort(place, kind="stable")
+    bounds = np.searchsorted(place[by_place], np.arange(2, int(place.max(initial=1)) + 2))
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        at = by_place[a:b]
+        decay[at] = decay[at - 1] * (1.0 - stop[at - 1])
+    terms = np.where(lists.gain_ranks <= k, stop * decay / lists.gain_ranks, 0.0)
+    return _known(np.diff(lists.ideal_indptr), _segment_sum(lists.gain_indptr, terms))
+
+
 #: RBP's persistence p: trec_eval's default (its rbp and rbp_resid)
 RBP_PERSISTENCE = 0.9
 

@@ -301,6 +301,19 @@ def rbp_resid(relevant, n_relevant, k=None, p=0.9):
     return p ** len(relevant)
 
 
+def err_at(relevant, n_relevant, k, top_grade=4):
+    """Chapelle et al.'s cascade, walked down the top k as gdeval's err() does: stop at item i with probability
+    (2^g - 1) / 2^top_grade (g = 1 for a relevant item here), scoring 1/i."""
+    if not n_relevant:
+        return None
+    score, decay = 0.0, 1.0
+    for i, rel in enumerate(np.asarray(relevant, dtype=int)[:k]):
+        stop = (2 ** int(rel) - 1) / 2 ** top_grade
+        score += stop * decay / (i + 1)
+        decay *= 1 - stop
+    return score
+
+
 #: registered metric name -> brute-force reference (relevant, n_relevant, k)
 REFERENCES = {
     "first_rank": first_rank,
@@ -339,6 +352,7 @@ REFERENCES = {
     "ndcg_exp@k": ndcg_exp_at,
     "judged@k": judged_at,
     "rbp": rbp,
+    "err@k": err_at,
     "rbp_resid": rbp_resid,
 }
 #: (lowest, highest) of a float metric that is not a share in [0, 1]: the counts

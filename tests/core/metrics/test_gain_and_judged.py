@@ -1,4 +1,4 @@
-"""nDCG with exponential gain and Judged@k (issue 38, CONTRACT §18, part 2), against the peers that define them.
+"""nDCG with exponential gain, ERR@k and Judged@k (issue 38, CONTRACT §18, part 2), against the peers that define them.
 
 - ``ndcg_exp`` / ``ndcg_exp@k``: Burges et al.'s gain 2^g - 1, as ir_measures computes ``nDCG(gains={g: 2^g - 1})``
   (it relabels the qrels with the gains and asks pytrec_eval for ``ndcg`` / ``ndcg_cut``): the expected values
@@ -7,9 +7,13 @@
 - ``judged@k``: ir_measures' ``Judged@k`` (its ``judged`` provider, pure Python; skipped without ir_measures): the
   share of the top min(k, n) that has a judgement. Scores here are distinct: ir_measures breaks ties by docno
   ascending, trec_eval by docno descending.
+- ``err@k``: Chapelle et al.'s cascade with gdeval's grades (0..4, stop probability (2^g - 1)/2^4), as
+  ir_measures' ``ERR@k`` runs it (gdeval.pl, from the TREC Web track; needs perl; it prints 5 decimals), and at
+  full precision against the cascade walked down each ranking here.
 """
 import math
 import random
+import shutil
 
 import pytest
 
@@ -89,3 +93,40 @@ def test_judged_at_k_leaves_an_in_the_pool_grade_out(tmp_path):
     rows, _ = evalcore_rows(tmp_path, {"q1": {"d1": 1, "d2": -3, "d3": 0}},
                             {"q1": {"d1": 0.9, "d2": 0.8, "d3": 0.7, "d4": 0.6}}, ["judged@2", "judged@4", "judged@10"])
     assert (rows["q1"]["judged_at_2"], rows["q1"]["judged_at_4"], rows["q1"]["judged_at_10"]) == (0.5, 0.5, 0.5)
+
+
+def cascade(grades, k, top=4):
+    """gdeval's err(): walk the top k, stopping at each with probability (2^g - 1)/2^top, scoring 1/rank."""
+    score, decay = 0.0, 1.0
+    for i, g in enumerate(grades[:k]):
+        stop = (2 ** g - 1) / 2 ** top
+        score += stop * decay / (i + 1)
+        decay *= 1 - stop
+    return score
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_err_at_k_equals_the_cascade_and_gdeval(tmp_path, seed):
+    rng = random.Random(seed)
+    qrels, run = draw(seed, ties=False)
+    # numeric topics and grades up to 4, as gdeval reads them
+    qrels = {q[1:]: {d: rng.choice([0, 1, 2, 3, 4]) if g else 0 for d, g in docs.items()} for q, docs in qrels.items()}
+    run = {q[1:]: docs for q, docs in run.items()}
+    rows, _ = evalcore_rows(tmp_path, qrels, run, ["err"])
+    cascades = {}
+    for q, docs in run.items():
+        grades = [max(qrels[q].get(d, 0), 0) for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))]
+        if any(g > 0 for g in qrels[q].values()):
+            cascades[q] = {k: cascade(grades, k) for k in KS}
+    # a judged query without a relevant document scores 0 (--empty-queries zero; gdeval leaves it out)
+    assert cascades and {q for q, row in rows.items() if row["n_relevant"]} == set(cascades)
+    assert all(row["err_at_10"] == 0 for q, row in rows.items() if q not in cascades)
+    for q, values in cascades.items():
+        for k in KS:
+            assert rows[q][f"err_at_{k}"] == pytest.approx(values[k], rel=1e-12, abs=1e-15), (q, k)
+    ir_measures = pytest.importorskip("ir_measures")
+    if not shutil.which("perl"):
+        pytest.skip("gdeval needs perl")
+    for metric in ir_measures.iter_calc([ir_measures.ERR @ k for k in KS], qrels, run):
+        if metric.query_id in cascades:
+            assert rows[metric.query_id][f"err_at_{metric.measure['cutoff']}"] == pytest.approx(metric.value, abs=5e-6)
