@@ -101,7 +101,11 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     such as CPU torch tensors). ``scores`` or ``distances`` (Q, G), float16/32/64,
     numpy, dask or Zarr, replace ``query`` and ``gallery``: every pair's value
     as given, compared exactly (distances: lower is better), and
-    ``top1_score``/``relevant_score`` report them as given. ``protocol`` and
+    ``top1_score``/``relevant_score`` report them as given. Identities
+    (``query_labels``, ``gallery_labels``, the cams) may be integers (a negative
+    label: no identity) or any hashable values, strings, tuples, mixed, which
+    match by Python's ``==`` (None and NaN labels match nothing); the per-query
+    ``label``/``cam`` columns show them as given. ``protocol`` and
     ``similarity`` default to the dataset's ``evalcore`` attribute, else
     ``class`` and ``cosine``.
     ``client=None, workers=None``: run here on threads when the gallery fits,
@@ -140,6 +144,7 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     arrays = {name: given[name] for name in (*ARRAY_PARAMETERS, DISTANCES) if given[name] is not None}
     for_python = not (_CLI_WORDS.get() or _NESTED.get())  # else the command line or the calling function says them
     with parameter_names(bool(arrays), DISTANCES in arrays):
+        arrays, originals = coded_identities(arrays)
         result = _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
                          empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
@@ -149,10 +154,66 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
                          workers=workers, memory_limit=memory_limit, storage_options=storage_options,
                          chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
                          stall_timeout=stall_timeout, on_progress=on_progress)
+    if originals:
+        result = with_identities(result, originals)
     if for_python:
         result.run["warnings"] = [python_words(w) for w in result.warnings]
         issue_warnings(result.warnings)
     return result
+
+
+#: identities given as a pair of arrays, query side and gallery side, and the per-query column each becomes
+IDENTITY_PAIRS = (("query_labels", "gallery_labels", "label"), ("query_cams", "gallery_cams", "cam"))
+
+
+def coded_identities(arrays: dict) -> tuple[dict, dict]:
+    """``arrays`` with identities that are not integers (strings, mixed, any hashable values) coded once to
+    int64 by ``io.identities.code_identities`` (equal values share a code; None and NaN labels match nothing;
+    cameras keep every value, -1 too, and must be given), and ``{column: the query side's values}`` of those
+    coded, for the per-query table. Integer identities are left as they are (a negative label: no identity)."""
+    from evalcore.io.identities import NO_IDENTITY, code_identities, one_dimensional
+
+    arrays, originals = dict(arrays), {}
+    for query_name, gallery_name, column in IDENTITY_PAIRS:
+        if query_name not in arrays or gallery_name not in arrays:
+            continue  # one side alone: the dataset's checks name what is missing
+        sides = [one_dimensional(arrays[name], name) for name in (query_name, gallery_name)]
+        if all(side.dtype.kind in "iu" for side in sides):
+            continue
+        cameras = column == "cam"  # a camera is a value like any other: two -1 cameras are the same camera
+        codes = code_identities(*sides, negative_is_identity=cameras, names=(query_name, gallery_name))
+        for name, coded in zip((query_name, gallery_name), codes, strict=True):
+            missing = np.flatnonzero(coded == NO_IDENTITY) if cameras else np.empty(0, np.int64)
+            if missing.size:
+                raise InputError(f"{name}: row {int(missing[0])} has no camera (None or NaN); the same-camera "
+                                 "rule needs every row's camera")
+            arrays[name] = coded
+        originals[column] = sides[0]
+    return arrays, originals
+
+
+def with_identities(result: Result, originals: dict) -> Result:
+    """The per-query ``label``/``cam`` columns in the user's own values (strings stay strings) where Arrow holds
+    them as one type; else the codes stay and run.json's ``identity_codes`` maps each code to its value."""
+    per_query = result.per_query
+    rows = per_query.column("query").to_numpy()
+    for column, values in originals.items():
+        if column not in per_query.column_names:
+            continue
+        shown = values[rows].tolist()
+        try:
+            kept = pa.array([None if _missing(v) else v for v in shown])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):  # mixed kinds: no one column type
+            codes = per_query.column(column).to_pylist()
+            result.run.setdefault("identity_codes", {})[column] = {str(c): repr(v) for c, v in zip(codes, shown)}
+            continue
+        per_query = per_query.set_column(per_query.column_names.index(column), column, kept)
+    result.per_query = per_query
+    return result
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
@@ -393,6 +454,9 @@ def total_memory() -> int:
 
 
 _FLAG = re.compile(r"--([a-z][a-z-]*)")
+#: the dataset checks' advice to a command-line user; a Python caller has evalcore.validate (or, for arrays, the
+#: message's first problem to fix)
+VALIDATE_ADVICE = "; run `evalcore validate`)"
 
 
 #: set inside ``command_line_words()``: errors keep the command line's words
@@ -445,7 +509,8 @@ def parameter_names(from_arrays: bool, distances: bool = False):
     try:
         yield
     except InputError as exc:
-        message = _FLAG.sub(lambda m: m.group(1).replace("-", "_"), str(exc))
+        message = str(exc).replace(VALIDATE_ADVICE, ")" if from_arrays else "; evalcore.validate(source) lists them)")
+        message = _FLAG.sub(lambda m: m.group(1).replace("-", "_"), message)
         if from_arrays:
             for parameter, array in ARRAY_PARAMETERS.items():
                 parameter = DISTANCES if distances and array == ds.SCORES else parameter
