@@ -84,6 +84,26 @@ class Comparison:
                  "n": pa.int64(), "wins": pa.int64(), "ties": pa.int64(), "losses": pa.int64()}
         return pa.table({c: pa.array([r[c] for r in records], types.get(c, pa.float64())) for c in COLUMNS})
 
+    def means(self, group: str = "all") -> MeanTable:
+        """Every run's mean of every metric on its paired queries (``group``'s rows), the baseline first."""
+        return mean_table(self, group)
+
+    def __str__(self) -> str:
+        """A table like ranx's Report: one row per run, one column per metric, the mean with its marks."""
+        return format_means(self)
+
+    def __repr__(self) -> str:
+        # short: the dataclass's own repr prints every row and both pyarrow tables (kilobytes)
+        groups = len(dict.fromkeys(r.group for r in self.rows))
+        n = sorted({r.result.n for r in self.rows if r.group == "all"})
+        return (f"<Comparison baseline {self.runs[0]!r}, runs {self.runs[1:]!r}, "
+                f"{len(dict.fromkeys(r.metric for r in self.rows))} metrics, {groups} query/group rows, "
+                f"{_span(n)} paired queries>")
+
+    def _repr_html_(self) -> str:
+        """The same table as ``str()`` for a notebook, the best value of each metric in bold."""
+        return means_html(self)
+
 
 def known_queries(per_query: pa.Table, options: Mapping) -> np.ndarray:
     """The queries a run's means count (README, Metrics): R > 0, and judged ones under empty_queries zero."""
@@ -370,3 +390,122 @@ def _diff_table(baseline: RunTable, run: RunTable, pairing: Pairing, columns, a,
         out[f"{column}_diff"] = pa.array(b[:, j] - a[:, j], pa.float64(), from_pandas=True)
     return pa.table(out)
 
+
+
+# --------------------------------------------------------------------------- printing (str, notebooks, LaTeX)
+
+#: decimals a mean is shown with (the terminal table's, the LaTeX table's)
+DIGITS = 4
+MARKS_NOTE = "* ** ***: Holm-adjusted two-sided sign-flip p < 0.05, 0.01, 0.001"
+
+
+@dataclass(frozen=True)
+class MeanTable:
+    """The mean of every metric of every run on its paired queries, one query/group row of a comparison: what
+    ``print``, a notebook and the LaTeX table show. Row 0 is the baseline, its means over the queries paired
+    with the first run (``baseline_varies``: another pair paired other queries, which only ``intersect`` allows,
+    so the baseline's means there differ)."""
+
+    runs: list[str]
+    #: summary columns (``map``), in the comparison's order
+    metrics: list[str]
+    #: runs x metrics; NaN where a pair has no row of this group
+    means: np.ndarray
+    #: runs x metrics Holm-adjusted p against the baseline; NaN on the baseline's row
+    p_holm: np.ndarray
+    #: paired queries of each pair
+    n: list[int]
+    baseline_varies: bool
+
+
+def mean_table(comparison: Comparison, group: str = "all") -> MeanTable:
+    """The means of ``group``'s rows: mean_baseline (of the first pair) for the baseline, mean_run for the others."""
+    metrics = list(dict.fromkeys(r.metric for r in comparison.rows))
+    by = {(r.run, r.metric): r for r in comparison.rows if r.group == group}
+    means = np.full((len(comparison.runs), len(metrics)), np.nan)
+    p = np.full_like(means, np.nan)
+    varies = False
+    for j, metric in enumerate(metrics):
+        baselines = [by[(run, metric)].result.mean_baseline for run in comparison.runs[1:] if (run, metric) in by]
+        if baselines:
+            means[0, j] = baselines[0]
+            varies |= any(b != baselines[0] and b == b for b in baselines)
+        for i, run in enumerate(comparison.runs[1:], start=1):
+            if (run, metric) in by:
+                means[i, j], p[i, j] = by[(run, metric)].result.mean_run, by[(run, metric)].p_holm
+    n = sorted({r.result.n for r in by.values()})
+    return MeanTable(list(comparison.runs), metrics, means, p, n, varies)
+
+
+def best_cells(table: MeanTable, digits: int = DIGITS) -> np.ndarray:
+    """runs x metrics: True where a mean is its column's best by the metric's direction (registry: the highest,
+    or the lowest where lower is better), compared as shown at ``digits`` decimals (values that print alike are
+    alike best). None in a column without a direction or without a defined mean."""
+    shown = np.round(table.means, digits)
+    out = np.zeros(shown.shape, bool)
+    for j, metric in enumerate(table.metrics):
+        direction = registry.direction(metric)
+        column = shown[:, j]
+        if direction is None or not np.isfinite(column).any():
+            continue
+        best = np.nanmin(column) if direction == "lower" else np.nanmax(column)
+        out[:, j] = column == best
+    return out
+
+
+def _span(n: Sequence[int]) -> str:
+    return "no" if not n else str(n[0]) if len(n) == 1 else f"{n[0]}-{n[-1]}"
+
+
+def _mean_text(value: float) -> str:
+    return "–" if not value == value else f"{value:.{DIGITS}f}"
+
+
+def _about(comparison: Comparison, table: MeanTable) -> list[str]:
+    """The lines under the table: what was paired, what the marks mean, where the rest is."""
+    m = comparison.method
+    lines = [f"baseline {table.runs[0]}; {_span(table.n)} paired queries; {MARKS_NOTE} against the baseline "
+             f"({m.permutations} sign flips); {100 * m.level:g}% intervals ({m.resamples} resamples): .table()"]
+    if table.baseline_varies:
+        lines.append(f"{table.runs[0]}'s means: on the queries paired with {table.runs[1]} (each pair has its own)")
+    if comparison.warnings:
+        lines.append(f"{len(comparison.warnings)} warning{'s' if len(comparison.warnings) > 1 else ''}: .warnings")
+    return lines
+
+
+def format_means(comparison: Comparison, group: str = "all") -> str:
+    """The text table: a run per line (the baseline first), a metric per column, the mean and its marks."""
+    table = mean_table(comparison, group)
+    labels = [registry.label(m) or m for m in table.metrics]
+    marks = [[intervals.marks(p) for p in ps] for ps in table.p_holm]
+    columns = [list(table.runs)]  # the numbers right-aligned, their marks after them: labels align
+    head = ["run"]
+    for j, label in enumerate(labels):
+        numbers = [_mean_text(v) for v in table.means[:, j]]
+        width, room = max(len(label), *map(len, numbers)), max(len(m[j]) for m in marks)
+        head.append(label.rjust(width) + " " * room)
+        columns.append([x.rjust(width) + m[j].ljust(room) for x, m in zip(numbers, marks)])
+    rows = [list(r) for r in zip(*columns)]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [head, *rows]]
+    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:], *_about(comparison, table)])
+
+
+def means_html(comparison: Comparison, group: str = "all") -> str:
+    """The same table as :func:`format_means` as HTML, the best mean of each column in bold."""
+    from html import escape  # only a notebook asks for it
+
+    table = mean_table(comparison, group)
+    best = best_cells(table)
+    head = "".join(f"<th>{escape(registry.label(m) or m)}</th>" for m in table.metrics)
+    body = []
+    for i, run in enumerate(table.runs):
+        cells = []
+        for j in range(len(table.metrics)):
+            text = _mean_text(table.means[i, j])
+            cells.append(f'<td style="text-align:right">{f"<b>{text}</b>" if best[i, j] else text}'
+                         f"{intervals.marks(table.p_holm[i, j])}</td>")
+        body.append(f"<tr><th>{escape(run)}</th>{''.join(cells)}</tr>")
+    note = escape("; ".join(_about(comparison, table)))
+    return (f'<table><caption style="caption-side:bottom">{note}; bold: the best of each column</caption>'
+            f"<thead><tr><th>run</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")

@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 
 from evalcore.core import registry
-from evalcore.core.comparison import Comparison, Row
+from evalcore.core.comparison import Comparison, MeanTable, Row, best_cells, mean_table
 from evalcore.core.intervals import marks
 from evalcore.render import pages, svg
 
@@ -76,51 +76,114 @@ def _tex(text: str) -> str:
     return text.replace("\0", r"\textbackslash{}")
 
 
+#: the packages the LaTeX table needs, named in its first line
+LATEX_PACKAGES = ("booktabs",)
+#: what the arrow after a metric's label says
+_ARROWS = {"higher": r" $\uparrow$", "lower": r" $\downarrow$"}
+
+
+def _latex_caption(comparison: Comparison, table: MeanTable, group: str) -> str:
+    """What the table shows, in its caption: the runs, the metrics' means, the test behind the marks, bold,
+    and the interval's level and resamples (those intervals are in comparison.parquet)."""
+    m = comparison.method
+    base, others = _tex(table.runs[0]), ", ".join(_tex(r) for r in table.runs[1:])
+    n = "no" if not table.n else f"{table.n[0]}" if len(table.n) == 1 else f"{table.n[0]}--{table.n[-1]}"
+    where = "" if group == "all" else f" of group {_tex(group)}"
+    directions = {registry.direction(x) for x in table.metrics}
+    arrows = ", ".join(f"{_ARROWS[d].strip()} {d} is better" for d in ("higher", "lower") if d in directions)
+    text = (f"Mean of each metric over the {n} queries{where} that {others} and the baseline {base} share. "
+            f"Marks: Holm-adjusted two-sided sign-flip test against {base} ({m.permutations} sign flips, every "
+            r"flip up to 20 queries): * $p<0.05$, ** $p<0.01$, *** $p<0.001$. "
+            + (f"Bold: the best value of each metric ({arrows}). " if arrows else "") +
+            f"{100 * m.level:g}\\% bootstrap intervals of the differences ({m.resamples} resamples, seed {m.seed}) "
+            "are in comparison.parquet.")
+    if table.baseline_varies:
+        text += f" {base}'s means: over the queries it shares with {_tex(table.runs[1])}."
+    return text
+
+
 def format_latex(comparison: Comparison, group: str = "all") -> str:
-    """A LaTeX tabular (booktabs) of the ``group`` rows: one line per run, one column per metric, the value
-    with its significance marks (Holm) as superscript; the baseline first."""
-    rows = terminal_rows(comparison, group)
-    metrics = list(dict.fromkeys(r.metric for r in rows))
-    by = {(r.run, r.metric): r for r in rows}
-    head = " & ".join(["Run", *(_tex(_label(m)) for m in metrics)])
+    """A LaTeX table (booktabs, named in its first line) of the ``group`` rows: a float with a caption, one line
+    per run (the baseline first), one column per metric, the mean with its significance marks (Holm) as
+    superscript, the best mean of each column (by the metric's direction, as shown) in bold."""
+    table = mean_table(comparison, group)
+    best = best_cells(table)
+    head = " & ".join(["Run", *(_tex(_label(m)) + _ARROWS.get(registry.direction(m) or "", "")
+                               for m in table.metrics)])
     body = []
-    first = comparison.runs[0]
-    body.append(" & ".join([_tex(first), *(_f(by[(comparison.runs[1], m)].result.mean_baseline)
-                                           for m in metrics)]) + r" \\")
-    for run in comparison.runs[1:]:
+    for i, run in enumerate(table.runs):
         cells = [_tex(run)]
-        for m in metrics:
-            r = by[(run, m)]
-            mark = marks(r.p_holm)
-            cells.append(_f(r.result.mean_run) + (f"$^{{{mark}}}$" if mark else ""))
+        for j in range(len(table.metrics)):
+            value, mark = _f(table.means[i, j]), marks(table.p_holm[i, j])
+            cells.append((rf"\textbf{{{value}}}" if best[i, j] else value) + (f"$^{{{mark}}}$" if mark else ""))
         body.append(" & ".join(cells) + r" \\")
-    level = f"{100 * comparison.method.level:g}"
     return "\n".join([
-        "% evalcore compare: marks are Holm-adjusted two-sided sign-flip p-values against the first row "
-        f"(* < 0.05, ** < 0.01, *** < 0.001); {level}% bootstrap intervals in comparison.parquet",
-        r"\begin{tabular}{l" + "r" * len(metrics) + "}", r"\toprule", head + r" \\", r"\midrule", *body,
-        r"\bottomrule", r"\end{tabular}", ""])
+        *(rf"% needs \usepackage{{{p}}}" for p in LATEX_PACKAGES),
+        "% written by evalcore compare",
+        r"\begin{table}[t]", r"\centering", rf"\caption{{{_latex_caption(comparison, table, group)}}}",
+        r"\label{tab:evalcore-compare}",
+        r"\begin{tabular}{l" + "r" * len(table.metrics) + "}", r"\toprule", head + r" \\", r"\midrule", *body,
+        r"\bottomrule", r"\end{tabular}", r"\end{table}", ""])
 
 
 # --------------------------------------------------------------------------- compare.html
 
 
+#: the interval column's drawing: width, height of a row's bar, room each side for the scale's end labels
+BAR_WIDTH, BAR_HEIGHT, BAR_PAD = 220, 18, 18
+
+
+def interval_axis(values) -> tuple[float, list[float]]:
+    """The interval column's scale of one table: symmetric about zero, ±S with S the first multiple of a nice
+    step ({1, 2, 5} x 10^k, at most 5 ticks) at or past the largest |value|, and its ticks -S, ..., 0, ..., S.
+    All zero (a run against itself): ±0.01, so the axis still reads as one."""
+    finite = [abs(v) for v in values if v == v and abs(v) != float("inf")]
+    largest = max(finite, default=0.0)
+    if largest == 0:
+        return 0.01, [-0.01, -0.005, 0.0, 0.005, 0.01]
+    step = svg.nice_step(2 * largest, max_ticks=5)
+    span = float(f"{np.ceil(largest / step - 1e-9) * step:.12g}")
+    return span, svg.linear_ticks(-span, span, max_ticks=5)
+
+
+def _bar_x(value: float, span: float) -> float:
+    """Pixel of a difference on the interval column's axis: 0 at the middle, ±span at the padded ends."""
+    return BAR_WIDTH / 2 + value / span * (BAR_WIDTH / 2 - BAR_PAD)
+
+
+def _interval_scale(span: float, ticks: list[float]) -> str:
+    """An inline SVG: the axis the table's bars are drawn on, each tick labelled with its difference (run −
+    baseline), zero marked as in every bar (dashed, its label bold)."""
+    labels = svg.tick_labels(ticks)
+    parts = [f'<line x1="{BAR_PAD}" y1="3" x2="{BAR_WIDTH - BAR_PAD}" y2="3" stroke="#555"/>']
+    for t, text in zip(ticks, labels):
+        x = _bar_x(t, span)
+        if t == 0:  # zero as in every bar: dashed, and longer and bold here
+            parts.append(f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="12" stroke="#000" stroke-dasharray="3,2"/>'
+                         f'<text x="{x:.1f}" y="21" font-size="9" text-anchor="middle" font-weight="bold">0</text>')
+            continue
+        shown = ("+" if t > 0 else "−") + text.lstrip("-")
+        parts.append(f'<line x1="{x:.1f}" y1="3" x2="{x:.1f}" y2="7" stroke="#555"/>'
+                     f'<text x="{x:.1f}" y="21" font-size="9" text-anchor="middle">{shown}</text>')
+    return (f'<svg class="ci-scale" width="{BAR_WIDTH}" height="24" viewBox="0 0 {BAR_WIDTH} 24" role="img" '
+            f'aria-label="scale of the interval bars: run − baseline from −{labels[-1]} to +{labels[-1]}">'
+            + "".join(parts) + "</svg>")
+
+
 def _interval_bar(row: Row, span: float) -> str:
-    """An inline SVG: the interval as a bar around the difference, zero marked, on ±span."""
-    width, height = 220, 18
-    x = lambda v: width / 2 + (v / span) * (width / 2 - 6) if span > 0 else width / 2  # noqa: E731
+    """An inline SVG: the interval as a bar around the difference, zero dashed, on the table's ±span scale."""
     r = row.result
-    color = svg.COLORS.get("black", "#000")
     if r.ci_low == r.ci_low and r.ci_high == r.ci_high:
         good = _better(row) == "better"
         color = "#2ca02c" if row.p_holm < 0.05 and good else "#d62728" if row.p_holm < 0.05 else "#7f7f7f"
-        bar = (f'<line x1="{x(r.ci_low):.1f}" y1="9" x2="{x(r.ci_high):.1f}" y2="9" stroke="{color}" '
-               f'stroke-width="4"/><circle cx="{x(r.diff):.1f}" cy="9" r="3.5" fill="{color}"/>')
+        bar = (f'<line x1="{_bar_x(r.ci_low, span):.1f}" y1="9" x2="{_bar_x(r.ci_high, span):.1f}" y2="9" '
+               f'stroke="{color}" stroke-width="4"/><circle cx="{_bar_x(r.diff, span):.1f}" cy="9" r="3.5" '
+               f'fill="{color}"/>')
     else:
         bar = ""
-    return (f'<svg class="ci" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-            f'<line x1="{width / 2}" y1="0" x2="{width / 2}" y2="{height}" stroke="#999" stroke-dasharray="3,2"/>'
-            f'{bar}</svg>')
+    return (f'<svg class="ci" width="{BAR_WIDTH}" height="{BAR_HEIGHT}" viewBox="0 0 {BAR_WIDTH} {BAR_HEIGHT}">'
+            f'<line x1="{BAR_WIDTH / 2}" y1="0" x2="{BAR_WIDTH / 2}" y2="{BAR_HEIGHT}" stroke="#999" '
+            f'stroke-dasharray="3,2"/>{bar}</svg>')
 
 
 def _table_html(comparison: Comparison) -> str:
@@ -130,8 +193,8 @@ def _table_html(comparison: Comparison) -> str:
     for run in comparison.runs[1:]:
         for group in dict.fromkeys(r.group for r in rows if r.run == run):
             chosen = [r for r in rows if r.run == run and r.group == group]
-            span = max([abs(v) for r in chosen for v in (r.result.ci_low, r.result.ci_high, r.result.diff)
-                        if v == v] + [1e-12])
+            span, ticks = interval_axis([v for r in chosen
+                                         for v in (r.result.ci_low, r.result.ci_high, r.result.diff)])
             body = []
             for r in chosen:
                 x = r.result
@@ -146,7 +209,8 @@ def _table_html(comparison: Comparison) -> str:
             parts.append(
                 f"<h3>{pages._esc(run)} vs {pages._esc(comparison.runs[0])}: {pages._esc(group)} ({n} queries)</h3>"
                 '<div class="scroll"><table><thead><tr><th>metric</th><th>baseline</th><th>run</th><th>diff</th>'
-                f"<th>{level} interval</th><th>interval (0 dashed)</th><th>p rand</th><th>p t-test</th>"
+                f"<th>{level} interval</th><th>{level} interval of run − baseline (dot: diff)<br>"
+                f"{_interval_scale(span, ticks)}</th><th>p rand</th><th>p t-test</th>"
                 "<th>p Holm</th><th>W/T/L</th></tr></thead><tbody>" + "".join(body) + "</tbody></table></div>")
     return "\n".join(parts)
 
