@@ -225,6 +225,9 @@ def test_file_helpers_are_defined_once_in_io_files(name):
 
 @pytest.mark.parametrize("name,home", [
     ("gate_checks", "evalcore/jobs/gates.py"), ("check_gates", "evalcore/jobs/gates.py"),
+    ("best_per_team", "evalcore/jobs/standings.py"), ("ranked", "evalcore/jobs/standings.py"),
+    ("rank_split", "evalcore/jobs/standings.py"), ("leaderboard_table", "evalcore/jobs/standings.py"),
+    ("update_leaderboard", "evalcore/jobs/standings.py"), ("result_record", "evalcore/jobs/standings.py"),
 ])
 def test_policy_is_defined_once_above_io(name, home):
     """What decides a gate or a ranking is a program's policy: one definition, in the jobs layer."""

@@ -15,6 +15,7 @@ import zarr
 from evalcore.cli.main import main
 from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
+from evalcore.jobs import standings
 
 CLI = [str(Path(sys.executable).with_name("evalcore"))]
 DIMS = 128
@@ -184,7 +185,7 @@ def small(tmp_path_factory):
     truth = make_truth(root / "truth.zarr", n_query=20, n_gallery=300, judged=30, seed=3)
     query, gallery = good_submission(truth, 300, seed=4)
     board = root / "results" / "leaderboard.parquet"
-    ch.update_leaderboard(board, {"team": "earlier", "submission": "s", "fingerprint": "f" * 64, "score": 0.5,
+    standings.update_leaderboard(board, {"team": "earlier", "submission": "s", "fingerprint": "f" * 64, "score": 0.5,
                                   "n_queries": 20, "n_evaluated": 20, "scored_at": ch.utc_now()})
     return root, query, gallery
 
@@ -380,7 +381,7 @@ def test_best_per_team():
         {"team": "c", "submission": "4", "fingerprint": "w", "score": None, "n_queries": 1, "n_evaluated": 0,
          "scored_at": t[3]},
     ], schema=ch.LEADERBOARD_SCHEMA)
-    best = ch.best_per_team(table).to_pylist()
+    best = standings.best_per_team(table).to_pylist()
     assert [(r["team"], r["submission"]) for r in best] == [("b", "3"), ("a", "2"), ("c", "4")]
 
 
@@ -398,9 +399,9 @@ def test_a_team_name_typed_composed_or_decomposed_is_one_team():
 def test_leaderboard_rows_of_both_spellings_are_one_team(tmp_path):
     board = tmp_path / "leaderboard.parquet"
     row = {"submission": "s", "n_queries": 1, "n_evaluated": 1, "scored_at": ch.utc_now()}
-    ch.update_leaderboard(board, {**row, "team": DECOMPOSED, "fingerprint": "a", "score": 0.5})
-    ch.update_leaderboard(board, {**row, "team": COMPOSED, "fingerprint": "a", "score": 0.6})   # same submission
-    ch.update_leaderboard(board, {**row, "team": DECOMPOSED, "fingerprint": "b", "score": 0.7})
+    standings.update_leaderboard(board, {**row, "team": DECOMPOSED, "fingerprint": "a", "score": 0.5})
+    standings.update_leaderboard(board, {**row, "team": COMPOSED, "fingerprint": "a", "score": 0.6})   # same submission
+    standings.update_leaderboard(board, {**row, "team": DECOMPOSED, "fingerprint": "b", "score": 0.7})
     table = ch.read_leaderboard(board).to_pylist()
     assert sorted((r["team"], r["fingerprint"], r["score"]) for r in table) == [(COMPOSED, "a", 0.6),
                                                                                (COMPOSED, "b", 0.7)]
@@ -416,7 +417,7 @@ def test_a_leaderboard_written_before_normalisation_joins_the_spellings(tmp_path
         {"team": COMPOSED, "submission": "t", "fingerprint": "b", "score": 0.4, "n_queries": 1, "n_evaluated": 1,
          "scored_at": when}], schema=ch.LEADERBOARD_SCHEMA), board)
     assert {r["team"] for r in ch.read_leaderboard(board).to_pylist()} == {COMPOSED}
-    assert [r["score"] for r in ch.best_per_team(ch.read_leaderboard(board)).to_pylist()] == [0.5]
+    assert [r["score"] for r in standings.best_per_team(ch.read_leaderboard(board)).to_pylist()] == [0.5]
 
 
 def test_scoring_under_both_spellings_lands_on_one_team(small, tmp_path):

@@ -9,6 +9,7 @@ from challenge_data import make_truth, reference_aps, save, submission
 
 from evalcore.cli.main import main
 from evalcore.io import challenge as ch
+from evalcore.jobs import standings
 
 
 def score(tmp_path, team, name, *extra):
@@ -29,7 +30,7 @@ def test_score_ci_error_bars_and_ties_against_scipy(tmp_path, capsys):
     # a row written before leaderboards kept the report: it gets no error bars, and nothing fails
     board = tmp_path / "scored" / "leaderboard.parquet"
     board.parent.mkdir(parents=True)
-    ch.update_leaderboard(board, {"team": "team-old", "submission": "s", "fingerprint": "f" * 64, "score": 0.01,
+    standings.update_leaderboard(board, {"team": "team-old", "submission": "s", "fingerprint": "f" * 64, "score": 0.01,
                                   "n_queries": 80, "n_evaluated": 80,
                                   "scored_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC)})
     for (team, name), (qq, g) in subs.items():

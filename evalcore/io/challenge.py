@@ -21,12 +21,13 @@ anything is written:
 Each problem is one InputError naming the array (``gallery.npy``,
 ``query/emb``), how many rows and the first one.
 
-The participant sees ``result_record``: team, submission, fingerprint, score,
-n_queries, n_evaluated, timestamp, and nothing of the annotations. The
-leaderboard is one Parquet file updated under a lock with a temporary file
-and ``os.replace`` (``update_leaderboard``); ``best_per_team`` is its view
-of each team's best submission. Team and submission names are compared in Unicode
-NFC: they are normalised where they come in (``check_label``, ``read_leaderboard``).
+The participant sees team, submission, fingerprint, score, n_queries,
+n_evaluated, timestamp (``RESULT_KEYS``), and nothing of the annotations. The
+leaderboard is one Parquet file rewritten under a lock with a temporary file
+and ``os.replace`` (``rewrite_leaderboard``); which rows it keeps and how they
+rank (each team's best) is the leaderboard model, ``evalcore.jobs.standings``.
+Team and submission names are compared in Unicode NFC: they are normalised
+where they come in (``check_label``, ``read_leaderboard``).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -457,16 +458,6 @@ def utc_now() -> _dt.datetime:
     return _dt.datetime.now(_dt.UTC).replace(microsecond=0)
 
 
-def result_record(team: str, submission: str, fingerprint: str, summary_all: Mapping,
-                  when: _dt.datetime) -> dict:
-    """What the participant sees: exactly ``RESULT_KEYS``, nothing of the annotations."""
-    score = summary_all.get("map")
-    return {"team": team, "submission": submission, "fingerprint": fingerprint,
-            "score": None if score is None else float(score),
-            "n_queries": int(summary_all["n_queries"]), "n_evaluated": int(summary_all["n_evaluated"]),
-            "timestamp": when.isoformat().replace("+00:00", "Z")}
-
-
 LEADERBOARD_SCHEMA = pa.schema([
     ("team", pa.string()), ("submission", pa.string()), ("fingerprint", pa.string()), ("score", pa.float64()),
     ("n_queries", pa.int64()), ("n_evaluated", pa.int64()), ("scored_at", pa.timestamp("s", tz="UTC")),
@@ -506,49 +497,20 @@ def read_leaderboard(path) -> pa.Table:
     return table
 
 
-def _rank_key(row: Mapping):
-    score = row["score"]
-    valid = score is not None and not math.isnan(score)
-    when = row["scored_at"] or _dt.datetime.max.replace(tzinfo=_dt.UTC)
-    return (not valid, -score if valid else 0.0, when, row["team"])
+def rewrite_leaderboard(path, change: Callable[[pa.Table], tuple[pa.Table, pa.Table]]) -> pa.Table:
+    """Read, change and write the leaderboard at ``path`` and ``<stem>_best.parquet`` under its lock.
 
-
-def best_per_team(table: pa.Table) -> pa.Table:
-    """Each team's best row: highest score (null scores last), earliest scored_at among equals; best first."""
-    best: dict[str, dict] = {}
-    for row in table.to_pylist():
-        if row["team"] not in best or _rank_key(row) < _rank_key(best[row["team"]]):
-            best[row["team"]] = row
-    return pa.Table.from_pylist(sorted(best.values(), key=_rank_key), schema=LEADERBOARD_SCHEMA)
-
-
-def update_leaderboard(path, record: Mapping, decorate_best=None) -> pa.Table:
-    """Add a scored submission (replacing an earlier row of the same team and fingerprint).
-
-    Holds an exclusive lock (``.<name>.lock`` next to the file) while it reads,
-    and writes the leaderboard and ``<stem>_best.parquet`` each through a
-    temporary file and ``os.replace``; ``decorate_best(table) -> table`` adds
-    columns to the best-per-team board under the same lock. Returns the new leaderboard.
+    Holds an exclusive lock (``.<name>.lock`` next to the file) while it reads;
+    ``change(board) -> (board, best)`` (the leaderboard model,
+    ``evalcore.jobs.standings``) gives both tables, each written through a
+    temporary file and ``os.replace``. Returns the new leaderboard.
     """
     p = Path(path)
-    row = {k: record[k] for k in LEADERBOARD_COLUMNS}
-    row["report"] = record.get("report")
-    row["team"], row["submission"] = normalized(row["team"]), normalized(row["submission"])
     with locked(p.parent / f".{p.name}.lock"):
-        table = read_leaderboard(p)
-        keep = [r for r in table.to_pylist()
-                if not (r["team"] == row["team"] and r["fingerprint"] == row["fingerprint"])]
-        table = pa.Table.from_pylist(keep + [row], schema=LEADERBOARD_SCHEMA)
+        table, best = change(read_leaderboard(p))
         atomic_write(p, table)
-        best = best_per_team(table)
-        atomic_write(best_path(p), best if decorate_best is None else decorate_best(best))
+        atomic_write(best_path(p), best)
     return table
-
-
-def leaderboard_row(record: Mapping, when: _dt.datetime, report: str | None = None) -> dict:
-    return {"team": record["team"], "submission": record["submission"], "fingerprint": record["fingerprint"],
-            "score": record["score"], "n_queries": record["n_queries"], "n_evaluated": record["n_evaluated"],
-            "scored_at": when, "report": report}
 
 
 def is_local(path) -> bool:

@@ -9,10 +9,10 @@ kill at any moment leaves either the old or the new ledger, never a torn one.
 
 Scores are judged-only mAP per query split (``query/split`` of the truth:
 ``public``, ``private``, ...; a truth without splits is all ``public``) and
-over all queries. The public view (``leaderboard_table(reveal=False)``) holds
-the public split's score only; the revealed view every split and ranks by the
-private one. Only ``scored`` rows rank: each team's best row gets a rank,
-highest score first, the earlier submission first among equal scores.
+over all queries. How they rank and what the public and revealed views show
+is the leaderboard model of ``evalcore.jobs.standings``; this module reads
+and writes the ledger and answers questions about it (``phases``,
+``daily_count``, ``scored_fingerprints``).
 """
 from __future__ import annotations
 
@@ -103,13 +103,14 @@ def public_reason(text: str) -> str:
 # --------------------------------------------------------------------------- tables
 
 
-def _splits(entries: Iterable[Entry]) -> list[str]:
+def splits_of(entries: Iterable[Entry]) -> list[str]:
+    """Every split with a score in ``entries``, sorted."""
     return sorted({s for e in entries for s, _ in e.split_maps})
 
 
 def entries_table(entries: list[Entry]) -> pa.Table:
     """The ledger as a table: the base columns, then ``map_<split>`` for every split seen."""
-    splits = _splits(entries)
+    splits = splits_of(entries)
     schema = pa.schema(BASE_FIELDS + [(SPLIT_PREFIX + s, pa.float64()) for s in splits])
     rows = []
     for e in entries:
@@ -166,59 +167,7 @@ def append_entry(path, entry: Entry) -> list[Entry]:
     return entries
 
 
-# --------------------------------------------------------------------------- ranking
-
-
-def rank_split(reveal: bool) -> str:
-    """The split a leaderboard ranks by: ``private`` when revealed, else ``public``."""
-    return PRIVATE if reveal else PUBLIC
-
-
-def ranked(entries: Iterable[Entry], split: str) -> list[tuple[int | None, Entry]]:
-    """(rank, entry) for every entry: each team's best ``scored`` entry by ``split``'s mAP gets a rank
-    (1 = highest mAP; equal mAPs: the earlier submission first, then team name); every other entry None.
-    Ranked entries come first in rank order, the rest in the order they were received."""
-    entries = list(entries)
-
-    def key(e: Entry):
-        score = e.split_map(split)
-        return (score is None, -(score or 0.0), e.received_at, e.team, e.submission)
-
-    best: dict[str, Entry] = {}
-    for e in entries:
-        if e.status == "scored" and e.split_map(split) is not None:
-            if e.team not in best or key(e) < key(best[e.team]):
-                best[e.team] = e
-    leaders = sorted(best.values(), key=key)
-    chosen = {id(e) for e in leaders}
-    rest = sorted((e for e in entries if id(e) not in chosen), key=lambda e: (e.received_at, e.team, e.submission))
-    return [(i, e) for i, e in enumerate(leaders, start=1)] + [(None, e) for e in rest]
-
-
-def leaderboard_table(entries: Iterable[Entry], phase: str, reveal: bool) -> pa.Table:
-    """A phase's leaderboard: every entry of the phase with its rank (``ranked``).
-
-    Public (``reveal`` False): rank, team, submission, status, reason (``public_reason``: no server path),
-    received_at, ``map_public``, nothing else of the scores. Revealed: also the fingerprint, every split's mAP and the mAP over all queries, ranked
-    by ``map_private``.
-    """
-    mine = [e for e in entries if e.phase == phase]
-    split = rank_split(reveal)
-    splits = _splits(mine) if reveal else [PUBLIC]
-    fields = [("phase", pa.string()), ("rank", pa.int64()), ("team", pa.string()), ("submission", pa.string()),
-              ("status", pa.string()), ("reason", pa.string()), ("received_at", pa.timestamp("s", tz="UTC"))]
-    fields += [(SPLIT_PREFIX + s, pa.float64()) for s in splits]
-    if reveal:
-        fields += [("map", pa.float64()), ("fingerprint", pa.string()), ("n_evaluated", pa.int64())]
-    rows = []
-    for rank, e in ranked(mine, split):
-        row: dict[str, object] = {"phase": e.phase, "rank": rank, "team": e.team, "submission": e.submission, "status": e.status,
-               "reason": e.reason if reveal else public_reason(e.reason), "received_at": e.received_at}
-        row.update({SPLIT_PREFIX + s: e.split_map(s) for s in splits})
-        if reveal:
-            row.update({"map": e.map, "fingerprint": e.fingerprint, "n_evaluated": e.n_evaluated})
-        rows.append(row)
-    return pa.Table.from_pylist(rows, schema=pa.schema(fields))
+# --------------------------------------------------------------------------- queries
 
 
 def phases(entries: Iterable[Entry]) -> list[str]:
@@ -237,13 +186,6 @@ def pick_phase(entries: list[Entry], phase: str | None, where: str) -> str:
     if not known:
         raise InputError(f"LEADERBOARD {where}: holds no submission yet")
     return known[0]
-
-
-def result_record(entry: Entry) -> dict:
-    """What the participant sees of their submission: the public split's mAP only, never another split's."""
-    return {"phase": entry.phase, "team": entry.team, "submission": entry.submission, "status": entry.status,
-            "reason": public_reason(entry.reason), "fingerprint": entry.fingerprint, "score": entry.split_map(PUBLIC),
-            "split": PUBLIC, "received_at": entry.received_at.isoformat().replace("+00:00", "Z")}
 
 
 def daily_count(entries: Iterable[Entry], phase: str, team: str, day: _dt.date) -> int:

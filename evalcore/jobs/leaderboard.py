@@ -29,6 +29,7 @@ from evalcore.core.intervals import Method, mean_interval, statistically_tied
 from evalcore.errors import InputError
 from evalcore.io import ledger as lg
 from evalcore.io.files import atomic_write
+from evalcore.jobs import standings
 from evalcore.jobs.common import EXIT_OK, parse_number
 from evalcore.render.leaderboard import leaderboard_html
 
@@ -106,9 +107,9 @@ def publish(entries: list[lg.Entry], scored: Path, phase: str, reveal: bool,
             method: Method | None = None) -> pa.Table:
     """Write a phase's leaderboard (Parquet + HTML) atomically, with error bars when ``method`` is given;
     returns its table."""
-    table = lg.leaderboard_table(entries, phase, reveal)
+    table = standings.leaderboard_table(entries, phase, reveal)
     if method is not None:
-        table = with_error_bars(table, entries, scored, lg.rank_split(reveal), method)
+        table = with_error_bars(table, entries, scored, standings.rank_split(reveal), method)
     parquet, page = board_paths(scored, phase, reveal)
     atomic_write(parquet, table)
     title = f"{phase}: {'private split (revealed)' if reveal else 'public split'}"
@@ -118,7 +119,7 @@ def publish(entries: list[lg.Entry], scored: Path, phase: str, reveal: bool,
 
 def format_board(table: pa.Table, reveal: bool) -> list[str]:
     """The printed ranking: one line per ranked team, then a count of the rows that are not ranked."""
-    split = lg.rank_split(reveal)
+    split = standings.rank_split(reveal)
     rows = table.to_pylist()
     name = lg.SPLIT_PREFIX + split
     bars = f"{name}_low" in table.column_names
@@ -153,7 +154,7 @@ def cmd_leaderboard(args) -> int:
     for line in format_board(table, bool(args.reveal)):
         print(line)
     if method is not None:
-        print(f"intervals: {method.level:g} percentile bootstrap of the {lg.rank_split(bool(args.reveal))} split's "
+        print(f"intervals: {method.level:g} percentile bootstrap of the {standings.rank_split(bool(args.reveal))} split's "
               f"queries ({method.resamples} resamples, seed 0); '=': tied with rank 1 (two-sided sign-flip test of "
               f"the per-query AP differences, not rejected at {1 - method.level:.2g})")
     parquet, page = board_paths(scored, phase, bool(args.reveal))

@@ -49,6 +49,7 @@ from evalcore.io import dataset as ds
 from evalcore.io import ledger as lg
 from evalcore.io import report
 from evalcore.io.files import atomic_write
+from evalcore.jobs import standings
 from evalcore.jobs.common import (
     EXIT_OK,
     EvaluationSpec,
@@ -233,7 +234,7 @@ def cmd_score(args) -> int:
 
     # -- 3. the participant's result and the leaderboard: the public split only, as the service shows it
     when = ch.utc_now()
-    record = ch.result_record(team, name, fingerprint, shown, when)
+    record = standings.score_record(team, name, fingerprint, shown, when)
 
     atomic_write(out / "result.json", (json.dumps(record, indent=2) + "\n").encode())
     bars: list[pa.Table] = []
@@ -242,7 +243,7 @@ def cmd_score(args) -> int:
         bars.append(with_score_error_bars(best, method, splits == lg.PUBLIC) if method is not None else best)
         return bars[-1]
 
-    ch.update_leaderboard(leaderboard, ch.leaderboard_row(record, when, str(organizer)), decorate)
+    standings.update_leaderboard(leaderboard, standings.board_row(record, when, str(organizer)), decorate)
     score = "none (no query has a relevant judged item)" if record["score"] is None else f"{record['score']:.6f}"
     public = "public " if has_splits else ""
     print(f"{team} / {name}: {public}mAP {score} over {record['n_evaluated']} of {record['n_queries']} "

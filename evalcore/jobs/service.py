@@ -70,6 +70,7 @@ from evalcore.io import dataset as ds
 from evalcore.io import ledger as lg
 from evalcore.io import report
 from evalcore.io.files import atomic_write
+from evalcore.jobs import standings
 from evalcore.jobs.common import EXIT_OK, parse_number, settings_from_args
 from evalcore.jobs.leaderboard import publish
 
@@ -811,7 +812,7 @@ def record(config: ServiceConfig, e: lg.Entry) -> list[lg.Entry]:
     """The participant's result, then the ledger row (the commit point), then the public leaderboard."""
     import json
 
-    atomic_write(result_path(config, e), (json.dumps(lg.result_record(e), indent=2) + "\n").encode())
+    atomic_write(result_path(config, e), (json.dumps(standings.result_record(e), indent=2) + "\n").encode())
     entries = lg.append_entry(config.ledger, e)
     publish(entries, config.out, config.phase, reveal=False)
     return entries
