@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from evalcore.core import registry
 from evalcore.core.comparison import Comparison, MeanTable, Row, best_cells, mean_table
-from evalcore.core.intervals import marks
+from evalcore.core.intervals import EXACT_MAX, marks
 from evalcore.render import pages, svg
 
 #: the per-query scatter draws at most this many queries (evenly spaced in key order)
@@ -93,7 +93,7 @@ def _latex_caption(comparison: Comparison, table: MeanTable, group: str) -> str:
     arrows = ", ".join(f"{_ARROWS[d].strip()} {d} is better" for d in ("higher", "lower") if d in directions)
     text = (f"Mean of each metric over the {n} queries{where} that {others} and the baseline {base} share. "
             f"Marks: Holm-adjusted two-sided sign-flip test against {base} ({m.permutations} sign flips, every "
-            r"flip up to 20 queries): * $p<0.05$, ** $p<0.01$, *** $p<0.001$. "
+            f"flip up to {EXACT_MAX} queries): * $p<0.05$, ** $p<0.01$, *** $p<0.001$. "
             + (f"Bold: the best value of each metric ({arrows}). " if arrows else "") +
             f"{100 * m.level:g}\\% bootstrap intervals of the differences ({m.resamples} resamples, seed {m.seed}) "
             "are in comparison.parquet.")
