@@ -39,6 +39,16 @@ class RankLists:
     #: (indptr, places): the places of each query's ranked judged not-relevant items (grade 0, or 1 <= grade < L),
     #: ascending, within --depth; None where the ranking cannot tell (a scan of the whole gallery)
     nonrel_ranks: tuple[np.ndarray, np.ndarray] | None = None
+    #: every retrieved item is judged (labels judge the whole gallery): the not-relevant places are all the
+    #: places that are not relevant ranks, and ``nonrel_ranks`` is left None rather than spelt out
+    all_judged: bool = False
+
+    def has(self, need: str) -> bool:
+        """Whether the lists say what a metric ``needs`` (``registry.Metric.needs``): ``n_retrieved``, or
+        ``judged`` (which retrieved items are judged)."""
+        if need == "judged":
+            return self.n_retrieved is not None and (self.all_judged or self.nonrel_ranks is not None)
+        return getattr(self, need) is not None
 
 
 def indptr_of(rows: np.ndarray, n: int) -> np.ndarray:
@@ -58,24 +68,15 @@ def binary_lists(indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
                  n_retrieved: np.ndarray | None = None) -> RankLists:
     """Lists of binary relevance from relevant ranks alone: gain 1 each, every listed item judged
     (judged_before = r_i - i), the judged not-relevant pool unknown (taken as at least R); ``n_retrieved``
-    the list lengths, if known (then every place of a list that is not a relevant rank is judged not relevant)."""
+    the list lengths, if known (every place of a list that is not a relevant rank is judged not relevant)."""
     indptr = np.asarray(indptr, dtype=np.int64)
     ranks = np.asarray(ranks, dtype=np.int64)
     r = np.asarray(n_relevant, dtype=np.int64)
     ideal_indptr = np.zeros(len(r) + 1, dtype=np.int64)
     np.cumsum(r, out=ideal_indptr[1:])
-    nonrel = None
-    if n_retrieved is not None:  # every other place of a list of n_retrieved items: judged, not relevant
-        n_retrieved = np.asarray(n_retrieved, dtype=np.int64)
-        places = positions(indptr_of(np.repeat(np.arange(len(r)), n_retrieved), len(r)))
-        rows = np.repeat(np.arange(len(r)), n_retrieved)
-        relevant = np.zeros(len(places), dtype=bool)
-        starts = np.concatenate([[0], np.cumsum(n_retrieved)])
-        inside = ranks <= n_retrieved[segment_ids(indptr)] if len(ranks) else np.zeros(0, dtype=bool)
-        relevant[(starts[segment_ids(indptr)] + ranks - 1)[inside]] = True
-        nonrel = (indptr_of(rows[~relevant], len(r)), places[~relevant])
     return RankLists(indptr, ranks, r, indptr, ranks, np.ones(len(ranks), np.int64), ideal_indptr,
-                     np.ones(int(ideal_indptr[-1]), np.int64), ranks - positions(indptr), None, n_retrieved, nonrel)
+                     np.ones(int(ideal_indptr[-1]), np.int64), ranks - positions(indptr), None,
+                     None if n_retrieved is None else np.asarray(n_retrieved, dtype=np.int64), all_judged=True)
 
 
 def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | None = None,
@@ -88,7 +89,8 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
     judged_before(i) = #{grade-0 judged items above i} + #{ranked items with
     1 <= grade < L above i}; n_judged_nonrel = #{grade 0} + #{1 <= grade < L}.
     Outside qrels every gallery item is judged: judged_before(i) = r_i - i and
-    n_judged_nonrel = G - R - n_junk (``n_gallery`` G).
+    n_judged_nonrel = G - R - n_junk (``n_gallery`` G), and ``all_judged``. n_retrieved: the list's kept
+    entries, or for a scan G - n_junk (within depth either way).
     """
     n = truth.n_queries
     gains_all = truth.gains
@@ -103,6 +105,9 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
         if n_gallery is not None:
             n_nonrel = np.maximum(n_gallery - truth.n_relevant - truth.n_junk, 0).astype(np.int64)
     n_retrieved = ranked.n_retrieved
+    if n_retrieved is None and n_gallery is not None and truth.allowed_indptr is None:
+        # a scan ranks every gallery item but the query's junk
+        n_retrieved = np.maximum(n_gallery - truth.n_junk, 0).astype(np.int64)
     nonrel_found: tuple[np.ndarray, np.ndarray] | None = None   # (row, place) of each judged non-relevant item
     if ranked.nonrel_ranks is not None:
         nonrel_found = segment_ids(ranked.nonrel_ranks[0]), np.asarray(ranked.nonrel_ranks[1], dtype=np.int64)
@@ -139,4 +144,4 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
         nonrel = (indptr_of(all_rows[order], n), all_places[order])
     return RankLists(indptr_of(rows[binary], n), ranks[binary], n_relevant, gain_indptr, ranks, gains,
                      ideal_indptr, ideal_gains, None if before is None else before[binary], n_nonrel, n_retrieved,
-                     nonrel)
+                     nonrel, all_judged=truth.nonrel_indptr is None)

@@ -368,8 +368,10 @@ def num_nonrel_judged_ret(lists: RankLists) -> np.ndarray:
     trec_eval's num_nonrel_judged_ret; an unjudged or in-the-pool (negative grade) item is not one. Defined for a
     query with no relevant item too.
     """
-    if lists.nonrel_ranks is None:
+    if not lists.has("judged"):
         return np.full(len(lists.n_relevant), np.nan)
+    if lists.all_judged or lists.nonrel_ranks is None:   # every retrieved item that is not relevant
+        return _retrieved(lists) - np.diff(lists.indptr)
     return np.diff(lists.nonrel_ranks[0]).astype(np.float64)
 
 
@@ -379,10 +381,12 @@ def judged_at(lists: RankLists, k: int) -> np.ndarray:
     0 when nothing is retrieved; a negative TREC grade (in the pool, not judged) is not judged. Defined for a
     query with no relevant item too.
     """
-    if lists.nonrel_ranks is None or lists.n_retrieved is None:
+    if not lists.has("judged"):
         return np.full(len(lists.n_relevant), np.nan)
+    top = np.minimum(_retrieved(lists), k)
+    if lists.all_judged or lists.nonrel_ranks is None:
+        return np.where(top > 0, 1.0, 0.0)
     judged = count_at(lists.indptr, lists.ranks, k) + count_at(lists.nonrel_ranks[0], lists.nonrel_ranks[1], k)
-    top = np.minimum(np.asarray(lists.n_retrieved, dtype=np.float64), k)
     return np.where(top > 0, judged / np.maximum(top, 1), 0.0)
 
 
@@ -441,9 +445,11 @@ def rank_biased_precision_residual(lists: RankLists) -> np.ndarray:
     it, p^n. Defined for a query with no relevant item too. trec_eval's rbp_resid gives the same, except 0 where
     the list has no unjudged item (it leaves the p^n below the list out there).
     """
-    if lists.nonrel_ranks is None or lists.n_retrieved is None:
+    if not lists.has("judged"):
         return np.full(len(lists.n_relevant), np.nan)
     p = RBP_PERSISTENCE
+    if lists.all_judged or lists.nonrel_ranks is None:   # every place judged: only the weight below the list
+        return np.power(p, _retrieved(lists))
     rows = np.concatenate([segment_ids(lists.indptr), segment_ids(lists.nonrel_ranks[0])])
     places = np.concatenate([lists.ranks, lists.nonrel_ranks[1]])
     order = np.lexsort((places, rows))   # summed place by place: the same sum whichever places are relevant

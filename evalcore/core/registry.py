@@ -79,7 +79,7 @@ class Metric:
     #: floored at 0.00001 (trec_eval's gm_map, gm_bpref); their sum (trec_eval's counts, num_rel)
     aggregate: Aggregate = "mean"
     #: the ``RankLists`` fields it reads that only a ranking's list gives, not a whole-gallery scan:
-    #: ``n_retrieved`` (the retrieved count), ``nonrel_ranks`` (the places of judged non-relevant items)
+    #: ``n_retrieved`` (the retrieved count), ``judged`` (which retrieved items are judged; ``RankLists.has``)
     needs: tuple[str, ...] = ()
 
     @property
@@ -157,20 +157,20 @@ METRICS: tuple[Metric, ...] = (
            lists=True, needs=("n_retrieved",)),
     Metric("num_nonrel_judged_ret", "num_nonrel_judged_ret", "num_nonrel_judged_ret", m.num_nonrel_judged_ret,
            "judged non-relevant retrieved", "judged non-relevant retrieved (sum)", default=False, terminal=False,
-           lists=True, needs=("nonrel_ranks",), aggregate="sum"),
+           lists=True, needs=("n_retrieved", "judged"), aggregate="sum"),
     Metric("ndcg_exp", "ndcg_exp", "ndcg_exp", m.ndcg_exponential, "nDCG (exp gain)", "nDCG (exp gain)", default=False,
            terminal=False, lists=True),
     Metric("ndcg_exp@k", "ndcg_exp_at_{k}", "ndcg_exp_at_{k}", m.ndcg_exponential_at, "nDCG@{k} (exp gain)",
            "nDCG@{k} (exp gain)", parameter="ks", default=False, terminal=False, lists=True),
     Metric("judged@k", "judged_at_{k}", "judged_at_{k}", m.judged_at, "judged@{k}", "judged@{k}", parameter="ks",
-           section="cutoff", default=False, terminal=False, lists=True, needs=("n_retrieved", "nonrel_ranks")),
+           section="cutoff", default=False, terminal=False, lists=True, needs=("n_retrieved", "judged")),
     Metric("err@k", "err_at_{k}", "err_at_{k}", m.expected_reciprocal_rank_at, "ERR@{k}", "ERR@{k}", parameter="ks",
            default=False, terminal=False, lists=True),
     Metric("rbp", "rbp", "rbp", m.rank_biased_precision, "RBP (p 0.9)", "RBP (p 0.9)", default=False, terminal=False,
            lists=True),
     Metric("rbp_resid", "rbp_resid", "rbp_resid", m.rank_biased_precision_residual, "RBP residual",
            "RBP residual", direction="lower", default=False, terminal=False, lists=True,
-           needs=("n_retrieved", "nonrel_ranks")),
+           needs=("n_retrieved", "judged")),
     Metric("relative_p@k", "relative_p_at_{k}", "relative_p_at_{k}", m.relative_precision_at, "relative P@{k}",
            "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False),
 )
@@ -420,11 +420,11 @@ def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_
     chunk's ``RankLists`` (its binary lists are ``indptr, ranks, n_relevant``).
     """
     missing = [c.metric.name for c in columns
-               if any(lists is None or getattr(lists, need) is None for need in c.metric.needs)]
+               if any(lists is None or not lists.has(need) for need in c.metric.needs)]
     if missing:
-        raise InputError(f"--metrics: {', '.join(dict.fromkeys(missing))} need(s) each query's retrieved list "
-                         "(its length, its judged items): evaluate precomputed rankings (ranking/item) with qrels, "
-                         "or --judged-only qrels, not a scan of the whole gallery")
+        raise InputError(f"--metrics: {', '.join(dict.fromkeys(missing))} need(s) to know which retrieved items "
+                         "are judged: under qrels, evaluate precomputed rankings (ranking/item) or --judged-only, "
+                         "not a scan of the whole gallery")
     out = {c.name: c.compute(indptr, ranks, n_relevant, lists) for c in columns}
     if zero_empty is not None:
         zero = np.asarray(zero_empty, dtype=bool) & (np.asarray(n_relevant) == 0)

@@ -555,17 +555,32 @@ def test_geometric_and_summed_summaries_and_their_intervals(tmp_path):
     assert summary["num_rel_ci_high"] <= 7 * len(rows)   # 7: the most relevant items of a query here
 
 
-def test_set_measures_are_refused_for_a_scan_of_the_whole_gallery():
-    """A scan ranks the whole gallery: there is no retrieved list to count, so num_ret and the set measures are
-    an input error naming them (not a silent null); the measures of relevant ranks alone still work."""
+def test_a_scan_of_the_whole_gallery_retrieves_every_item_but_junk_and_cannot_tell_the_judged_ones(tmp_path):
+    """A scan ranks the whole gallery but the query's junk: num_ret = G - n_junk and the set measures follow;
+    with labels every item is judged (judged@k 1, num_nonrel_judged_ret the rest, rbp_resid p^n). Under qrels a
+    scan cannot tell which retrieved items are judged: num_nonrel_judged_ret, judged@k and rbp_resid are an input
+    error naming them (not a silent null); --judged-only ranks the judged pairs, and they work."""
     import numpy as np
 
+    import evalcore
     from evalcore import InputError
-    from evalcore import evaluate as evaluate_arrays
 
     scores = np.random.default_rng(0).random((4, 6))
     labels = dict(query_labels=np.array([0, 1, 0, 1]), gallery_labels=np.array([0, 1, 0, 1, 2, 2]))
-    with pytest.raises(InputError, match=r"^metrics: num_ret, set_p, num_nonrel_judged_ret need\(s\) each query's "
-                                         r"retrieved list"):
-        evaluate_arrays(scores=scores, metrics=["set_p", "num_ret", "num_nonrel_judged_ret"], **labels)
-    assert evaluate_arrays(scores=scores, metrics=["num_rel"], **labels).metrics["num_rel"] == 8
+    names = ["num_ret", "set_p", "num_nonrel_judged_ret", "judged@1", "rbp_resid"]
+    rows = evalcore.evaluate(scores=scores, metrics=names, **labels).per_query.to_pylist()
+    assert [(r["num_ret"], r["set_p"], r["num_nonrel_judged_ret"], r["judged_at_1"], r["rbp_resid"]) for r in rows] \
+        == [(6, 2 / 6, 4, 1, pytest.approx(0.9 ** 6))] * 4
+    rng = np.random.default_rng(1)
+    arrays = {"query/emb": rng.random((3, 4), dtype=np.float32), "gallery/emb": rng.random((8, 4), dtype=np.float32),
+              "qrels/query": np.array([0, 0, 1, 1, 2]), "qrels/item": np.array([1, 2, 3, 4, 5]),
+              "qrels/rel": np.array([1, 0, 1, -1, 1], dtype=np.int8)}
+    evalcore.write_dataset(tmp_path / "ds.zarr", arrays)
+    with pytest.raises(InputError, match=r"^metrics: num_nonrel_judged_ret, rbp_resid, judged@k need\(s\) to know "
+                                         r"which retrieved items are judged"):
+        evalcore.evaluate(tmp_path / "ds.zarr", protocol="qrels", metrics=names)
+    plain = evalcore.evaluate(tmp_path / "ds.zarr", protocol="qrels", metrics=["num_ret"]).per_query
+    assert plain.column("num_ret").to_pylist() == [8, 7, 8]   # query 1's item 4 is junk (-1)
+    judged = evalcore.evaluate(tmp_path / "ds.zarr", protocol="qrels", metrics=names, judged_only=True).per_query
+    assert judged.column("num_ret").to_pylist() == [2, 1, 1]
+    assert judged.column("judged_at_1").to_pylist() == [1, 1, 1]
