@@ -104,15 +104,15 @@ def cmd_evaluate(args) -> int:
     for warning in result.warnings:
         print(f"evalcore: warning: {warning}", file=sys.stderr)
     if not args.quiet:
-        print_summary(result.summary, None)
+        print_summary(result.summary, None, run=result.run)
         print(f"report written to {args.out}")
     return EXIT_OK
 
 
-def print_summary(summary, per_query, n_worst: int = 10) -> None:
+def print_summary(summary, per_query, n_worst: int = 10, run=None) -> None:
     from evalcore.render import pages
 
-    print(pages.format_terminal(summary, per_query, n_worst=n_worst))
+    print(pages.format_terminal(summary, per_query, n_worst=n_worst, run=run))
 
 
 def cmd_validate(args) -> int:
@@ -233,7 +233,7 @@ def cmd_show(args) -> int:
         if absence is None:
             raise
         raise InputError(f"report {args.report}: {absence}") from None
-    print_summary(content["summary"], content["per_query"], n_worst=args.worst)
+    print_summary(content["summary"], content["per_query"], n_worst=args.worst, run=content.get("run"))
     return EXIT_OK
 
 

@@ -16,7 +16,7 @@ import datetime as _dt
 import html
 import json
 import math
-from collections.abc import Set
+from collections.abc import Mapping, Set
 
 import numpy as np
 import pyarrow as pa
@@ -863,8 +863,9 @@ def _split_columns(widths: list[int], budget: int) -> list[list[int]]:
     return greedy
 
 
-def _terminal_summary(summary: pa.Table, width: int) -> list[str]:
-    """The summary as stacked tables that fit ``width``, each led by the group column.
+def _terminal_summary(summary: pa.Table, width: int, every_metric: bool = False) -> list[str]:
+    """The summary as stacked tables that fit ``width``, each led by the group column: the terminal's short
+    set of metrics, or, with ``every_metric`` (the run named its metrics), every metric column it has.
 
     Ranking metrics and open-set counts/rates start separate tables: the
     known queries' counts with FNIR, then the unknown queries' with FPIR,
@@ -873,7 +874,7 @@ def _terminal_summary(summary: pa.Table, width: int) -> list[str]:
     """
     columns = summary.column_names
     blocks: list[tuple[str | None, list[str]]] = [
-        (None, [c for c in _COUNTS if c in columns] + registry.display_order(columns, terminal=True))]
+        (None, [c for c in _COUNTS if c in columns] + registry.display_order(columns, terminal=not every_metric))]
     if any(c in columns for c in openset.SPLIT_COUNTS):
         blocks += [(_truncate(rule, width), [c for c in block if c in columns])
                    for rule, block in _TERMINAL_OPEN_SET_BLOCKS]
@@ -930,27 +931,38 @@ def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
     return lines + [""] + _text_table(labels, rows, [c not in text_cols for c in columns])
 
 
+def asked_metrics(run: Mapping | None) -> bool:
+    """Whether the run (its run.json record) named the metrics to compute: then its summary holds just those,
+    and the terminal shows every one (else the default set's summary, of which the terminal shows the short set)."""
+    options = (run or {}).get("options")
+    return isinstance(options, Mapping) and bool(options.get("metrics"))
+
+
 def _summary_name(label: str, summary: pa.Table) -> str:
     """The summary column whose display label is ``label``."""
     return next((c for c in summary.column_names if _label(c) == label), label)
 
 
-def format_terminal(summary: pa.Table, per_query: pa.Table | None = None, n_worst: int = 10, width: int = 100) -> str:
-    """Plain text for ``evalcore show`` and ``evalcore demo``.
+def format_terminal(summary: pa.Table, per_query: pa.Table | None = None, n_worst: int = 10, width: int = 100,
+                    run: Mapping | None = None) -> str:
+    """Plain text for ``evalcore evaluate``, ``evalcore show`` and ``evalcore demo``.
 
     An aligned summary table (one row per group: counts, mAP, mINP, MRR,
-    hit@k and the open-set counts and rates when present), split into stacked
+    hit@k and the open-set counts and rates when present; every metric asked
+    for when the run's options (run.json) name its metrics), split into stacked
     tables when wider than ``width``, then the ``n_worst`` worst queries with
     long keys shortened from the left so lines stay within ``width``.
     """
+    every_metric = asked_metrics(run)
     lines = ["Summary", ""]
     if summary.num_rows == 0:
         lines.append("(empty summary)")
     else:
-        lines += _terminal_summary(summary, width)
+        lines += _terminal_summary(summary, width, every_metric)
         intervals = interval_rows(summary, "all")
         if intervals:
-            shown = [r for r in intervals[1] if registry.display_order([_summary_name(r[1], summary)], terminal=True)]
+            shown = [r for r in intervals[1]
+                     if registry.display_order([_summary_name(r[1], summary)], terminal=not every_metric)]
             lines += ["", "Bootstrap intervals (group all; run.json records level, resamples, seed)", ""]
             lines += _text_table(["metric", "mean", "low", "high"],
                                  [[r[1], *(_fmt(v, "-") for v in r[2:])] for r in shown], [False, True, True, True])
