@@ -119,7 +119,11 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     ``ci``: a level in (0, 1) adds the percentile bootstrap interval of every mean
     (``<metric>_ci_low``, ``<metric>_ci_high`` in the summary, ``ci_low``/``ci_high``
     per CMC point) over ``resamples`` resamples drawn from ``seed``. Raises
-    ``InputError`` naming the parameter.
+    ``InputError`` naming the parameter. What a reader should know (queries
+    left out of the means, ...) is in ``run["warnings"]`` and issued as
+    ``evalcore.EvalcoreWarning`` through Python's ``warnings``, naming the
+    parameters (``warnings.filterwarnings("ignore", category=evalcore.EvalcoreWarning)``
+    silences them).
     On a cluster, a worker that holds a task for ``stall_timeout`` seconds
     (default 180; longer when tasks are slow: 10 x the longest so far) is
     restarted and its tasks run elsewhere, or, with no other worker, the run
@@ -177,7 +181,7 @@ def coded_identities(arrays: dict) -> tuple[dict, dict]:
     for query_name, gallery_name, column in IDENTITY_PAIRS:
         if query_name not in arrays or gallery_name not in arrays:
             continue  # one side alone: the dataset's checks name what is missing
-        sides = [one_dimensional(arrays[name], name) for name in (query_name, gallery_name)]
+        sides = [one_dimensional(as_given(arrays[name]), name) for name in (query_name, gallery_name)]
         if all(side.dtype.kind in "iu" for side in sides):
             continue
         cameras = column == "cam"  # a camera is a value like any other: two -1 cameras are the same camera
@@ -190,6 +194,20 @@ def coded_identities(arrays: dict) -> tuple[dict, dict]:
             arrays[name] = coded
         originals[column] = sides[0]
     return arrays, originals
+
+
+def as_given(values):
+    """A list or tuple mixing strings with other values as an object array: numpy would turn it into strings,
+    making ``1`` and ``"1"`` one identity."""
+    if not isinstance(values, (list, tuple)):
+        return values
+    kinds = {isinstance(v, str) for v in values}
+    if len(kinds) < 2:
+        return values
+    out = np.empty(len(values), dtype=object)
+    for row, value in enumerate(values):  # one by one: a tuple is one identity, not a row of values
+        out[row] = value
+    return out
 
 
 def with_identities(result: Result, originals: dict) -> Result:
@@ -557,7 +575,8 @@ def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_0
     comparison folder (comparison.parquet, per_query_diff.parquet,
     compare.html, comparison.json, manifest.json), whole or not at all;
     ``latex``: write the LaTeX table to that file. Returns the ``Comparison``
-    (``.table()`` is comparison.parquet, ``.per_query_diff``, ``.warnings``).
+    (``.table()`` is comparison.parquet, ``.per_query_diff``, ``.warnings``, each also issued as an
+    ``evalcore.EvalcoreWarning``).
     """
     from evalcore.core import comparison, intervals
     from evalcore.render import compare as render_compare

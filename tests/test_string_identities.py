@@ -55,6 +55,10 @@ def test_mixed_identities_match_by_python_equality():
     per_query = result.per_query.sort_by("query")
     assert per_query.column("n_relevant").to_pylist() == [1, 1, 0]
     assert per_query.column("first_rank").to_pylist() == [1, 1, None]
+    # 1 and "1" are two identities, as Python's == has them (numpy would read the list as the strings "1", "1")
+    result = quiet(query=query[:2], gallery=gallery[:2], query_labels=[1, "a"], gallery_labels=["1", "a"],
+                   max_rank=2)
+    assert result.per_query.sort_by("query").column("n_relevant").to_pylist() == [0, 1]
 
 
 def test_dataset_problems_advise_evalcore_validate_not_the_command(tmp_path):
