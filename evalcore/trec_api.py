@@ -24,37 +24,54 @@ import numpy as np
 
 from evalcore.errors import InputError
 
-#: trec_eval measure -> (evalcore metric, per-query column, summary column); ``{k}``: a cut-off measure
+#: trec_eval measure -> (evalcore metric, its per-query column); ``{k}``: a cut-off, ``{level}``: a fixed level
 ENGINE_MEASURES = {
-    "map": ("map", "ap", "map"),
-    "Rprec": ("rprec", "rprec", "rprec"),
-    "bpref": ("bpref", "bpref", "bpref"),
-    "recip_rank": ("mrr", "rr", "mrr"),
-    "P": ("precision@{k}", "precision_at_{k}", "precision_at_{k}"),
-    "recall": ("recall@{k}", "recall_at_{k}", "recall_at_{k}"),
-    "ndcg": ("ndcg", "ndcg", "ndcg"),
-    "ndcg_cut": ("ndcg@{k}", "ndcg_at_{k}", "ndcg_at_{k}"),
-    "map_cut": ("map_cut@{k}", "ap_cut_{k}", "map_cut_{k}"),
-    "success": ("hit@{k}", "hit_at_{k}", "hit_at_{k}"),
+    "map": ("map", "ap"),
+    "Rprec": ("rprec", "rprec"),
+    "bpref": ("bpref", "bpref"),
+    "recip_rank": ("mrr", "rr"),
+    "iprec_at_recall": ("iprec_at_recall_{level}", "iprec_at_recall_{level}"),
+    "P": ("precision@{k}", "precision_at_{k}"),
+    "recall": ("recall@{k}", "recall_at_{k}"),
+    "Rprec_mult": ("rprec_mult_{level}", "rprec_mult_{level}"),
+    "utility": ("utility", "utility"),
+    "11pt_avg": ("11pt_avg", "11pt_avg"),
+    "ndcg": ("ndcg", "ndcg"),
+    "ndcg_cut": ("ndcg@{k}", "ndcg_at_{k}"),
+    "map_cut": ("map_cut@{k}", "ap_cut_{k}"),
+    "relative_P": ("relative_p@{k}", "relative_p_at_{k}"),
+    "success": ("hit@{k}", "hit_at_{k}"),
+    "set_P": ("set_p", "set_p"),
+    "set_relative_P": ("set_relative_p", "set_relative_p"),
+    "set_recall": ("set_recall", "set_recall"),
+    "set_map": ("set_map", "set_map"),
+    "set_F": ("set_f", "set_f"),
+    "num_nonrel_judged_ret": ("num_nonrel_judged_ret", "num_nonrel_judged_ret"),
+    "rbp": ("rbp", "rbp"),
 }
 #: the measures evalcore computes, in the order trec_eval prints them (its measure table's order)
 MEASURE_ORDER = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-                 "P", "recall", "ndcg", "ndcg_cut", "map_cut", "success")
+                 "iprec_at_recall", "P", "recall", "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "ndcg", "ndcg_cut",
+                 "map_cut", "relative_P", "success", "set_P", "set_relative_P", "set_recall", "set_map", "set_F",
+                 "num_nonrel_judged_ret", "rbp")
+_CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 #: trec_eval's default cut-offs of each cut-off measure
-DEFAULT_CUTOFFS = {"P": (5, 10, 15, 20, 30, 100, 200, 500, 1000), "recall": (5, 10, 15, 20, 30, 100, 200, 500, 1000),
-                   "ndcg_cut": (5, 10, 15, 20, 30, 100, 200, 500, 1000),
-                   "map_cut": (5, 10, 15, 20, 30, 100, 200, 500, 1000), "success": (1, 5, 10)}
-#: trec_eval's default set (``official``) less what evalcore does not compute (runid, iprec_at_recall)
-OFFICIAL = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank", "P")
-#: counts, printed as integers
-COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret")
+DEFAULT_CUTOFFS = {"P": _CUTS, "recall": _CUTS, "ndcg_cut": _CUTS, "map_cut": _CUTS, "relative_P": _CUTS,
+                   "success": (1, 5, 10)}
+#: measures with trec_eval's default levels only (evalcore computes those; other levels are refused)
+FIXED_LEVELS = {"iprec_at_recall": tuple(f"{x / 10:.2f}" for x in range(11)),
+                "Rprec_mult": tuple(f"{x / 10:.2f}" for x in range(2, 21, 2))}
+#: trec_eval's default set (``official``) less what evalcore does not compute (runid)
+OFFICIAL = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
+            "iprec_at_recall", "P")
+#: counts, printed as integers and summed in ``all``
+COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
 #: printed for ``all`` only, as trec_eval prints them
-AGGREGATE_ONLY = ("num_q", "gm_map")
+AGGREGATE_ONLY = ("num_q", "gm_map", "gm_bpref")
 #: trec_eval measures evalcore does not compute: named in the error, so a user knows it is not a typo
-NOT_COMPUTED = ("runid", "iprec_at_recall", "infAP", "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "binG", "G",
-                "ndcg_rel", "Rndcg", "relative_P", "set_P", "set_relative_P", "set_recall", "set_map", "set_F",
-                "num_nonrel_judged_ret", "rbp", "rbp_resid", "unj", "prefs_num_prefs_poss", "P_avgjg", "map_avgjg",
-                "Rprec_mult_avgjg", "relstring", "yaap", "ndcg_p", "success_avgjg", "num_rel_avgjg", "ndcg_avgjg")
+#: (rbp_resid: trec_eval's is 0 where no unjudged document is ranked, where evalcore's keeps p^n)
+NOT_COMPUTED = ("runid", "infAP", "binG", "G", "ndcg_rel", "Rndcg", "rbp_resid", "unj", "relstring", "ndcg_p",
+                "prefs_num_prefs_poss", "P_avgjg", "map_avgjg", "Rprec_mult_avgjg", "yaap", "success_avgjg")
 #: trec_eval's MIN_GEO_MEAN: gm_map's floor on each query's AP
 MIN_GEO_MEAN = 0.00001
 #: cut-offs are held as int32 in the engine
@@ -97,6 +114,9 @@ def parse_measures(measures, option: str = "measures") -> dict[str, tuple[int, .
         if not params:
             defaults.add(base)
             continue
+        if base in FIXED_LEVELS:
+            raise InputError(f"{option}: {raw!r}: evalcore computes {base} at trec_eval's default levels only "
+                             f"({', '.join(FIXED_LEVELS[base])}): give {base}")
         if base not in DEFAULT_CUTOFFS:
             raise InputError(f"{option}: {raw!r}: {base} takes no parameters")
         given.setdefault(base, set()).update(_cutoffs(params, raw, option))
@@ -119,9 +139,19 @@ def _cutoffs(params: str, raw: str, option: str) -> set[int]:
     return out
 
 
+def printed(measure: str, cuts) -> list[tuple[str, dict]]:
+    """(printed name, the format fields of its metric and column) of one chosen measure: ``P_5`` ({k: 5}),
+    ``iprec_at_recall_0.10`` ({level: "0.10"}), ``map`` ({})."""
+    if measure in FIXED_LEVELS:
+        return [(f"{measure}_{level}", {"level": level}) for level in FIXED_LEVELS[measure]]
+    if cuts is None:
+        return [(measure, {})]
+    return [(f"{measure}_{k}", {"k": k}) for k in cuts]
+
+
 def measure_names(chosen: Mapping[str, tuple[int, ...] | None]) -> list[str]:
     """The printed names (``P_5``), in trec_eval's order."""
-    return [name for m, cuts in chosen.items() for name in ([m] if cuts is None else [f"{m}_{k}" for k in cuts])]
+    return [name for m, cuts in chosen.items() for name, _ in printed(m, cuts)]
 
 
 def engine_metrics(chosen: Mapping[str, tuple[int, ...] | None]) -> tuple[list[str], list[int]]:
@@ -129,15 +159,14 @@ def engine_metrics(chosen: Mapping[str, tuple[int, ...] | None]) -> tuple[list[s
     the engine's (the counts alone: the engine still gives the evaluated queries)."""
     names, ks = [], set()
     for measure, cuts in chosen.items():
-        if measure == "gm_map":
-            measure = "map"
+        measure = {"gm_map": "map", "gm_bpref": "bpref"}.get(measure, measure)
         if measure not in ENGINE_MEASURES:
             continue
         metric = ENGINE_MEASURES[measure][0]
-        for k in cuts or (None,):
-            names.append(metric.format(k=k))
-            if k is not None:
-                ks.add(k)
+        for _, fields in printed(measure, cuts):
+            names.append(metric.format(**fields))
+            if "k" in fields:
+                ks.add(fields["k"])
     return list(dict.fromkeys(names or ["map"])), sorted(ks)
 
 
@@ -258,7 +287,7 @@ def trec_values(chosen, result, arrays, *, rel_level: int, judged_only: bool, co
     for measure, cuts in chosen.items():
         if measure == "num_q":
             aggregate["num_q"] = len(keys)
-        elif measure in COUNTS:
+        elif measure in COUNTS and measure not in ENGINE_MEASURES:
             row_of = {k: i for i, k in enumerate(arrays["query/key"].tolist())}
             values = counts[measure][[row_of[k] for k in keys]]
             columns[measure] = [int(v) for v in values]
@@ -266,17 +295,17 @@ def trec_values(chosen, result, arrays, *, rel_level: int, judged_only: bool, co
             if measure == "num_rel" and complete:
                 # trec_eval -c (m_num_rel.c's te_calc_avg_num_rel): every judgement > 0 of the qrels, -l aside
                 aggregate[measure] = int((arrays["qrels/rel"] > 0).sum())
-        elif measure == "gm_map":
-            ap = np.nan_to_num(np.asarray(table.column("ap").to_numpy(zero_copy_only=False), dtype=np.float64))
-            aggregate["gm_map"] = math.exp(trec_mean(np.log(np.maximum(ap, MIN_GEO_MEAN)))) if ap.size else 0.0
+        elif measure in ("gm_map", "gm_bpref"):   # exp of the mean log of each query's value, floored
+            value = np.nan_to_num(np.asarray(table.column("ap" if measure == "gm_map" else "bpref")
+                                             .to_numpy(zero_copy_only=False), dtype=np.float64))
+            aggregate[measure] = math.exp(trec_mean(np.log(np.maximum(value, MIN_GEO_MEAN)))) if value.size else 0.0
         else:
-            _, column, _ = ENGINE_MEASURES[measure]
-            for k in cuts or (None,):
-                name = measure if k is None else f"{measure}_{k}"
-                columns[name] = table.column(column.format(k=k)).to_pylist()
-                values = np.nan_to_num(np.asarray(table.column(column.format(k=k)).to_numpy(zero_copy_only=False),
+            column = ENGINE_MEASURES[measure][1]
+            for name, fields in printed(measure, cuts):
+                values = np.nan_to_num(np.asarray(table.column(column.format(**fields)).to_numpy(zero_copy_only=False),
                                                   dtype=np.float64))
-                aggregate[name] = trec_mean(values)
+                columns[name] = [int(v) for v in values] if measure in COUNTS else values.tolist()
+                aggregate[name] = int(values.sum()) if measure in COUNTS else trec_mean(values)
     per_query = {qid: {name: (values[i] if name in COUNTS else float(values[i] or 0.0))
                        for name, values in columns.items()} for i, qid in enumerate(keys)}
     return per_query, aggregate

@@ -32,10 +32,19 @@ from evalcore.io import trec_tables
 __all__ = ["RelevanceEvaluator", "compute_aggregated_measure", "parse_qrel", "parse_run", "supported_measures",
            "supported_nicknames"]
 
-#: the measures of pytrec_eval's ``supported_measures`` that evalcore computes
-supported_measures = frozenset(trec_api.MEASURE_ORDER)
+#: pytrec_eval's (pytrec-eval-terrier 0.5) measures of trec_eval 9's ``all_trec`` (no rbp: trec_eval 10 added it)
+_PYTREC_ALL_TREC = frozenset({"num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
+                              "recip_rank", "iprec_at_recall", "P", "recall", "infAP", "gm_bpref", "Rprec_mult",
+                              "utility", "11pt_avg", "binG", "G", "ndcg", "ndcg_rel", "Rndcg", "ndcg_cut", "map_cut",
+                              "relative_P", "success", "set_P", "set_relative_P", "set_recall", "set_map", "set_F",
+                              "num_nonrel_judged_ret", "runid", "relstring"})
+#: pytrec_eval's trec_eval (9) finds the recall levels of these by truncation, trec_eval 10 (and evalcore) rounds
+DIFFERENT_DEFINITION = frozenset({"iprec_at_recall", "11pt_avg"})
+#: the measures of pytrec_eval's ``supported_measures`` that evalcore computes as pytrec_eval does
+supported_measures = frozenset(m for m in trec_api.MEASURE_ORDER
+                               if m in _PYTREC_ALL_TREC and m not in DIFFERENT_DEFINITION)
 #: pytrec_eval's nicknames, each with the measures of it evalcore computes
-supported_nicknames = {"official": set(trec_api.OFFICIAL), "all_trec": set(trec_api.MEASURE_ORDER)}
+supported_nicknames = {"official": set(trec_api.OFFICIAL) & supported_measures, "all_trec": set(supported_measures)}
 #: pytrec_eval's spelling of a measure with parameters: ``meas.p1,p2`` or ``meas_p1,p2``
 _PARAMETERS = r"{}[\._]([0-9]+(\.[0-9]+)?(,[0-9]+(\.[0-9]+)?)*)"
 
@@ -49,6 +58,9 @@ def trec_eval_names(measures: Iterable[str]) -> list[str]:
     for measure in measures:
         if not isinstance(measure, str):
             raise InputError(f"measures: {measure!r} is not a measure name")
+        if measure.split(".")[0] in DIFFERENT_DEFINITION:
+            raise InputError(f"measures: unsupported measure {measure} (pytrec_eval's trec_eval 9 truncates its "
+                             "recall levels, trec_eval 10 and evalcore.trec round them)")
         if measure in supported_nicknames:
             out.extend(sorted(supported_nicknames[measure]))
         elif measure in supported_measures:
@@ -100,21 +112,22 @@ class RelevanceEvaluator:
                                rel_level=self.relevance_level, judged_only=self.judged_docs_only_flag,
                                run_name="scores", qrels_name="query_relevance")
         table = result.result.per_query   # type: ignore[attr-defined]
-        ap = dict(zip(table.column("key").to_pylist(), table.column("ap").to_pylist())) \
-            if "gm_map" in self.measures else {}
+        logged = {m: dict(zip(table.column("key").to_pylist(), table.column(column).to_pylist()))
+                  for m, column in (("gm_map", "ap"), ("gm_bpref", "bpref")) if m in self.measures}
         out = {}
         for qid, values in result.per_query.items():
             row = {name: float(values[name]) for name in names if name in values}
             if "num_q" in self.measures:
                 row["num_q"] = 1.0
-            if "gm_map" in self.measures:
-                row["gm_map"] = math.log(max(float(ap[qid] or 0.0), trec_api.MIN_GEO_MEAN))
+            for m, values_of in logged.items():   # pytrec_eval's per-query gm_*: the log of the floored value
+                row[m] = math.log(max(float(values_of[qid] or 0.0), trec_api.MIN_GEO_MEAN))
             out[qid] = {name: row[name] for name in names}
         return out
 
     def _nothing_retrieved(self, docs: Mapping, names: list[str]) -> dict[str, float]:
         rel = sum(1 for g in docs.values() if g >= self.relevance_level)
-        special = {"num_q": 1.0, "num_rel": float(rel), "gm_map": math.log(trec_api.MIN_GEO_MEAN)}
+        special = {"num_q": 1.0, "num_rel": float(rel), "gm_map": math.log(trec_api.MIN_GEO_MEAN),
+                   "gm_bpref": math.log(trec_api.MIN_GEO_MEAN)}
         return {name: special.get(name, 0.0) for name in names}
 
 
