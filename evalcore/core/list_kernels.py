@@ -101,7 +101,7 @@ def table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, key):
 def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, gallery_junk, has_gallery_junk,
               allowed_indptr, allowed_items, has_allowed, rel_indptr, rel_items, gains, has_gains,
               nonrel_indptr, nonrel_items, has_nonrel, out_start, counts, ranks, pairs, before, first_pos,
-              first_rel_pos, kept, nonrel_start, nonrel_counts, nonrel_ranks):
+              first_rel_pos, kept, nonrel_start, nonrel_counts, nonrel_ranks, tie_start, tie_size):
     """Ranks of every row's listed relevant items, in ranking order.
 
     An entry is kept when its item is >= 0, not junk for the row, not in
@@ -118,7 +118,9 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
     = list position of the first kept / first relevant entry in ranking
     order (-1 when there is none). ``kept[r]``: the row's kept entries (its retrieved items). With
     ``has_nonrel``, the places of its judged non-relevant entries, ascending, from
-    ``nonrel_ranks[nonrel_start[r]]`` on, ``nonrel_counts[r]`` of them.
+    ``nonrel_ranks[nonrel_start[r]]`` on, ``nonrel_counts[r]`` of them. ``tie_start[out_start[r] + c]`` /
+    ``tie_size[...]``: the first place and the size of the c-th relevant entry's tie group (itself alone
+    without scores).
     """
     n, k = items.shape
     kpos = np.empty(k, dtype=np.int64)
@@ -126,6 +128,8 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
     knon = np.empty(k, dtype=np.bool_)
     order = np.empty(k, dtype=np.int64)
     rel_tmp = np.empty(k, dtype=np.int64)
+    group_first = np.empty(k, dtype=np.int64)   # per kept entry: the first place (0-based) of its tie group
+    group_size = np.empty(k, dtype=np.int64)
     # the row's judged and junk items in a small open-addressing table, so a listed item that is none of
     # them (most are) is found out in one probe instead of three binary searches
     most = 0
@@ -184,6 +188,8 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
                     b += 1
                 n_rel = 0
                 for e in range(a, b):
+                    group_first[e] = placed
+                    group_size[e] = b - a
                     if kpair[e] >= 0:
                         rel_tmp[n_rel] = e
                         n_rel += 1
@@ -205,6 +211,8 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
         else:
             for e in range(m):
                 order[e] = e
+                group_first[e] = e
+                group_size[e] = 1
         c = 0
         seen_nonrel = 0
         base = out_start[r]
@@ -219,6 +227,8 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
                 ranks[base + c] = p + 1
                 pairs[base + c] = kpair[e]
                 before[base + c] = seen_nonrel
+                tie_start[base + c] = group_first[e] + 1
+                tie_size[base + c] = group_size[e]
                 c += 1
             elif knon[e]:
                 if has_nonrel:

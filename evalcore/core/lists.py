@@ -42,6 +42,9 @@ class RankLists:
     #: every retrieved item is judged (labels judge the whole gallery): the not-relevant places are all the
     #: places that are not relevant ranks, and ``nonrel_ranks`` is left None rather than spelt out
     all_judged: bool = False
+    #: tie-averaged nDCG's lists: (indptr, first place, size, gain) of each ranked relevant item's (grade >= 1)
+    #: tie group, groups starting within --depth; None where the ranking does not say (a scan)
+    tie_groups: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def has(self, need: str) -> bool:
         """Whether the lists say what a metric ``needs`` (``registry.Metric.needs``): ``n_retrieved``, or
@@ -68,7 +71,8 @@ def binary_lists(indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
                  n_retrieved: np.ndarray | None = None) -> RankLists:
     """Lists of binary relevance from relevant ranks alone: gain 1 each, every listed item judged
     (judged_before = r_i - i), the judged not-relevant pool unknown (taken as at least R); ``n_retrieved``
-    the list lengths, if known (every place of a list that is not a relevant rank is judged not relevant)."""
+    the list lengths, if known (every place of a list that is not a relevant rank is judged not relevant); no
+    ties visible (tie groups of one)."""
     indptr = np.asarray(indptr, dtype=np.int64)
     ranks = np.asarray(ranks, dtype=np.int64)
     r = np.asarray(n_relevant, dtype=np.int64)
@@ -76,7 +80,8 @@ def binary_lists(indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
     np.cumsum(r, out=ideal_indptr[1:])
     return RankLists(indptr, ranks, r, indptr, ranks, np.ones(len(ranks), np.int64), ideal_indptr,
                      np.ones(int(ideal_indptr[-1]), np.int64), ranks - positions(indptr), None,
-                     None if n_retrieved is None else np.asarray(n_retrieved, dtype=np.int64), all_judged=True)
+                     None if n_retrieved is None else np.asarray(n_retrieved, dtype=np.int64), all_judged=True,
+                     tie_groups=(indptr, ranks, np.ones(len(ranks), np.int64), np.ones(len(ranks), np.int64)))
 
 
 def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | None = None,
@@ -104,6 +109,11 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
         before = ranks - positions(ranked.indptr)
         if n_gallery is not None:
             n_nonrel = np.maximum(n_gallery - truth.n_relevant - truth.n_junk, 0).astype(np.int64)
+    ties = None
+    if ranked.tie_groups is not None:
+        start, size = (np.asarray(a, dtype=np.int64) for a in ranked.tie_groups)
+        within = np.ones(len(start), dtype=bool) if depth is None else start <= depth
+        ties = (indptr_of(rows[within], n), start[within], size[within], gains[within])
     n_retrieved = ranked.n_retrieved
     if n_retrieved is None and n_gallery is not None and truth.allowed_indptr is None:
         # a scan ranks every gallery item but the query's junk
@@ -144,4 +154,4 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
         nonrel = (indptr_of(all_rows[order], n), all_places[order])
     return RankLists(indptr_of(rows[binary], n), ranks[binary], n_relevant, gain_indptr, ranks, gains,
                      ideal_indptr, ideal_gains, None if before is None else before[binary], n_nonrel, n_retrieved,
-                     nonrel, all_judged=truth.nonrel_indptr is None)
+                     nonrel, all_judged=truth.nonrel_indptr is None, tie_groups=ties)

@@ -181,6 +181,39 @@ def ndcg_exponential_at(lists: RankLists, k: int) -> np.ndarray:
     return _ndcg(lists, k, exponential=True)
 
 
+def _tie_averaged(lists: RankLists, k: int | None) -> np.ndarray:
+    """DCG with tied items sharing their gains over the tie group's places, over the usual IDCG (cut at k)."""
+    n = len(lists.ideal_indptr) - 1
+    if lists.tie_groups is None:
+        return np.full(n, np.nan)
+    indptr, start, size, gains = lists.tie_groups
+    end = start + size - 1
+    top = int(end.max(initial=0)) if k is None else min(int(k), int(end.max(initial=0)))
+    # D[m] = sum_{p=1..m} 1/log2(p + 1): a group's discounts are D[min(end, k)] - D[start - 1] (scikit-learn's
+    # running sum, as its _tie_averaged_dcg takes them)
+    running = np.concatenate([[0.0], np.cumsum(_discount(np.arange(1, top + 1)))])
+    last = np.minimum(end, top)
+    spread = np.where(start <= top, running[last] - running[np.minimum(start - 1, top)], 0.0)
+    dcg = _segment_sum(indptr, gains / size * spread)
+    idcg = _dcg(lists.ideal_indptr, positions(lists.ideal_indptr), lists.ideal_gains, k)
+    return _known(np.diff(lists.ideal_indptr), dcg / np.where(idcg > 0, idcg, 1.0))
+
+
+def ndcg_tie_average(lists: RankLists) -> np.ndarray:
+    """ndcg_avg = sum_i (g_i / t_i) * sum_{p = s_i..s_i+t_i-1} 1/log2(p + 1) / IDCG: tied items share their gains.
+
+    s_i, t_i: the first place and the size of the group of equal scores holding the relevant item i (McSherry and
+    Najork); the expected nDCG over every order of the ties. scikit-learn's ndcg_score, torchmetrics' nDCG.
+    Precomputed rankings with scores (a list without scores has no visible ties: the plain nDCG).
+    """
+    return _tie_averaged(lists, None)
+
+
+def ndcg_tie_average_at(lists: RankLists, k: int) -> np.ndarray:
+    """ndcg_avg_at_k = sum_i (g_i / t_i) * sum_{p = s_i..s_i+t_i-1, p <= k} 1/log2(p + 1) / IDCG@k (tie-averaged)."""
+    return _tie_averaged(lists, k)
+
+
 def bpref(lists: RankLists) -> np.ndarray:
     """bpref = (1/R) * sum_{ranked i} (1 - min(n_i, R) / min(N, R)), 1 when n_i = 0; n_i judged non-relevant above i.
 

@@ -170,7 +170,7 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     out_start = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(room, out=out_start[1:])
     counts = np.zeros(n, dtype=np.int64)
-    ranks, pairs, before = (np.zeros(int(out_start[-1]), dtype=np.int64) for _ in range(3))
+    ranks, pairs, before, tie_start, tie_size = (np.zeros(int(out_start[-1]), dtype=np.int64) for _ in range(5))
     first_pos, first_rel_pos = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     kept = np.zeros(n, dtype=np.int64)
     # each row's judged non-relevant places are written from nonrel_start[r]: at most min(#judged, K) of them
@@ -186,12 +186,13 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
               rel_indptr, rel_items, np.ascontiguousarray(gains, dtype=np.int64), truth.rel_gain is not None,
               nonrel_indptr, nonrel_items, truth.nonrel_indptr is not None,
               out_start, counts, ranks, pairs, before, first_pos, first_rel_pos, kept,
-              nonrel_start, nonrel_counts, nonrel_ranks)
+              nonrel_start, nonrel_counts, nonrel_ranks, tie_start, tie_size)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     if indptr[-1] != out_start[-1]:  # keep only the written part of each row's room
         written = np.arange(out_start[-1]) - np.repeat(out_start[:-1], room) < np.repeat(counts, room)
         ranks, pairs, before = ranks[written], pairs[written], before[written]
+        tie_start, tie_size = tie_start[written], tie_size[written]
     rows = np.arange(n)
     has, has_rel = first_pos >= 0, first_rel_pos >= 0
     top1 = np.full(n, -1, dtype=np.int64)
@@ -210,7 +211,8 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
         np.cumsum(nonrel_counts, out=nonrel_indptr_out[1:])
         nonrel = (nonrel_indptr_out, nonrel_ranks[written])
     return Ranked(indptr, ranks, truth.n_relevant.astype(np.int64), top1, top1_score,
-                  relevant_score, pairs=pairs, judged_before=judged_before, n_retrieved=kept, nonrel_ranks=nonrel)
+                  relevant_score, pairs=pairs, judged_before=judged_before, n_retrieved=kept, nonrel_ranks=nonrel,
+                  tie_groups=(tie_start, tie_size))
 
 
 # =========================================================================== judged-only: pairs

@@ -162,6 +162,11 @@ METRICS: tuple[Metric, ...] = (
            terminal=False, lists=True),
     Metric("ndcg_exp@k", "ndcg_exp_at_{k}", "ndcg_exp_at_{k}", m.ndcg_exponential_at, "nDCG@{k} (exp gain)",
            "nDCG@{k} (exp gain)", parameter="ks", default=False, terminal=False, lists=True),
+    Metric("ndcg_avg", "ndcg_avg", "ndcg_avg", m.ndcg_tie_average, "nDCG (ties averaged)", "nDCG (ties averaged)",
+           default=False, terminal=False, lists=True, needs=("tie_groups",)),
+    Metric("ndcg_avg@k", "ndcg_avg_at_{k}", "ndcg_avg_at_{k}", m.ndcg_tie_average_at, "nDCG@{k} (ties averaged)",
+           "nDCG@{k} (ties averaged)", parameter="ks", default=False, terminal=False, lists=True,
+           needs=("tie_groups",)),
     Metric("judged@k", "judged_at_{k}", "judged_at_{k}", m.judged_at, "judged@{k}", "judged@{k}", parameter="ks",
            section="cutoff", default=False, terminal=False, lists=True, needs=("n_retrieved", "judged")),
     Metric("err@k", "err_at_{k}", "err_at_{k}", m.expected_reciprocal_rank_at, "ERR@{k}", "ERR@{k}", parameter="ks",
@@ -422,6 +427,10 @@ def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_
     missing = [c.metric.name for c in columns
                if any(lists is None or not lists.has(need) for need in c.metric.needs)]
     if missing:
+        ties = [name for name in dict.fromkeys(missing) if "tie_groups" in BY_NAME[name].needs]
+        if ties:
+            raise InputError(f"--metrics: {', '.join(ties)} need(s) the tie groups of a precomputed ranking "
+                             "(ranking/item with ranking/score): a scan of the whole gallery does not keep them")
         raise InputError(f"--metrics: {', '.join(dict.fromkeys(missing))} need(s) to know which retrieved items "
                          "are judged: under qrels, evaluate precomputed rankings (ranking/item) or --judged-only, "
                          "not a scan of the whole gallery")

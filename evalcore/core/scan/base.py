@@ -69,6 +69,9 @@ class Ranked:
     #: (indptr, places): per query, the places of its judged not-relevant items (grade 0) in its ranking,
     #: ascending, CSR; None where the ranking cannot tell (a scan of the whole gallery)
     nonrel_ranks: tuple[np.ndarray, np.ndarray] | None = None
+    #: (first place, size) of each relevant rank's tie group (equal scores), aligned with ``ranks``; None
+    #: where the ranking does not say (a scan; a list without scores)
+    tie_groups: tuple[np.ndarray, np.ndarray] | None = None
 
 
 # --------------------------------------------------------------------------- what a backend scans

@@ -353,6 +353,8 @@ REFERENCES = {
     "judged@k": judged_at,
     "rbp": rbp,
     "err@k": err_at,
+    "ndcg_avg": ndcg,          # a 0/1 ranking shows no ties: the tie-averaged nDCG is the nDCG
+    "ndcg_avg@k": ndcg_at,
     "rbp_resid": rbp_resid,
 }
 #: (lowest, highest) of a float metric that is not a share in [0, 1]: the counts

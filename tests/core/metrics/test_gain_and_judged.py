@@ -36,8 +36,10 @@ def draw(seed: int, ties: bool):
     return qrels, run
 
 
-def evalcore_rows(tmp_path, qrels, run, metrics):
-    """{qid: per-query row} and the summary row, through import trec-run --order trec_eval and evaluate."""
+def evalcore_rows(tmp_path, qrels, run, metrics, order="trec_eval"):
+    """{qid: per-query row} and the summary row, through import trec-run --order ORDER and evaluate (``score``
+    keeps ranking/score, so equal scores are ties; ``trec_eval`` breaks them by docno, descending)."""
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "qrels").write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()))
     lines = []
     for q, docs in run.items():
@@ -45,7 +47,7 @@ def evalcore_rows(tmp_path, qrels, run, metrics):
         lines += [f"{q} Q0 {d} {i + 1} {s!r} r\n" for i, (d, s) in enumerate(ordered)]
     (tmp_path / "run").write_text("".join(lines))
     out = tmp_path / "ds.zarr"
-    importers.import_to("trec-run", [tmp_path / "run"], out, qrels=str(tmp_path / "qrels"), order="trec_eval")
+    importers.import_to("trec-run", [tmp_path / "run"], out, qrels=str(tmp_path / "qrels"), order=order)
     result = evaluate(out, Options(protocol="qrels", ks=KS, empty_queries="zero", metrics=metrics))
     return {row["key"]: row for row in result.per_query.to_pylist()}, result.summary.to_pylist()[0]
 
@@ -130,3 +132,44 @@ def test_err_at_k_equals_the_cascade_and_gdeval(tmp_path, seed):
     for metric in ir_measures.iter_calc([ir_measures.ERR @ k for k in KS], qrels, run):
         if metric.query_id in cascades:
             assert rows[metric.query_id][f"err_at_{metric.measure['cutoff']}"] == pytest.approx(metric.value, abs=5e-6)
+
+
+@pytest.mark.parametrize("seed", [8, 9])
+def test_tie_averaged_ndcg_equals_scikit_learn_ndcg_score(tmp_path, seed):
+    """ndcg_avg / ndcg_avg@k: McSherry and Najork's tie-averaged nDCG, as scikit-learn's ndcg_score computes it
+    (ignore_ties=False, linear gains, log2 discount): every document of each query ranked, few distinct scores
+    (ties of all sizes). Skipped without scikit-learn."""
+    np = pytest.importorskip("numpy")
+    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    rng = random.Random(seed)
+    qrels, run = {}, {}
+    for q in range(1, 15):
+        docs = [f"d{j:02d}" for j in range(rng.randint(2, 25))]
+        qrels[f"q{q}"] = {d: rng.choice([0, 0, 1, 2, 3]) for d in docs}
+        run[f"q{q}"] = {d: rng.choice([1, 2, 3, 4]) / 4 for d in docs}
+    rows, summary = evalcore_rows(tmp_path, qrels, run, ["ndcg_avg", "ndcg_avg@k"], order="score")
+    checked = 0
+    for q, docs in run.items():
+        truth = np.array([[qrels[q][d] for d in docs]], dtype=float)
+        if not truth.any():
+            continue
+        scores = np.array([[docs[d] for d in docs]])
+        assert rows[q]["ndcg_avg"] == pytest.approx(sklearn_metrics.ndcg_score(truth, scores), rel=1e-12), q
+        for k in KS:
+            want = sklearn_metrics.ndcg_score(truth, scores, k=k)
+            assert rows[q][f"ndcg_avg_at_{k}"] == pytest.approx(want, rel=1e-12, abs=1e-15), (q, k)
+        checked += 1
+    assert checked >= 10
+    # ties change it: the pessimistic nDCG of the same run differs somewhere
+    plain, _ = evalcore_rows(tmp_path / "again", qrels, run, ["ndcg"], order="score")
+    assert any(abs(plain[q]["ndcg"] - rows[q]["ndcg_avg"]) > 1e-6 for q in plain if plain[q]["n_relevant"])
+
+
+def test_tie_averaged_ndcg_is_refused_for_a_scan_of_the_whole_gallery():
+    import numpy as np
+
+    import evalcore
+
+    labels = dict(query_labels=np.array([0, 1]), gallery_labels=np.array([0, 1, 0]))
+    with pytest.raises(evalcore.InputError, match=r"^metrics: ndcg_avg need\(s\) the tie groups of a precomputed"):
+        evalcore.evaluate(scores=np.ones((2, 3)), metrics=["ndcg_avg"], **labels)
