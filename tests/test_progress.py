@@ -100,7 +100,8 @@ def test_no_bar_in_a_log_one_line_per_phase(tmp_path):
     assert _cli_run(tmp_path, log) == 0
     lines = log.getvalue().splitlines()
     assert "%|" not in log.getvalue()  # no bar drawn
-    assert lines.count(f"evalcore: ranking ({300 * N_GALLERY:,} pairs)") == 1
+    ends = [line for line in lines if line.startswith("evalcore: ranking done: ")]
+    assert len(ends) == 1 and ends[0].startswith(f"evalcore: ranking done: {300 * N_GALLERY:,} pairs ranked in ")
     chunks = json.loads((tmp_path / "out" / "run.json").read_text())["chunks"]
     assert sum(line.startswith("evalcore: chunk ") for line in lines) == len(chunks)  # the per-chunk lines stay
 
@@ -140,3 +141,27 @@ def test_warmup_fills_the_cache(tmp_path):
     assert "compiling kernels" not in warm.stderr + warm.stdout  # warmup says what it does, not the run's notice
     run = _run([sys.executable, "-c", SMALL_RUN], cache)
     assert "compiling" not in run.stderr
+
+
+def calls_into(calls: list):
+    return lambda done, total, phase: calls.append((done, total, phase))
+
+
+def test_cluster_runs_count_chunks_and_shard_scans():
+    """On a client: finished chunks, or (chunk, shard) scans with gallery shards; done == total at the end."""
+    from distributed import Client, LocalCluster
+
+    a = _arrays(n_query=600)
+    brute = _first_rank_brute(a).tolist()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        for shards, phase in ((None, "chunks"), (2, "shards")):
+            calls: list[tuple[int, int, str]] = []
+            r = evalcore.evaluate(**a, client=client, chunk_rows=256, gallery_shards=shards, on_progress=calls_into(calls))
+            total = len(r.info["chunks"]) * (shards or 1)
+            assert len(r.info["chunks"]) > 1 and (r.info["gallery_shards"] is None) == (shards is None)
+            counted = [c for c in calls if c[2] == phase]
+            assert counted[0] == (0, total, phase) and counted[-1] == (total, total, phase)
+            done = [d for d, _, _ in counted]
+            assert done == sorted(done) and len(set(done)) == total + 1  # every task, in order
+            assert r.per_query.column("first_rank").to_pylist() == brute

@@ -36,6 +36,7 @@ from evalcore.jobs.common import (
     add_run_options,
     parse_number,
     parse_storage_options,
+    progress_reporters,
     run_evaluation,
     settings_from_args,
     spec_from_args,
@@ -211,8 +212,10 @@ def demo_threshold(dataset: str, settings: RunSettings) -> float:
     (a first pass over the same dataset), said on the terminal."""
     from evalcore import api
 
+    _, on_progress = progress_reporters(quiet=False)  # half the demo's time: a bar too, and the compile notice
     with api.command_line_words():
-        first = api.evaluate(dataset, ks=(1,), target_fpir=DEMO_TARGET_FPIR, **settings.evaluate_kwargs())
+        first = api.evaluate(dataset, ks=(1,), target_fpir=DEMO_TARGET_FPIR, **settings.evaluate_kwargs(),
+                             on_progress=on_progress)
     threshold = first.metrics.get("threshold_at_target_fpir")
     if threshold is None:
         raise InputError("demo: the sweep found no threshold (no unknown queries)")

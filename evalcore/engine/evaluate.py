@@ -244,9 +244,9 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
         if isinstance(source, zarr.Group):  # arrays in memory: one copy per worker, not one per task
             source = client.scatter(source, broadcast=True, hash=False)
         # sharded: progress by (chunk, shard) scans as they finish, else by chunks
-        on_scan = tasks_done(on_progress, len(chunks) * len(shards), "shards") if shards else None
+        scans = progress.TaskCounter(on_progress, len(chunks) * len(shards), "shards") if shards else None
         futures = submit_chunks(client, source, options, chunks, storage_options, ctx, shards, owners, model,
-                                    estimates, on_scan=on_scan)
+                                    estimates, on_scan=scans.one if scans else None)
         if not shards:
             on_progress(0, len(chunks), "chunks")
         index = {f.key: i for i, f in enumerate(futures)}
@@ -270,6 +270,8 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
                     if not shards:
                         on_progress(done, len(chunks), "chunks")
                     future.release()
+            if scans:  # every chunk is combined, so every scan is done, whether or not its callback has come
+                scans.finish()
         finally:
             forget_on_workers(client, ctx.run_id, skip=watch.unavailable)
         faults = watch.faults
@@ -300,24 +302,6 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
         workers=n_workers, stall_timeout=stall_timeout if client is not None else None, faults=faults,
         rerank_chunks_from_estimates=sum(r.from_estimates for r in results) if model is not None else None)
     return Result(per_query, summary, cmc, run=record.as_dict(), record=record)
-
-
-def tasks_done(on_progress: progress.OnProgress, total: int, phase: str) -> Callable[[], None]:
-    """A callback for each finished task of ``total`` (called from Dask's callback thread): ``on_progress``
-    with the count so far; a task retried after a lost worker is counted once."""
-    import threading
-
-    lock = threading.Lock()
-    done = [0]
-    on_progress(0, total, phase)
-
-    def one() -> None:
-        with lock:
-            done[0] = min(total, done[0] + 1)
-            n = done[0]
-        on_progress(n, total, phase)
-
-    return one
 
 
 def build_model_for(group, shape: DatasetShape, options: Options, client, threads: int) -> rerank_phase.RerankPhase:

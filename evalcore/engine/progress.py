@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -32,9 +34,10 @@ BAR_DELAY_S = 2.0
 class PairCounter:
     """Pairs ranked so far in a run here: each chunk's share credited tile by tile, topped up when it ends.
 
-    Thread-safe (threads split a chunk's columns, or run chunks side by side);
-    a chunk's credit never passes its share, so a source read twice cannot
-    count past done == total.
+    Thread-safe (threads split a chunk's columns, or run chunks side by side):
+    ``on_progress`` is called under the counter's lock, so it sees done rise
+    and needs no lock of its own. A chunk's credit never passes its share,
+    so a source read twice cannot count past done == total.
     """
 
     def __init__(self, on_progress: OnProgress, chunks: list[tuple[int, int]], n_gallery: int,
@@ -62,8 +65,8 @@ class PairCounter:
                 return
             self.credit[q0] += step
             self.done += step
-            done = self.done
-        self.on_progress(done, self.total, self.phase)
+            # inside the lock: threads report in the order they count, so done never goes back
+            self.on_progress(self.done, self.total, self.phase)
 
     def chunk_done(self, q0: int) -> None:
         """The chunk is finished: whatever of its share is not credited yet."""
@@ -72,6 +75,31 @@ class PairCounter:
             left = 0 if share is None else share - self.credit[q0]
         if left > 0:
             self.add(q0, left)
+
+
+class TaskCounter:
+    """Finished tasks of a cluster run, as Dask's done callbacks report them (from its callback thread)."""
+
+    def __init__(self, on_progress: OnProgress, total: int, phase: str):
+        self.on_progress = on_progress
+        self.total = total
+        self.phase = phase
+        self.done = 0
+        self._lock = threading.Lock()
+        on_progress(0, total, phase)
+
+    def one(self) -> None:
+        """One more task finished (a future finishes once, however often Dask retried it)."""
+        with self._lock:  # under the lock: done never goes back
+            self.done = min(self.total, self.done + 1)
+            self.on_progress(self.done, self.total, self.phase)
+
+    def finish(self) -> None:
+        """All of them finished (the run has every result): done == total now, whatever callbacks are late."""
+        with self._lock:
+            if self.done < self.total:
+                self.done = self.total
+                self.on_progress(self.done, self.total, self.phase)
 
 
 class CountedColumns:
@@ -191,19 +219,37 @@ class TerminalBar:
 
 
 class LogLines:
-    """``on_progress`` for a log (stderr not a terminal): one line as each phase starts; the per-chunk lines
-    stay ``on_chunk``'s."""
+    """``on_progress`` for a log (stderr not a terminal): one line as each phase ends, with its count and seconds
+    (at the end, not the start: a run stopped by bad input prints its one error line alone); the per-chunk
+    lines stay ``on_chunk``'s. A notice (total 0) is printed as it comes."""
 
-    def __init__(self, stream: Any = None):
+    def __init__(self, stream: Any = None, clock: Callable[[], float] = time.perf_counter):
         self.stream = stream if stream is not None else sys.stderr
-        self.phase: str | None = None
+        self.clock = clock
+        self.started: dict[str, float] = {}
 
     def __call__(self, done: int, total: int, phase: str) -> None:
-        if phase == self.phase:
+        if total <= 0:
+            print(f"evalcore: {phase}", file=self.stream, flush=True)
             return
-        self.phase = phase
-        counted = f" ({total:,} {'pairs' if phase == 'ranking' else phase})" if total > 0 else ""
-        print(f"evalcore: {phase}{counted}", file=self.stream, flush=True)
+        started = self.started.setdefault(phase, self.clock())
+        if done >= total:
+            what = {"ranking": "pairs ranked", "shards": "shard scans"}.get(phase, phase)
+            print(f"evalcore: {phase} done: {total:,} {what} in {self.clock() - started:.2f} s", file=self.stream,
+                  flush=True)
+            del self.started[phase]
+
+
+@contextmanager
+def shown(on_progress: Any) -> Iterator[None]:
+    """Around a run: its bar closed at the end, also when the run fails (an error line then starts a clean
+    line instead of following a half-drawn bar)."""
+    try:
+        yield
+    finally:
+        close = getattr(on_progress, "close", None)
+        if close is not None:
+            close()
 
 
 def quietly(done: int, total: int, phase: str) -> None:  # noqa: ARG001 - the on_progress signature

@@ -426,8 +426,10 @@ def run_evaluation(dataset: str, out: str, spec: EvaluationSpec, settings: RunSe
     params = {**spec.evaluate_kwargs(), **settings.evaluate_kwargs()}
     report.check_apart("--out", out, {"dataset": dataset})
     report.check_out(out, settings.overwrite, storage_options)
+    from evalcore.engine.progress import shown
+
     on_chunk, on_progress = progress_reporters(quiet)
-    with api.command_line_words():
+    with api.command_line_words(), shown(on_progress):
         if settings.scheduler:
             from evalcore.engine.cluster import dask_client  # only here: in-process runs never import distributed
 

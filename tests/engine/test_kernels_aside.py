@@ -27,7 +27,7 @@ def test_an_in_process_run_starts_the_load_aside_and_gives_the_same_numbers(monk
     import evalcore.engine.evaluate as engine_evaluate
 
     real = engine_evaluate.load_kernels_aside
-    monkeypatch.setattr(engine_evaluate, "load_kernels_aside", lambda: started.append(real()))
+    monkeypatch.setattr(engine_evaluate, "load_kernels_aside", lambda *scan: started.append(real(*scan)))
     rng = np.random.default_rng(0)
     gallery = rng.standard_normal((300, 16)).astype(np.float32)
     labels = rng.integers(0, 20, 300)
