@@ -281,16 +281,36 @@ def known_names() -> list[str]:
     return [x.name for x in METRICS]
 
 
+#: a name with parameters, as ir_measures and CONTRACT §18 spell them: ``ndcg(gain=exp)``, then ``@k`` if any
+_CALL = re.compile(r"^([a-z_0-9]+\([^()]*\))(@[0-9]+|@k)?$")
+#: the parameter spellings of the registered settings (lower case, spaces left out) -> the registered name
+PARAMETER_SPELLINGS = {
+    "ndcg(gain=exp)": "ndcg_exp", "ndcg(gain=exponential)": "ndcg_exp", "ndcg(gain=linear)": "ndcg",
+    "ndcg(ties=average)": "ndcg_avg", "rbp(p=0.9)": "rbp", "rbp_resid(p=0.9)": "rbp_resid",
+}
+
+
 def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
     """(metric, k) of a name ``metrics=`` takes; k None: no cut-off, or every value of its option.
 
     ``map``, ``ap`` (its per-query column), ``recall@5``, ``recall_at_5``,
     ``map@100`` (= ``map_at_100``, ``ap_at_100``), ``recall`` or ``recall@k`` (at every --ks; ``ndcg@k``
     and ``mrr@k`` so spelt, as ``ndcg`` and ``mrr`` are the uncut measures); case does not matter. Anything
-    else is an InputError naming ``option``.
+    else is an InputError naming ``option``. The contract's parameter spellings of a registered setting are
+    taken too (``nDCG(gain=exp)@10`` is ``ndcg_exp@10``, ``RBP(p=0.9)`` is ``rbp``: ``PARAMETER_SPELLINGS``).
     """
     raw = str(text).strip()
     name = raw.lower()
+    call = _CALL.match(name)
+    if call:
+        spelt = call.group(1).replace(" ", "")
+        if spelt not in PARAMETER_SPELLINGS:
+            base = spelt.split("(")[0]
+            known = sorted(x for x in PARAMETER_SPELLINGS if x.startswith(base + "("))
+            raise InputError(f"{option}: {raw!r}: " + (f"evalcore computes {base} with {', '.join(known)} only"
+                                                       if known else "no metric takes parameters so spelt") +
+                             " (evalcore metrics lists the names)")
+        name = PARAMETER_SPELLINGS[spelt] + (call.group(2) or "")
     if name in _EXACT:
         return _EXACT[name], None
     if name in _AT_EVERY_K:

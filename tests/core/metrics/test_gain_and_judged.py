@@ -173,3 +173,16 @@ def test_tie_averaged_ndcg_is_refused_for_a_scan_of_the_whole_gallery():
     labels = dict(query_labels=np.array([0, 1]), gallery_labels=np.array([0, 1, 0]))
     with pytest.raises(evalcore.InputError, match=r"^metrics: ndcg_avg need\(s\) the tie groups of a precomputed"):
         evalcore.evaluate(scores=np.ones((2, 3)), metrics=["ndcg_avg"], **labels)
+
+
+def test_the_contracts_parameter_spellings_name_the_registered_settings():
+    from evalcore import InputError
+    from evalcore.core import registry
+
+    assert registry.select(["nDCG(gain=exp)@10", "nDCG(gain = exponential)", "nDCG(gain=linear)@5", "RBP(p=0.9)",
+                            "nDCG(ties=average)@3", "ERR@10", "Judged@5"]) == \
+        ("ndcg_exp@10", "ndcg_exp", "ndcg@5", "rbp", "ndcg_avg@3", "err@10", "judged@5")
+    with pytest.raises(InputError, match=r"^--metrics: 'RBP\(p=0.8\)': evalcore computes rbp with rbp\(p=0.9\) only"):
+        registry.select(["RBP(p=0.8)"])
+    with pytest.raises(InputError, match=r"^--metrics: 'map\(x=1\)': no metric takes parameters so spelt"):
+        registry.select(["map(x=1)"])
