@@ -619,3 +619,19 @@ success_5 1.0 0.0 1.0 1.0 1.0 0.0 0.0 0.0 1.0 0.0 0.5
 success_10 1.0 0.0 1.0 1.0 1.0 0.0 0.0 0.0 1.0 0.0 0.5
 """,
 }
+
+
+# --------------------------------------------------------------------------- -M with -J: cut first, then judged
+
+
+def test_depth_cuts_the_list_before_judged_only_drops_the_unjudged_as_trec_eval_does(tmp_path):
+    # trec_eval 10.0-rc3 -q -J -M3 -m map -m P.1,3 -m recall.3: q1 d2 d3 d1 kept, d2 d3 unjudged -> d1 at rank 1
+    # of R = 2: map 0.5, P_1 1, P_3 1/3 (its 0.3333), recall_3 0.5; q2 d2 d6 d1 -> d2 (judged 0), d1: map 0.5,
+    # P_1 0, P_3 1/3, recall_3 1. Dropping the unjudged first (d1 d4 for q1) gave q1 map 1.0.
+    qrels = "q1 0 d1 1\nq1 0 d4 1\nq1 0 d5 0\nq2 0 d1 1\nq2 0 d2 0\n"
+    run = ("q1 Q0 d2 1 0.9 x\nq1 Q0 d3 2 0.8 x\nq1 Q0 d1 3 0.7 x\nq1 Q0 d4 4 0.6 x\n"
+           "q2 Q0 d2 1 0.9 x\nq2 Q0 d6 2 0.8 x\nq2 Q0 d1 3 0.7 x\n")
+    got = evalcore_values(tmp_path, qrels, run, "-J -M3")
+    want = {"map": {"q1": 0.5, "q2": 0.5, "all": 0.5}, "P_1": {"q1": 1.0, "q2": 0.0, "all": 0.5},
+            "P_3": {"q1": 1 / 3, "q2": 1 / 3, "all": 1 / 3}, "recall_3": {"q1": 0.5, "q2": 1.0, "all": 0.75}}
+    assert_same(got, want)

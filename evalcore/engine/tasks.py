@@ -121,6 +121,9 @@ def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: in
     if ctx.shape.ranked_by == "ranking/item":
         items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
         scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
+        if options.judged_only and options.depth is not None and options.depth < items.shape[1]:
+            # trec_eval -M N -J: the list is cut at N before the unjudged items leave it (N entries, not N judged)
+            items, scores = items[:, :options.depth], None if scores is None else scores[:, :options.depth]
         return rank_by_lists(items, scores, truth, gallery_junk, ties=options.ties, q0=q0,
                              n_gallery=ctx.shape.n_gallery)
     if truth.allowed_indptr is not None:
