@@ -452,8 +452,30 @@ def expected_reciprocal_rank_at(lists: RankLists, k: int) -> np.ndarray:
     return _known(np.diff(lists.ideal_indptr), _segment_sum(lists.gain_indptr, terms))
 
 
-#: RBP's persistence p: trec_eval's default (its rbp and rbp_resid)
+#: RBP's persistence p: trec_eval's default (its rbp and rbp_resid), and the other values registered
 RBP_PERSISTENCE = 0.9
+RBP_OTHER_PERSISTENCES = (0.5, 0.8, 0.95, 0.98)
+
+
+def _rbp(lists: RankLists, p: float) -> np.ndarray:
+    top = np.zeros(len(lists.ideal_indptr) - 1)
+    has = np.diff(lists.ideal_indptr) > 0
+    top[has] = lists.ideal_gains[lists.ideal_indptr[:-1][has]]   # highest first
+    rows = segment_ids(lists.gain_indptr)
+    terms = lists.gains / np.maximum(top[rows], 1.0) * np.power(p, lists.gain_ranks - 1.0)
+    return _known(np.diff(lists.ideal_indptr), (1.0 - p) * _segment_sum(lists.gain_indptr, terms))
+
+
+def _rbp_residual(lists: RankLists, p: float) -> np.ndarray:
+    if not lists.has("judged"):
+        return np.full(len(lists.n_relevant), np.nan)
+    if lists.all_judged or lists.nonrel_ranks is None:   # every place judged: only the weight below the list
+        return np.power(p, _retrieved(lists))
+    rows = np.concatenate([segment_ids(lists.indptr), segment_ids(lists.nonrel_ranks[0])])
+    places = np.concatenate([lists.ranks, lists.nonrel_ranks[1]])
+    order = np.lexsort((places, rows))   # summed place by place: the same sum whichever places are relevant
+    judged = np.bincount(rows[order], weights=np.power(p, places[order] - 1.0), minlength=len(lists.n_relevant))
+    return 1.0 - (1.0 - p) * judged
 
 
 def rank_biased_precision(lists: RankLists) -> np.ndarray:
@@ -462,13 +484,7 @@ def rank_biased_precision(lists: RankLists) -> np.ndarray:
     g_i: the grade of the ranked relevant item at r_i (grade >= 1, whatever --rel-level, as trec_eval's gains);
     g_max: the query's highest grade, at least 1, so gains lie in [0, 1] (binary relevance: 1 each).
     """
-    p = RBP_PERSISTENCE
-    top = np.zeros(len(lists.ideal_indptr) - 1)
-    has = np.diff(lists.ideal_indptr) > 0
-    top[has] = lists.ideal_gains[lists.ideal_indptr[:-1][has]]   # highest first
-    rows = segment_ids(lists.gain_indptr)
-    terms = lists.gains / np.maximum(top[rows], 1.0) * np.power(p, lists.gain_ranks - 1.0)
-    return _known(np.diff(lists.ideal_indptr), (1.0 - p) * _segment_sum(lists.gain_indptr, terms))
+    return _rbp(lists, RBP_PERSISTENCE)
 
 
 def rank_biased_precision_residual(lists: RankLists) -> np.ndarray:
@@ -478,16 +494,26 @@ def rank_biased_precision_residual(lists: RankLists) -> np.ndarray:
     it, p^n. Defined for a query with no relevant item too. trec_eval's rbp_resid gives the same, except 0 where
     the list has no unjudged item (it leaves the p^n below the list out there).
     """
-    if not lists.has("judged"):
-        return np.full(len(lists.n_relevant), np.nan)
-    p = RBP_PERSISTENCE
-    if lists.all_judged or lists.nonrel_ranks is None:   # every place judged: only the weight below the list
-        return np.power(p, _retrieved(lists))
-    rows = np.concatenate([segment_ids(lists.indptr), segment_ids(lists.nonrel_ranks[0])])
-    places = np.concatenate([lists.ranks, lists.nonrel_ranks[1]])
-    order = np.lexsort((places, rows))   # summed place by place: the same sum whichever places are relevant
-    judged = np.bincount(rows[order], weights=np.power(p, places[order] - 1.0), minlength=len(lists.n_relevant))
-    return 1.0 - (1.0 - p) * judged
+    return _rbp_residual(lists, RBP_PERSISTENCE)
+
+
+def _rbp_at(p: float):
+    def rbp(lists: RankLists) -> np.ndarray:
+        return _rbp(lists, p)
+
+    def rbp_resid(lists: RankLists) -> np.ndarray:
+        return _rbp_residual(lists, p)
+
+    rbp.__doc__ = (f"rbp_{p:.2f} = (1 - p) * sum_i (g_i / g_max) * p^(r_i - 1), p = {p:g} (as rbp; trec_eval's "
+                   f"rbp.p={p:g}).")
+    rbp_resid.__doc__ = (f"rbp_resid_{p:.2f} = 1 - (1 - p) * sum over judged places u of p^(u - 1), p = {p:g} "
+                         f"(as rbp_resid; trec_eval's rbp_resid.p={p:g}).")
+    rbp.__name__, rbp_resid.__name__ = f"rbp_{p:.2f}".replace(".", "_"), f"rbp_resid_{p:.2f}".replace(".", "_")
+    return rbp, rbp_resid
+
+
+#: persistence -> (rbp, rbp_resid) at it, for the values other than trec_eval's default
+RBP_AT = {p: _rbp_at(p) for p in RBP_OTHER_PERSISTENCES}
 
 
 def utility(lists: RankLists) -> np.ndarray:

@@ -176,6 +176,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("rbp_resid", "rbp_resid", "rbp_resid", m.rank_biased_precision_residual, "RBP residual",
            "RBP residual", direction="lower", default=False, terminal=False, lists=True,
            needs=("n_retrieved", "judged")),
+    *(Metric(f"rbp_{p:.2f}", f"rbp_{p:.2f}", f"rbp_{p:.2f}", f, f"RBP (p {p:g})", f"RBP (p {p:g})", default=False,
+             terminal=False, lists=True) for p, (f, _) in m.RBP_AT.items()),
+    *(Metric(f"rbp_resid_{p:.2f}", f"rbp_resid_{p:.2f}", f"rbp_resid_{p:.2f}", f, f"RBP residual (p {p:g})",
+             f"RBP residual (p {p:g})", direction="lower", default=False, terminal=False, lists=True,
+             needs=("n_retrieved", "judged")) for p, (_, f) in m.RBP_AT.items()),
     Metric("relative_p@k", "relative_p_at_{k}", "relative_p_at_{k}", m.relative_precision_at, "relative P@{k}",
            "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False),
 )
@@ -287,6 +292,8 @@ _CALL = re.compile(r"^([a-z_0-9]+\([^()]*\))(@[0-9]+|@k)?$")
 PARAMETER_SPELLINGS = {
     "ndcg(gain=exp)": "ndcg_exp", "ndcg(gain=exponential)": "ndcg_exp", "ndcg(gain=linear)": "ndcg",
     "ndcg(ties=average)": "ndcg_avg", "rbp(p=0.9)": "rbp", "rbp_resid(p=0.9)": "rbp_resid",
+    **{f"{name}(p={p:{spelling}})": f"{name}_{p:.2f}" for p in m.RBP_OTHER_PERSISTENCES for name in ("rbp", "rbp_resid")
+       for spelling in ("g", ".2f")},
 }
 
 

@@ -12,6 +12,7 @@ reference; ``test_common.py`` checks that every registered metric has one.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -356,6 +357,8 @@ REFERENCES = {
     "ndcg_avg": ndcg,          # a 0/1 ranking shows no ties: the tie-averaged nDCG is the nDCG
     "ndcg_avg@k": ndcg_at,
     "rbp_resid": rbp_resid,
+    **{f"rbp_{p:.2f}": functools.partial(rbp, p=p) for p in (0.5, 0.8, 0.95, 0.98)},
+    **{f"rbp_resid_{p:.2f}": functools.partial(rbp_resid, p=p) for p in (0.5, 0.8, 0.95, 0.98)},
 }
 #: (lowest, highest) of a float metric that is not a share in [0, 1]: the counts
 RANGES = {"num_rel": (0.0, math.inf), "num_rel_ret": (0.0, math.inf), "num_ret": (0.0, math.inf),

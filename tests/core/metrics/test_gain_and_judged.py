@@ -182,7 +182,8 @@ def test_the_contracts_parameter_spellings_name_the_registered_settings():
     assert registry.select(["nDCG(gain=exp)@10", "nDCG(gain = exponential)", "nDCG(gain=linear)@5", "RBP(p=0.9)",
                             "nDCG(ties=average)@3", "ERR@10", "Judged@5"]) == \
         ("ndcg_exp@10", "ndcg_exp", "ndcg@5", "rbp", "ndcg_avg@3", "err@10", "judged@5")
-    with pytest.raises(InputError, match=r"^--metrics: 'RBP\(p=0.8\)': evalcore computes rbp with rbp\(p=0.9\) only"):
-        registry.select(["RBP(p=0.8)"])
+    assert registry.select(["RBP(p=0.8)", "rbp(p=0.80)", "rbp_resid(p=0.95)"]) == ("rbp_0.80", "rbp_resid_0.95")
+    with pytest.raises(InputError, match=r"^--metrics: 'RBP\(p=0.7\)': evalcore computes rbp with rbp\(p=0.5\), "):
+        registry.select(["RBP(p=0.7)"])
     with pytest.raises(InputError, match=r"^--metrics: 'map\(x=1\)': no metric takes parameters so spelt"):
         registry.select(["map(x=1)"])

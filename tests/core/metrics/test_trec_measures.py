@@ -10,7 +10,8 @@ Expected values: printed by trec_eval 10.0-rc3 (usnistgov/trec_eval, built with 
 print files' "%6.4f" to "%.17g", in /tmp only), run as ``trec_eval -q [FLAGS]
 -m num_rel -m num_rel_ret -m gm_map -m gm_bpref -m iprec_at_recall -m 11pt_avg -m Rprec_mult
 -m relative_P.1,3,5,10 -m num_ret -m set_P -m set_recall -m set_F -m set_map -m set_relative_P -m utility
--m num_nonrel_judged_ret -m rbp -m rbp_resid QRELS RUN``; its printed values copied as they stand. QRELS and RUN were drawn once
+-m num_nonrel_judged_ret -m rbp -m rbp_resid QRELS RUN`` and ``trec_eval -q [FLAGS] -m rbp.p=0.8
+-m rbp_resid.p=0.8 QRELS RUN`` (trec_eval computes a measure once: p = 0.8 is a second run); its printed values copied as they stand. QRELS and RUN were drawn once
 (random.Random(38)): grades -2..3, tied scores (trec_eval breaks ties by docno, descending: ``--order
 trec_eval``), unjudged documents in the runs; q7 has no relevant document, q8 grade 1 at most (none at -l2),
 q9 is judged with no results (counted by -c alone). Without -c, trec_eval 10.0-rc3 stops at a judged query
@@ -185,6 +186,8 @@ rbp q1=0.1691924028363333 q2=0 q3=0.059049000000000004 q4=0.15999999999999998 q5
 rbp_resid q1=0.57917379149100001 q2=0.90000000000000013 q3=0.86805100000000013 q4=0.75095100000000015 q5=0.8568559 q6=0.49607721000000016 q7=1 q8=0.84610000000000007 all=0.78715111268637505
 gm_map all=0.027649854019374039
 gm_bpref all=0.0006876560219336317
+rbp_p=0.8 q1=0.22852407159466667 q2=0 q3=0.065536000000000011 q4=0.30666666666666659 q5=0.052428800000000012 q6=0.47421696000000002 q7=0 q8=0.1024 all=0.15372156228266667
+rbp_resid_p=0.8 q1=0.45369178521600012 q2=0.80000000000000016 q3=0.83206400000000014 q4=0.57446400000000009 q5=0.78757120000000003 q6=0.24969216000000011 q7=1 q8=0.76960000000000006 all=0.68338539315199998
 """,
     "-l2": """
 num_ret q1=15 q2=5 q3=13 q4=9 q5=8 q6=8 q7=3 q8=4 all=65
@@ -227,6 +230,8 @@ rbp q1=0.1691924028363333 q2=0 q3=0.059049000000000004 q4=0.15999999999999998 q5
 rbp_resid q1=0.57917379149100001 q2=0.90000000000000013 q3=0.86805100000000013 q4=0.75095100000000015 q5=0.8568559 q6=0.49607721000000016 q7=1 q8=0.84610000000000007 all=0.78715111268637505
 gm_map all=0.0020432755849441411
 gm_bpref all=0.00016624155755874765
+rbp_p=0.8 q1=0.22852407159466667 q2=0 q3=0.065536000000000011 q4=0.30666666666666659 q5=0.052428800000000012 q6=0.47421696000000002 q7=0 q8=0.1024 all=0.15372156228266667
+rbp_resid_p=0.8 q1=0.45369178521600012 q2=0.80000000000000016 q3=0.83206400000000014 q4=0.57446400000000009 q5=0.78757120000000003 q6=0.24969216000000011 q7=1 q8=0.76960000000000006 all=0.68338539315199998
 """,
     "-M5": """
 num_ret q1=5 q2=5 q3=5 q4=5 q5=5 q6=5 q7=3 q8=4 all=37
@@ -269,6 +274,8 @@ rbp q1=0.12810333333333332 q2=0 q3=0 q4=0.15999999999999998 q5=0 q6=0.2325999999
 rbp_resid q1=0.76149000000000011 q2=0.90000000000000013 q3=0.92710000000000015 q4=0.81000000000000016 q5=0.91000000000000014 q6=0.65610000000000013 q7=1 q8=0.84610000000000007 all=0.8513487500000001
 gm_map all=0.0021745592760409817
 gm_bpref all=0.00064119701878636291
+rbp_p=0.8 q1=0.19637333333333334 q2=0 q3=0 q4=0.30666666666666659 q5=0 q6=0.40693333333333326 q7=0 q8=0.1024 all=0.12654666666666664
+rbp_resid_p=0.8 q1=0.61568000000000012 q2=0.80000000000000016 q3=0.89760000000000018 q4=0.64000000000000012 q5=0.84000000000000008 q6=0.40960000000000013 q7=1 q8=0.76960000000000006 all=0.74656000000000011
 """,
     "-c": """
 num_ret q1=15 q2=5 q3=13 q4=9 q5=8 q6=8 q7=3 q8=4 q9=0 all=65
@@ -311,6 +318,8 @@ rbp q1=0.1691924028363333 q2=0 q3=0.059049000000000004 q4=0.15999999999999998 q5
 rbp_resid q1=0.57917379149100001 q2=0.90000000000000013 q3=0.86805100000000013 q4=0.75095100000000015 q5=0.8568559 q6=0.49607721000000016 q7=1 q8=0.84610000000000007 q9=0 all=0.6996898779434445
 gm_map all=0.011462583883766805
 gm_bpref all=0.00042975297258771315
+rbp_p=0.8 q1=0.22852407159466667 q2=0 q3=0.065536000000000011 q4=0.30666666666666659 q5=0.052428800000000012 q6=0.47421696000000002 q7=0 q8=0.1024 q9=0 all=0.13664138869570372
+rbp_resid_p=0.8 q1=0.45369178521600012 q2=0.80000000000000016 q3=0.83206400000000014 q4=0.57446400000000009 q5=0.78757120000000003 q6=0.24969216000000011 q7=1 q8=0.76960000000000006 q9=1 all=0.71856479391288886
 """,
     "-J": """
 num_ret q1=7 q2=1 q3=2 q4=3 q5=2 q6=7 q7=0 q8=2 all=24
@@ -353,6 +362,8 @@ rbp q1=0.2096010333333333 q2=0 q3=0.089999999999999983 q4=0.15999999999999998 q5
 rbp_resid q1=0 q2=0 q3=0 q4=0 q5=0 q6=0 q7=0 q8=0 all=0
 gm_map all=0.042884079939111801
 gm_bpref all=0.0006876560219336317
+rbp_p=0.8 q1=0.33596159999999997 q2=0 q3=0.15999999999999998 q4=0.30666666666666659 q5=0.15999999999999998 q6=0.4910378666666666 q7=0 q8=0.15999999999999998 all=0.20170826666666664
+rbp_resid_p=0.8 q1=0 q2=0 q3=0 q4=0 q5=0 q6=0 q7=0 q8=0 all=0
 """,
     "-J -l2": """
 num_ret q1=7 q2=1 q3=2 q4=3 q5=2 q6=7 q7=0 q8=2 all=24
@@ -395,6 +406,8 @@ rbp q1=0.2096010333333333 q2=0 q3=0.089999999999999983 q4=0.15999999999999998 q5
 rbp_resid q1=0 q2=0 q3=0 q4=0 q5=0 q6=0 q7=0 q8=0 all=0
 gm_map all=0.0025639485530733245
 gm_bpref all=0.00016624155755874765
+rbp_p=0.8 q1=0.33596159999999997 q2=0 q3=0.15999999999999998 q4=0.30666666666666659 q5=0.15999999999999998 q6=0.4910378666666666 q7=0 q8=0.15999999999999998 all=0.20170826666666664
+rbp_resid_p=0.8 q1=0 q2=0 q3=0 q4=0 q5=0 q6=0 q7=0 q8=0 all=0
 """,
     "-c -M3 -l2": """
 num_ret q1=3 q2=3 q3=3 q4=3 q5=3 q6=3 q7=3 q8=3 q9=0 all=24
@@ -437,6 +450,8 @@ rbp q1=0.033333333333333326 q2=0 q3=0 q4=0.15999999999999998 q5=0 q6=0.183999999
 rbp_resid q1=0.90000000000000002 q2=0.90000000000000002 q3=1 q4=0.81000000000000005 q5=0.91000000000000003 q6=0 q7=1 q8=0.91900000000000004 q9=0 all=0.71544444444444444
 gm_map all=0.00011718321731849801
 gm_bpref all=0.00011718321731849801
+rbp_p=0.8 q1=0.066666666666666652 q2=0 q3=0 q4=0.30666666666666659 q5=0 q6=0.33866666666666662 q7=0 q8=0 q9=0 all=0.07911111111111109
+rbp_resid_p=0.8 q1=0.80000000000000004 q2=0.80000000000000004 q3=1 q4=0.64000000000000012 q5=0.84000000000000008 q6=0 q7=1 q8=0.87200000000000011 q9=1 all=0.77244444444444449
 """,
 }
 
@@ -449,10 +464,11 @@ OURS.update({f"Rprec_mult_{x:.2f}": (f"rprec_mult_{x:.2f}",) * 2 for x in [i / 5
 OURS.update({f"relative_P_{k}": (f"relative_p_at_{k}",) * 2 for k in (1, 3, 5, 10)})
 OURS.update({m: (m.lower(),) * 2 for m in ("num_ret", "set_P", "set_recall", "set_F", "set_map", "set_relative_P",
                                             "utility", "num_nonrel_judged_ret", "rbp", "rbp_resid")})
+OURS.update({"rbp_p=0.8": ("rbp_0.80",) * 2, "rbp_resid_p=0.8": ("rbp_resid_0.80",) * 2})
 #: the same measures as ``metrics=`` takes them, in trec_eval's spelling (case does not matter)
 METRICS = ["num_rel", "num_rel_ret", "gm_map", "gm_bpref", "11pt_avg", *(m for m in OURS if m[0] in "iR"),
            "relative_P", "num_ret", "set_P", "set_recall", "set_F", "set_map", "set_relative_P", "utility",
-           "num_nonrel_judged_ret", "rbp", "rbp_resid"]
+           "num_nonrel_judged_ret", "rbp", "rbp_resid", "RBP(p=0.8)", "rbp_resid(p=0.8)"]
 
 
 def printed(flags: str) -> dict:
@@ -508,10 +524,11 @@ def test_every_measure_equals_trec_eval_per_query_and_all(tmp_path, flags):
     want = without_empty_list_nan(printed(flags))
     # trec_eval's rbp_resid is 0 where the list has no unjudged document: it leaves out the weight below the
     # list, p^num_ret, which Moffat and Zobel's residual (and evalcore's) keeps
-    resid = want["rbp_resid"]
-    for q in [q for q, v in resid.items() if q != "all" and v == 0]:
-        resid[q] = 0.9 ** want["num_ret"][q]
-    resid["all"] = math.fsum(v for q, v in resid.items() if q != "all") / (len(resid) - 1)
+    for name, p in (("rbp_resid", 0.9), ("rbp_resid_p=0.8", 0.8)):
+        resid = want[name]
+        for q in [q for q, v in resid.items() if q != "all" and v == 0]:
+            resid[q] = p ** want["num_ret"][q]
+        resid["all"] = math.fsum(v for q, v in resid.items() if q != "all") / (len(resid) - 1)
     if "-c" in flags and "-l2" in flags:
         # trec_eval's num_rel 'all' under -c counts every qrels line with a grade > 0, whatever -l
         # (m_num_rel.c, te_calc_avg_num_rel): 23 here, not the sum of its own per-query lines at -l2. evalcore's
