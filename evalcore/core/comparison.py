@@ -14,10 +14,11 @@ import numpy as np
 import pyarrow as pa
 
 from evalcore.core import intervals, registry
+from evalcore.declarations import number_options, recorded_value
 from evalcore.errors import InputError
 
-#: run options that change the numbers: runs compared across them get a warning naming them
-NUMBER_OPTIONS = ("protocol", "similarity", "ties", "ks", "judged_only", "empty_queries")
+#: run options that change the numbers: runs compared across them get a warning naming them (those declared so)
+NUMBER_OPTIONS = number_options()
 #: run options that decide a query's relevant items (its n_relevant): equal in both runs, the same query has the
 #: same count whatever the embeddings or rankings
 RELEVANCE_OPTIONS = ("protocol", "rel_level", "radius", "judged_only")
@@ -277,11 +278,16 @@ def metric_columns(runs: Sequence[RunTable], metrics: Sequence[str] | None = Non
 
 def option_warnings(baseline: RunTable, run: RunTable) -> list[str]:
     """A warning naming the options (of ``NUMBER_OPTIONS``) in which run and baseline differ."""
-    differ = [o for o in NUMBER_OPTIONS if o in baseline.options and o in run.options
-              and _plain(baseline.options[o]) != _plain(run.options[o])]
+    values = {}
+    for o in NUMBER_OPTIONS:  # run.json leaves some out when not given (no --rerank): their default, then
+        try:
+            values[o] = _plain(recorded_value(baseline.options, o)), _plain(recorded_value(run.options, o))
+        except KeyError:  # not recorded by one of them (an older run): not compared
+            continue
+    differ = [o for o, (a, b) in values.items() if a != b]
     if not differ:
         return []
-    shown = "; ".join(f"{o} {_plain(baseline.options[o])} vs {_plain(run.options[o])}" for o in differ)
+    shown = "; ".join(f"{o} {values[o][0]} vs {values[o][1]}" for o in differ)
     return [f"{run.name} and {baseline.name} were evaluated with different options ({shown}): their metrics "
             "may differ for that reason alone"]
 

@@ -2,47 +2,21 @@
 from __future__ import annotations
 
 import math
-import numbers
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
+# the integer bound and check live with the declarations; importable from here as before
+from evalcore.declarations import MAX_INTEGER_OPTION as MAX_INTEGER_OPTION
+from evalcore.declarations import check_integer, named
+from evalcore.declarations import shown as _shown
 from evalcore.errors import InputError
-from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES, EmptyQueries, Protocol, Similarity, Ties
+from evalcore.types import EmptyQueries, Protocol, Similarity, Ties
 
 if TYPE_CHECKING:
     from evalcore.core import intervals, registry
 
 # core.protocols, core.registry and core.intervals (numpy, numba) are imported where they are used: the command
 # line builds its parsers from this module's neighbours and must start without them
-
-#: The largest value of an integer option (--ks, --max-rank, --map-at, --depth, --rel-level, --chunk-rows,
-#: --gallery-shards): a cut-off, a level or a count above it exceeds any gallery, grade or query set an
-#: exact evaluation holds, and every value up to it fits the kernels' integer types (past 2^63 numpy
-#: cannot hold it at all).
-MAX_INTEGER_OPTION = 2 ** 31 - 1
-
-
-def _shown(value) -> str:
-    """An option's value for a message (Python will not print an integer of more than 4,300 digits)."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value).bit_length() > 128:
-        return f"an integer of {int(value).bit_length()} bits"
-    return str(value)
-
-
-def check_integer(option: str, value, high: int = MAX_INTEGER_OPTION) -> int:
-    """``value`` as an int, 1 <= value <= ``high``, else an InputError naming ``option``.
-
-    A whole float (3.0) is taken; a bool, a fraction, NaN or infinity is not.
-    """
-    whole = not isinstance(value, bool) and (
-        isinstance(value, numbers.Integral)
-        or (isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer()))
-    if not whole or value < 1:
-        raise InputError(f"{option}: {_shown(value)} must be a positive integer")
-    if value > high:
-        raise InputError(f"{option}: {_shown(value)} is too large: at most {high:,}")
-    return int(value)
-
 
 @dataclass(frozen=True)
 class Options:
@@ -80,22 +54,15 @@ class Options:
         from evalcore.core import protocols, registry
 
         protocols.get(self.protocol)  # an InputError naming the registered ones
-        if self.similarity not in SIMILARITIES:
-            raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
-        if self.ties not in TIES:
-            raise InputError(f"--ties: {self.ties!r} is not pessimistic or optimistic")
+        self.check_declared("similarity", "ties")  # each value against its declaration (evalcore.declarations)
         self.check_integers()
         if len(set(self.ks)) != len(self.ks):
             raise InputError(f"--ks: {','.join(map(str, self.ks))} repeats a value")
-        if self.threshold is not None and not math.isfinite(self.threshold):
-            raise InputError(f"--threshold: {self.threshold} must be a finite number")
-        if self.radius is not None and not (math.isfinite(self.radius) and self.radius >= 0):
-            raise InputError(f"--radius: {self.radius} must be a finite number >= 0")
+        self.check_declared("threshold", "radius")
         problem = protocols.option_problems(self, self.empty_queries)  # options another protocol takes
         if problem:
             raise InputError(problem)
-        if self.empty_queries not in EMPTY_QUERIES:
-            raise InputError(f"--empty-queries: {self.empty_queries!r} is not skip or zero")
+        self.check_declared("empty_queries")
         metrics = None if self.metrics is None else registry.select(self.metrics)
         if self.ci is not None:
             self.interval_method()
@@ -132,11 +99,18 @@ class Options:
                 if "too large" in str(exc):
                     raise
                 raise InputError(f"--ks: {','.join(map(_shown, ks))} must be positive integers") from None
-        check_integer("--max-rank", self.max_rank)
-        for option, value in (("--map-at", self.map_at), ("--depth", self.depth)):
-            if value is not None:
-                check_integer(option, value)
-        check_integer("--rel-level", self.rel_level)
+        self.check_declared("max_rank", "map_at", "depth", "rel_level")
+
+    def check_declared(self, *names: str) -> None:
+        """Each option of ``names`` against its declared constraint (a choice, a positive integer, a finite
+        number...), else an InputError naming its flag: the checks of one option alone; the rules between
+        options are ``checked``'s. None passes where it is the field's default (no depth, no threshold)."""
+        optional = {f.name for f in fields(self) if f.default is None}
+        for d in named(names):
+            value = getattr(self, d.name)
+            problem = None if value is None and d.name in optional else d.problem(value)
+            if problem:
+                raise InputError(problem)
 
     def interval_method(self) -> intervals.Method:
         """The intervals' method (checked: an InputError naming --ci, --resamples or --seed)."""

@@ -18,10 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalcore import declarations
+from evalcore.declarations import MAX_INTEGER_OPTION, check_integer
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.engine.options import MAX_INTEGER_OPTION, Options, check_integer, parse_expansion, parse_rerank
+from evalcore.engine.options import Options, parse_expansion, parse_rerank
 from evalcore.errors import InputError
-from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES, Protocol, Similarity
+from evalcore.types import SIMILARITIES, Protocol, Similarity
 
 # The command line builds its parsers from this module, so it imports only the standard library and evalcore's
 # light modules at the top (faults and options are plain Python); dask, tqdm, the registries (numpy, numba) and
@@ -118,52 +120,37 @@ def check_storage_options(table, where: str) -> dict:
     return out
 
 
+#: the flags of ``add_run_options`` before the cluster options, in help order (declared in evalcore.declarations)
+RUN_OPTIONS = ("protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at", "metrics", "judged_only",
+               "empty_queries", "rel_level", "depth", "radius", "rerank", "query_expansion", "database_augmentation",
+               "sweep", "target_fpir")
+#: ... and after them
+STORAGE_OPTIONS = ("storage_options", "chunk_rows", "gallery_shards")
+
+
+def add_declared(p: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    """The flags of the declared options ``names``, in that order; those of one ``exclusive`` group in a
+    mutually exclusive group (``--scheduler`` or ``--workers``)."""
+    groups: dict[str, Any] = {}
+    for d in declarations.named(names):
+        target = p
+        if d.exclusive is not None:
+            if d.exclusive not in groups:
+                groups[d.exclusive] = p.add_mutually_exclusive_group()
+            target = groups[d.exclusive]
+        kwargs: dict[str, Any] = d.argparse_kwargs()
+        target.add_argument(str(d.flag), **kwargs)
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by evaluate and the jobs built on it."""
-    p.add_argument("--protocol", choices=PROTOCOLS,  # core.protocols' names (a test keeps them equal)
-                   help="who is relevant (default: the dataset's evalcore attribute, else class)")
-    p.add_argument("--similarity", choices=SIMILARITIES, help="default cosine")
-    p.add_argument("--ks", default="1,3,5,10", help="cut-offs for hit/recall/precision (default 1,3,5,10)")
-    p.add_argument("--max-rank", default="50", help="length of the CMC curve (default 50)")
-    p.add_argument("--ties", choices=TIES, default="pessimistic")
-    p.add_argument("--threshold", help="open-set acceptance threshold on the rank-1 score")
-    p.add_argument("--map-at", help="also report ap_at_K / map_at_K")
-    p.add_argument("--metrics", metavar="NAMES", help="compute only these metrics, comma-separated (map,recall@5; "
-                                                      "evalcore metrics lists them; default: the usual set)")
-    p.add_argument("--judged-only", action="store_true", help="qrels: rank each query among its judged items")
-    p.add_argument("--empty-queries", choices=EMPTY_QUERIES, default="skip",
-                   help="qrels: a judged query with no relevant item is left out of the means (skip, default) "
-                        "or counted with every metric 0 (zero, as trec_eval does)")
-    p.add_argument("--rel-level", default="1", help="qrels grades: relevant for the binary measures when the grade "
-                                                    "is at least this (trec_eval -l; default 1); nDCG keeps every grade")
-    p.add_argument("--depth", help="cut every ranking at this rank before every measure (trec_eval -M)")
-    p.add_argument("--radius", help="geo/xy: every gallery item within this distance is relevant")
-    p.add_argument("--rerank", nargs="?", const="", metavar="K1,K2,LAMBDA",
-                   help="k-reciprocal re-ranking (Zhong et al. 2017) with these parameters; alone: 20,6,0.3")
-    p.add_argument("--query-expansion", metavar="K,ALPHA",
-                   help="alpha query expansion: each query replaced by the normalised sum of itself and its K "
-                        "nearest gallery vectors weighted by similarity^ALPHA")
-    p.add_argument("--database-augmentation", metavar="K,ALPHA",
-                   help="DBA: each gallery vector replaced likewise with its K nearest other gallery vectors "
-                        "(before --query-expansion)")
-    p.add_argument("--sweep", action="store_true", help="write threshold_sweep.parquet (open-set trade-off)")
-    p.add_argument("--target-fpir", help="report the lowest threshold whose FPIR is at most this")
+    add_declared(p, RUN_OPTIONS)
     add_cluster_options(p)
-    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
-                   help="fsspec storage option for s3:// and other URLs (repeatable)")
-    p.add_argument("--chunk-rows", help="queries per task (default: the Zarr chunks of query/emb)")
-    p.add_argument("--gallery-shards", help="split the gallery into N shards per chunk (default: only when "
-                                            "the gallery exceeds a third of a worker's memory limit)")
+    add_declared(p, STORAGE_OPTIONS)
 
 
 def add_cluster_options(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--scheduler", metavar="ADDRESS", help="join an existing Dask cluster (tcp://HOST:PORT)")
-    group.add_argument("--workers", help="worker processes of the local cluster (default: the cores)")
-    p.add_argument("--memory-limit", default="auto", help="memory limit per local worker (default auto)")
-    p.add_argument("--stall-timeout", metavar="SECONDS",
-                   help="restart a worker that holds a task this long (or 10 x the longest task so far, if "
-                        "longer) so the task runs elsewhere; with no other worker, fail (default 180)")
+    add_declared(p, declarations.CLUSTER_OPTIONS)
 
 
 #: the largest --memory-limit taken: 2^63 - 1 bytes (8 EiB), what a signed 64-bit size holds
@@ -244,8 +231,9 @@ def check_count(option: str, n: int | None) -> int | None:
 
 def check_target_fpir(target: float | None, option: str = "--target-fpir") -> float | None:
     """A false-positive identification rate in [0, 1] (None: none asked)."""
-    if target is not None and not 0 <= target <= 1:
-        raise InputError(f"{option}: {target} must lie in [0, 1]")
+    problem = None if target is None else declarations.declared("target_fpir").problem(target, option)
+    if problem:
+        raise InputError(problem)
     return target
 
 

@@ -29,6 +29,7 @@ mapping it is and passed to the evaluation as written.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import difflib
 import json
@@ -37,14 +38,15 @@ import os
 import sys
 import tomllib
 from collections.abc import Set
-from typing import Any
+from typing import Any, cast
 
 import fsspec
 
+from evalcore import declarations
 from evalcore.core import comparison, intervals, protocols, registry
+from evalcore.declarations import MAX_INTEGER_OPTION
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.engine.options import (
-    MAX_INTEGER_OPTION,
     Options,
     check_expansion,
     check_rerank,
@@ -68,21 +70,19 @@ from evalcore.jobs.common import (
     parse_number,
     run_evaluation,
 )
-from evalcore.render import pages
-from evalcore.types import EMPTY_QUERIES, SIMILARITIES, TIES
 from evalcore.jobs.gates import gate_checks
+from evalcore.render import pages
 
-TOP_KEYS = {"reports", "history", "scheduler", "workers", "memory_limit", "stall_timeout", "trend_metrics",
-            "evaluation", "gates", "baseline"}
-EVALUATION_KEYS = {"name", "dataset", "protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at",
-                   "judged_only", "radius", "sweep", "target_fpir", "chunk_rows", "storage_options", "gates",
-                   "empty_queries", "metrics", "rel_level", "depth", "rerank", "query_expansion",
-                   "database_augmentation"}
+#: the job file's own keys and the options it takes at the top and in each evaluation (evalcore.declarations)
+TOP_KEYS = {"reports", "history", "trend_metrics", "evaluation", "gates", "baseline"} | declarations.job_keys("top")
+EVALUATION_KEYS = {"name", "dataset", "gates"} | declarations.job_keys("evaluation")
 GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better", "significance"}
 #: keys whose value is a table; every other key takes one value (or, for ks and trend_metrics, an array)
 TABLE_KEYS = {"evaluation", "gates", "baseline", "storage_options"}
+#: the job file's options that are the engine's (``Options``' fields), protocol and similarity aside
+ENGINE_OPTIONS = frozenset(f.name for f in dataclasses.fields(Options)) - {"protocol", "similarity"}
 #: the cut-offs of an evaluation that gives no ks (evaluate's default)
-DEFAULT_KS = (1, 3, 5, 10)
+DEFAULT_KS = cast(tuple[int, ...], declarations.declared("ks").default)
 
 
 # --------------------------------------------------------------------------- the job file
@@ -168,10 +168,12 @@ def _evaluation(i: int, ev, where: str) -> dict:
         h.check_name(ev["name"])
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
-    choices = {"protocol": protocols.names(), "similarity": SIMILARITIES, "ties": TIES, "empty_queries": EMPTY_QUERIES}
-    for key, allowed in choices.items():
-        if key in ev and ev[key] not in allowed:
-            raise InputError(f"{label}: {key} {ev[key]!r} is not one of {', '.join(allowed)}")
+    declared = [d for d in declarations.DECLARATIONS if d.job == "evaluation" and d.name in ev]
+    for d in declared:
+        if isinstance(d.constraint, declarations.Choice):  # protocols: the registry's, also those a test adds
+            allowed = protocols.names() if d.name == "protocol" else d.constraint.values
+            if ev[d.name] not in allowed:
+                raise InputError(f"{label}: {d.name} {ev[d.name]!r} is not one of {', '.join(allowed)}")
     if "ks" in ev:
         ks = ev["ks"]
         if isinstance(ks, str):
@@ -186,17 +188,20 @@ def _evaluation(i: int, ev, where: str) -> dict:
         if max(ks) > MAX_INTEGER_OPTION:
             raise InputError(f"{label}: ks {max(ks)} is too large: at most {MAX_INTEGER_OPTION:,}")
         ev["ks"] = ks
-    for key in ("max_rank", "map_at", "chunk_rows", "rel_level", "depth"):
-        if key in ev and not (isinstance(ev[key], int) and not isinstance(ev[key], bool) and ev[key] > 0):
-            raise InputError(f"{label}: {key} {ev[key]!r} must be a positive integer")
-        if key in ev and ev[key] > MAX_INTEGER_OPTION:
-            raise InputError(f"{label}: {key} {ev[key]!r} is too large: at most {MAX_INTEGER_OPTION:,}")
-    for key in ("threshold", "radius", "target_fpir"):
-        if key in ev and not _is_number(ev[key]):
-            raise InputError(f"{label}: {key} {ev[key]!r} must be a number")
-    for key in ("judged_only", "sweep"):
-        if key in ev and not isinstance(ev[key], bool):
-            raise InputError(f"{label}: {key} must be true or false")
+    # each value as its declaration says, a TOML value of that type (a job file writes 5, not "5" or 5.0)
+    for d in declared:
+        key, value, constraint = d.name, ev[d.name], d.constraint
+        if isinstance(constraint, declarations.PositiveInteger):
+            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                raise InputError(f"{label}: {key} {value!r} must be a positive integer")
+            if value > constraint.high:
+                raise InputError(f"{label}: {key} {value!r} is too large: at most {constraint.high:,}")
+    for d in declared:
+        if isinstance(d.constraint, (declarations.Number, declarations.Fraction)) and not _is_number(ev[d.name]):
+            raise InputError(f"{label}: {d.name} {ev[d.name]!r} must be a number")
+    for d in declared:
+        if isinstance(d.constraint, declarations.Switch) and not isinstance(ev[d.name], bool):
+            raise InputError(f"{label}: {d.name} must be true or false")
     _ranking_options(label, ev)
     if "metrics" in ev:  # names the registry knows (core.registry), as a list or "map,recall@5"
         ev["metrics"] = list(registry.select(ev["metrics"], f"{label}: metrics"))
@@ -319,13 +324,14 @@ def load_job(path) -> dict:
 
 def evaluation_spec(ev: dict) -> EvaluationSpec:
     """What the job file's evaluation ``ev`` (checked by ``load_job``) computes, its TOML values as they are."""
-    options = Options(
-        ks=tuple(ev.get("ks", DEFAULT_KS)), max_rank=ev.get("max_rank", 50), ties=ev.get("ties", "pessimistic"),
-        threshold=ev.get("threshold"), map_at=ev.get("map_at"), judged_only=bool(ev.get("judged_only", False)),
-        radius=ev.get("radius"), empty_queries=ev.get("empty_queries", "skip"),
-        metrics=tuple(ev["metrics"]) if "metrics" in ev else None, rel_level=ev.get("rel_level", 1),
-        depth=ev.get("depth"), rerank=ev.get("rerank"), query_expansion=ev.get("query_expansion"),
-        database_augmentation=ev.get("database_augmentation"))
+    # the engine's options the job file gives (protocol and similarity: the spec's, None the dataset's); the
+    # others keep Options' defaults, the declared ones
+    given = {d.name: ev[d.name] for d in declarations.DECLARATIONS
+             if d.job == "evaluation" and d.name in ev and d.name in ENGINE_OPTIONS}
+    for name in ("ks", "metrics"):  # lists in TOML, tuples in Options
+        if name in given:
+            given[name] = tuple(given[name])
+    options = Options(**given)
     return EvaluationSpec(options, protocol=ev.get("protocol"), similarity=ev.get("similarity"),
                           sweep=bool(ev.get("sweep", False)), target_fpir=ev.get("target_fpir"))
 
