@@ -54,13 +54,15 @@ class PairCounter:
     def start(self) -> None:
         self.on_progress(0, self.total, self.phase)
 
-    def add(self, q0: int, pairs: int) -> None:
-        """Credit ``pairs`` more of the chunk starting at query ``q0``."""
+    def add(self, q0: int, pairs: int, last: bool = False) -> None:
+        """Credit ``pairs`` more of the chunk starting at query ``q0``. Its scan never credits the last pair:
+        that comes with ``chunk_done`` (``last``), once its rows are made, so done == total (a log's line
+        that the phase ended) never comes before an input error the chunk's rows still raise."""
         with self._lock:
             share = self.share.get(q0)
             if share is None:
                 return
-            step = min(pairs, share - self.credit[q0])
+            step = min(pairs, share - (0 if last else 1) - self.credit[q0])
             if step <= 0:
                 return
             self.credit[q0] += step
@@ -74,7 +76,7 @@ class PairCounter:
             share = self.share.get(q0)
             left = 0 if share is None else share - self.credit[q0]
         if left > 0:
-            self.add(q0, left)
+            self.add(q0, left, last=True)
 
 
 class TaskCounter:
@@ -89,10 +91,12 @@ class TaskCounter:
         on_progress(0, total, phase)
 
     def one(self) -> None:
-        """One more task finished (a future finishes once, however often Dask retried it)."""
+        """One more task finished (a future finishes once, however often Dask retried it). The last one is
+        left to ``finish``: a task may return an input error as its value, which the run raises first."""
         with self._lock:  # under the lock: done never goes back
-            self.done = min(self.total, self.done + 1)
-            self.on_progress(self.done, self.total, self.phase)
+            if self.done < self.total - 1:
+                self.done += 1
+                self.on_progress(self.done, self.total, self.phase)
 
     def finish(self) -> None:
         """All of them finished (the run has every result): done == total now, whatever callbacks are late."""
