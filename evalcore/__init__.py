@@ -12,11 +12,12 @@ import importlib
 from evalcore.errors import ArrayError, DatasetNotFoundError, EvalcoreWarning, InputError, OptionError
 
 __version__ = "0.1.0"
-__all__ = ["ArrayError", "DatasetNotFoundError", "EvalcoreWarning", "InputError", "OptionError", "Result", "__version__", "compare", "evaluate",
-           "metric_names", "neighbors", "open_dataset", "read_report", "trec", "validate", "write_dataset"]
+__all__ = ["ArrayError", "DatasetNotFoundError", "EvalcoreWarning", "InputError", "OptionError", "Result", "__version__", "compare", "cuhk03", "evaluate",
+           "ann_recall", "gap", "metric_names", "neighbors", "open_dataset", "read_report", "trec", "validate", "write_dataset"]
 
 _LAZY = {"evaluate": "evalcore.api", "compare": "evalcore.api", "Result": "evalcore.api", "validate": "evalcore.api", "metric_names": "evalcore.api",
          "neighbors": "evalcore.api", "trec": "evalcore.trec_api",
+         "gap": "evalcore.measures_api", "ann_recall": "evalcore.measures_api", "cuhk03": "evalcore.cuhk03_api",
          "open_dataset": "evalcore.io.dataset", "write_dataset": "evalcore.io.dataset",
          "read_report": "evalcore.io.report"}
 

@@ -2,7 +2,8 @@
 
 Layer order (lowest first): errors (and types) < core < io < engine < render < api < compat < jobs < challenge
 < cli,
-where ``api`` is ``evalcore/__init__.py``, ``evalcore/api.py`` and ``evalcore/trec_api.py``. Every
+where ``api`` is ``evalcore/__init__.py``, ``evalcore/api.py``, ``evalcore/trec_api.py``, ``evalcore/measures_api.py``
+and ``evalcore/cuhk03_api.py``. Every
 ``evalcore.*`` import counts: module level, inside functions, relative, and
 ``importlib.import_module`` / ``__import__`` with a literal name. Importing
 a submodule also runs its parent packages' ``__init__``; those implicit edges
@@ -83,7 +84,7 @@ def import_graph(root: pathlib.Path) -> dict[str, set[str]]:
 def layer_of(module: str) -> str | None:
     """The layer of a dotted module name of the package, None if it belongs to none."""
     parts = module.split(".")
-    if len(parts) == 1 or parts[1] in ("api", "trec_api"):
+    if len(parts) == 1 or parts[1] in ("api", "trec_api", "measures_api", "cuhk03_api"):
         return "api"
     if parts[1] in ("types", "declarations"):  # the option words and declarations: as low as the errors
         return "errors"
