@@ -18,13 +18,14 @@ import os
 import re
 import time
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
 import pyarrow as pa
+import pyarrow.compute as pc
 import zarr
 
 from evalcore.core import openset, protocols, registry
@@ -58,6 +59,8 @@ ARRAY_PARAMETERS = {
 DISTANCES = "distances"
 #: the in-process threads never exceed this share of the machine's memory for the normalised gallery
 IN_PROCESS_SHARE = 1 / 4
+#: judgements given by id beside the embeddings (BEIR's layout): query ids, corpus ids, {qid: {docid: grade}}
+QRELS_PARAMETERS = ("query_ids", "gallery_ids", "qrels")
 
 
 
@@ -82,6 +85,8 @@ class Result(EngineResult):
 def evaluate(source=None, *, query=None, gallery=None, query_labels=None, gallery_labels=None, query_cams=None,
              gallery_cams=None, gallery_junk=None, query_keys=None, gallery_keys=None, query_groups=None,
              scores=None, distances=None,
+             query_ids: Sequence[str | int] | None = None, gallery_ids: Sequence[str | int] | None = None,
+             qrels: Any = None,
              protocol: str | None = None, similarity: str | None = None, ks=(1, 3, 5, 10), max_rank: int = 50,
              ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
              judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
@@ -148,6 +153,10 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     arrays = {name: given[name] for name in (*ARRAY_PARAMETERS, DISTANCES) if given[name] is not None}
     for_python = not (_CLI_WORDS.get() or _NESTED.get())  # else the command line or the calling function says them
     with parameter_names(bool(arrays), DISTANCES in arrays):
+        by_id = None
+        if any(given[name] is not None for name in QRELS_PARAMETERS):
+            arrays, by_id = judged_by_id(arrays, query_ids, gallery_ids, qrels, similarity, depth)
+            similarity, depth = by_id.similarity, by_id.depth
         arrays, originals = coded_identities(arrays)
         result = _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
@@ -160,6 +169,8 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
                          stall_timeout=stall_timeout, on_progress=on_progress)
     if originals:
         result = with_identities(result, originals)
+    if by_id is not None:
+        result = by_id.restored(result)
     if for_python:
         result.run["warnings"] = [python_words(w) for w in result.warnings]
         issue_warnings(result.warnings)
@@ -232,6 +243,146 @@ def with_identities(result: Result, originals: dict) -> Result:
 
 def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and value != value)
+
+
+#: judged documents missing from the corpus rank below every corpus document: their extra coordinate gives them
+#: the dot score -NEVER_RANKED_SCORE * (a bound of every real |score|) with each query, below -1 for cosine
+NEVER_RANKED_SCORE = 3.0
+
+
+@dataclass
+class JudgedById:
+    """How ``judged_by_id`` changed the call (the options the engine gets) and how to undo it in the result."""
+
+    similarity: str | None
+    depth: int | None
+    given_similarity: str | None
+    given_depth: int | None
+    absent_score: float | None
+    notes: list[str]
+
+    def restored(self, result: Result) -> Result:
+        """The run record in the caller's options; a never-ranked document's stand-in score is no score."""
+        options = result.run.get("options", {})
+        if self.absent_score is not None:
+            options["similarity"] = self.given_similarity or "cosine"
+            if self.given_depth is None:
+                options.pop("depth", None)
+            else:
+                options["depth"] = self.given_depth
+            pq = result.per_query
+            if "relevant_score" in pq.column_names:  # only never-ranked documents relevant: no relevant score
+                column = pq.column("relevant_score")
+                keep = pc.fill_null(pc.greater(column, -self.absent_score / 2), False)
+                pq = pq.set_column(pq.column_names.index("relevant_score"), "relevant_score",
+                                   pc.if_else(keep, column, pa.scalar(None, column.type)))
+                result.per_query = pq
+        result.run["warnings"] = [*result.run.get("warnings", []), *self.notes]
+        return result
+
+
+def judged_by_id(arrays: dict, query_ids, gallery_ids, qrels, similarity: str | None,
+                 depth: int | None) -> tuple[dict, JudgedById]:
+    """``arrays`` with ``qrels=`` matched to the rows by ``query_ids``/``gallery_ids`` (BEIR's layout) as the
+    qrels arrays, and the ids as the keys.
+
+    Rules (pytrec_eval's reading of a run that lacks judged documents): a judged query not in ``query_ids``
+    is left out, with a warning; a judged document not in ``gallery_ids`` can never be retrieved but is still
+    judged: a relevant one counts in R (recall's denominator, nDCG's ideal), a 0 among bpref's judged
+    non-relevant. It is held as an extra gallery row that ranks below every corpus document for every query
+    (an extra coordinate: 0 on the corpus, -c on the queries, 1 on the stand-ins, scores compared on the
+    rows as normalised, so every corpus score stays the canonical one) with the ranking cut after the corpus
+    (``depth``), so it has no rank.
+    """
+    from evalcore.io import trec_tables
+
+    for name, value in (("query_ids", query_ids), ("gallery_ids", gallery_ids)):
+        if value is None:
+            raise InputError(f"{name}: qrels match rows by id: give query_ids and gallery_ids with qrels")
+        keys = "query_keys" if name == "query_ids" else "gallery_keys"
+        if keys in arrays:
+            raise InputError(f"{keys}: give {keys} or {name}, not both ({name} are the keys)")
+    if qrels is None:
+        raise InputError("qrels: query_ids and gallery_ids name the rows of the judgements: give qrels")
+    qids = trec_tables.id_strings(query_ids, "query_ids")
+    gids = trec_tables.id_strings(gallery_ids, "gallery_ids")
+    rows = {"query_ids": _rows(arrays, "query", 0), "gallery_ids": _rows(arrays, "gallery", 1)}
+    for name, ids in (("query_ids", qids), ("gallery_ids", gids)):
+        side = "query" if name == "query_ids" else "gallery"
+        if rows[name] is not None and rows[name] != len(ids):
+            raise InputError(f"{name}: {len(ids)} ids, but {side} has {rows[name]} rows")
+    pairs = trec_tables.judged_pairs(qrels, qids, gids)
+    arrays = {**arrays, "query_keys": qids.to_numpy(zero_copy_only=False),
+              "gallery_keys": gids.to_numpy(zero_copy_only=False),
+              "qrels/query": pairs.query, "qrels/item": pairs.item, "qrels/rel": pairs.rel}
+    notes = []
+    if pairs.absent_queries:
+        notes.append(f"qrels: {len(pairs.absent_queries)} judged queries are not among query_ids (first "
+                     f"{pairs.absent_queries[0]!r}): their judgements are left out")
+    by_id = JudgedById(similarity, depth, similarity, depth, None, notes)
+    if not pairs.absent_docs:
+        return arrays, by_id
+    arrays, score = never_ranked_rows(arrays, len(pairs.absent_docs), similarity or "cosine")
+    arrays["gallery_keys"] = np.concatenate([arrays["gallery_keys"], np.array(pairs.absent_docs, dtype=object)])
+    notes.append(f"qrels: {len(pairs.absent_docs)} judged documents are not among gallery_ids (first "
+                 f"{pairs.absent_docs[0]!r}): never retrieved, still judged (a relevant one counts in R, "
+                 "as pytrec_eval counts judged documents a run lacks)")
+    cut = len(gids) if depth is None else min(int(depth), len(gids)) if _integer(depth) else depth
+    return arrays, JudgedById("dot", cut, similarity, depth, score, notes)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _rows(arrays: dict, side: str, axis: int) -> int | None:
+    """The number of query (axis 0) or gallery (axis 1) rows the embeddings or the given scores hold."""
+    if side in arrays:
+        return int(np.shape(arrays[side])[0])
+    for name in ("scores", DISTANCES):
+        if name in arrays:
+            return int(ds.matrix_like(arrays[name])[0].shape[axis])
+    return None
+
+
+def never_ranked_rows(arrays: dict, count: int, similarity: str) -> tuple[dict, float]:
+    """``arrays`` with ``count`` gallery rows that rank below every corpus row for every query, and their
+    score. Rows as the canonical score reads them (cosine: normalised as ``normalize_rows``; dot: float32 as
+    given), one coordinate more: 0 on the corpus, 1 on the new rows, -c on the queries, c > every
+    ||q|| ||g||: a corpus pair's exact dot product is unchanged, a new row's is -c, below all."""
+    from evalcore.core.scan.embeddings import normalize_rows, row_norms
+
+    if "query" not in arrays or "gallery" not in arrays:
+        raise InputError("qrels: judged documents missing from gallery_ids need the query and gallery "
+                         "embeddings (given scores have no row for them)")
+    if similarity not in ("cosine", "dot"):
+        raise InputError(f"similarity: {similarity!r} with judged documents missing from gallery_ids: "
+                         "cosine or dot")
+    sides = {}
+    for name in ("query", "gallery"):
+        value = np.asarray(arrays[name])
+        if value.ndim != 2 or value.dtype.kind not in "fiu":
+            return arrays, NEVER_RANKED_SCORE  # the dataset's checks name the problem
+        norms = row_norms(value.astype(np.float32, copy=False))
+        if not (np.isfinite(norms).all() and (norms > 0).all() if similarity == "cosine" else
+                np.isfinite(norms).all()):
+            return arrays, NEVER_RANKED_SCORE  # a zero or non-finite row: the engine names it
+        sides[name] = (normalize_rows(value, similarity), norms)
+    bound = 1.0 if similarity == "cosine" else float(sides["query"][1].max(initial=0) *
+                                                      sides["gallery"][1].max(initial=0))
+    score = float(np.float32(NEVER_RANKED_SCORE * max(bound, 1.0)))
+    if not np.isfinite(score):
+        raise InputError("query: the embeddings' norms are too large for judged documents missing from "
+                         "gallery_ids to rank after the corpus (float32 overflows)")
+    (q, _), (g, _) = sides["query"], sides["gallery"]
+    extended_q = np.concatenate([q, np.full((q.shape[0], 1), -score, np.float32)], axis=1)
+    extended_g = np.zeros((g.shape[0] + count, g.shape[1] + 1), np.float32)
+    extended_g[:g.shape[0], :-1] = g
+    extended_g[g.shape[0]:, -1] = 1.0
+    arrays = {**arrays, "query": extended_q, "gallery": extended_g}
+    if "gallery_junk" in arrays:
+        arrays["gallery_junk"] = np.concatenate([np.asarray(arrays["gallery_junk"], bool), np.zeros(count, bool)])
+    return arrays, score
 
 
 def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
@@ -402,12 +553,14 @@ def in_memory_dataset(arrays: Mapping[str, Any]) -> zarr.Group:
                 value = value.astype(np.float32)
         elif value.ndim != 1:
             raise InputError(f"{name}: must be 1-D, got shape {value.shape}")
-        data[ARRAY_PARAMETERS[name]] = value
+        data[ARRAY_PARAMETERS.get(name, name)] = value  # qrels/* come by their array names (judged_by_id)
     dims = {data[n].shape[1] for n in ("query/emb", "gallery/emb")}
     if len(dims) > 1:
         raise InputError(f"gallery: {data['gallery/emb'].shape[1]} dims, query has {data['query/emb'].shape[1]}")
     for name, array in data.items():
         side = name.split("/")[0]
+        if side == "qrels":  # judgements, not rows of a side: the protocol checks them
+            continue
         n = data[f"{side}/emb"].shape[0]
         if array.shape[0] != n:
             raise InputError(f"{name}: {array.shape[0]} rows, but {side}/emb has {n}")
@@ -428,11 +581,11 @@ def _scores_dataset(name: str, arrays: Mapping[str, Any]) -> zarr.Group:
         if parameter == name:
             continue
         value = np.asarray(value)
-        array = ARRAY_PARAMETERS[parameter]
+        array = ARRAY_PARAMETERS.get(parameter, parameter)  # qrels/* come by their array names (judged_by_id)
         if value.ndim != 1:
             raise InputError(f"{array}: must be 1-D, got shape {value.shape}")
         side = array.split("/")[0]
-        if value.shape[0] != sizes[side]:
+        if side != "qrels" and value.shape[0] != sizes[side]:
             what = "rows" if side == "query" else "columns"
             raise InputError(f"{array}: {value.shape[0]} rows, but {ds.SCORES} has {sizes[side]} {what}")
         data[array] = value

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -304,3 +305,63 @@ def trec_arrays(qrels, run, *, complete: bool = False, qrels_name: str = "qrels"
     attrs[WARNINGS] = [w.replace(" (line ", " (entry ") if w.split(":")[0] in given else w
                        for w in attrs.get(WARNINGS, [])]   # a table's or mapping's entries have no lines
     return arrays, attrs
+
+
+# --------------------------------------------------------------------------- qrels beside embeddings (BEIR's layout)
+
+
+def id_strings(values, name: str) -> pa.Array:
+    """``query_ids``/``gallery_ids`` as strings, one a row: ``str`` ids as given, integers as their decimal
+    text (a table's integer ids are read so too); each id once (an id twice would make a judgement ambiguous)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise InputError(f"{name}: {type(values).__name__} is not a list of ids")
+    listed = values.tolist() if hasattr(values, "tolist") else list(values)
+    for row, value in enumerate(listed):
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise InputError(f"{name}: row {row} holds {type(value).__name__} {value!r}, not a str or int id")
+    ids = pa.array([v if isinstance(v, str) else str(v) for v in listed], type=pa.large_string())
+    encoded = pc.dictionary_encode(ids)
+    if len(encoded.dictionary) != len(ids):
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        seen = np.zeros(len(encoded.dictionary), dtype=bool)
+        for row, code in enumerate(codes):  # the first repeat, for the message
+            if seen[code]:
+                raise InputError(f"{name}: id {ids[row].as_py()!r} appears twice (row {row})")
+            seen[code] = True
+    return ids
+
+
+@dataclass(frozen=True)
+class JudgedPairs:
+    """Qrels matched to the rows of the query and gallery embeddings by id.
+
+    ``query``/``item``/``rel``: qrels/query, qrels/item, qrels/rel (grades as trec_eval reads them, see
+    ``grades_as_rel``); a judged document not among the gallery ids has item ``n_gallery + j``, ``j``
+    indexing ``absent_docs`` (the caller decides how such a document is held: never retrievable, still
+    judged). ``absent_queries``: judged query ids not among the query ids (their judgements are left out).
+    """
+
+    query: np.ndarray
+    item: np.ndarray
+    rel: np.ndarray
+    absent_docs: list[str]
+    absent_queries: list[str]
+
+
+def judged_pairs(qrels, query_ids: pa.Array, gallery_ids: pa.Array, name: str = "qrels") -> JudgedPairs:
+    """``qrels`` in any form this module takes (``{qid: {docid: grade}}``, a table, a TREC file, ranx's Qrels)
+    matched to ``query_ids``/``gallery_ids`` (from ``id_strings``) by id."""
+    lines = trec_lines(qrels, name, "qrels")
+    qrow = pc.index_in(lines.qkeys, value_set=query_ids).to_numpy(zero_copy_only=False)
+    drow = pc.index_in(lines.dkeys, value_set=gallery_ids).to_numpy(zero_copy_only=False)
+    qrow = np.where(np.isnan(qrow), -1, qrow).astype(np.int64) if qrow.dtype.kind == "f" else qrow.astype(np.int64)
+    drow = np.where(np.isnan(drow), -1, drow).astype(np.int64) if drow.dtype.kind == "f" else drow.astype(np.int64)
+    kept = qrow[lines.qcode] >= 0
+    used_docs = np.zeros(len(lines.dkeys), dtype=bool)
+    used_docs[lines.dcode[kept]] = True
+    absent = np.flatnonzero((drow < 0) & used_docs)
+    drow[absent] = len(gallery_ids) + np.arange(absent.size)
+    absent_queries = np.flatnonzero(qrow < 0)
+    return JudgedPairs(query=qrow[lines.qcode[kept]], item=drow[lines.dcode[kept]], rel=lines.value[kept],
+                       absent_docs=lines.dkeys.take(pa.array(absent)).to_pylist(),
+                       absent_queries=lines.qkeys.take(pa.array(absent_queries)).to_pylist())
