@@ -52,13 +52,15 @@ def hits_in_ground_truth(ann_ids: np.ndarray, true_ids: np.ndarray, end: np.ndar
     n = len(ann_ids)
     if not n:
         return np.zeros(0, dtype=np.int64)
-    # one key per (row, id) so one membership test serves every row
-    span = int(max(ann_ids.max(initial=0), true_ids.max(initial=0))) + 2
+    # one key per (row, id) so one membership test serves every row; ids renumbered densely first, so
+    # the keys cannot overflow whatever the ids' size
+    _, dense = np.unique(np.concatenate([ann_ids.ravel(), true_ids.ravel()]), return_inverse=True)
+    span = int(dense.max(initial=0)) + 1
     rows = np.arange(n, dtype=np.int64)[:, None]
+    ann_keys = rows * span + dense[:ann_ids.size].reshape(ann_ids.shape)
+    true_keys = rows * span + dense[ann_ids.size:].reshape(true_ids.shape)
     counted = np.arange(true_ids.shape[1])[None, :] < np.asarray(end)[:, None]
-    true_keys = (rows * span + true_ids + 1)[counted & (true_ids >= 0)]
-    keep = distinct_ids(ann_ids)
-    hit = keep & np.isin(rows * span + ann_ids + 1, true_keys)
+    hit = distinct_ids(ann_ids) & np.isin(ann_keys, true_keys[counted & (true_ids >= 0)])
     return np.count_nonzero(hit, axis=1)
 
 
