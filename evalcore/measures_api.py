@@ -64,7 +64,11 @@ def _truth_entries(truth) -> tuple[list, list[frozenset]]:
     for key, value in zip(keys, values):
         if isinstance(value, (set, frozenset, list, tuple, np.ndarray)):
             members = np.asarray(value).tolist() if isinstance(value, np.ndarray) else list(value)
-            sets.append(frozenset(m for m in members if not _is_none(m)))
+            try:
+                sets.append(frozenset(m for m in members if not _is_none(m)))
+            except TypeError:
+                raise InputError(f"truth: query {key!r}: landmarks {value!r} are not landmark ids "
+                                 "(hashable values)") from None
         elif _is_none(value):
             sets.append(frozenset())
         else:

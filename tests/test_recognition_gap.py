@@ -151,6 +151,8 @@ def test_per_query_table():
     (([1, 2], [0.5]), [1, 2], "predictions: 2 landmarks but 1 confidences"),
     (5, [1], "predictions: give a mapping"),
     ({}, 5, "truth: int is not a mapping"),
+    ({"a": (1, 0.5)}, {"a": [[1]]}, "truth: query 'a': landmarks [[1]] are not landmark ids"),
+    ({"a": (1, 0.5)}, {"a": {"x": 1}}, "truth: query 'a': landmark {'x': 1} is not a landmark id"),
 ])
 def test_bad_input_is_one_line_naming_the_parameter(predictions, truth, starts):
     with pytest.raises(evalcore.InputError) as caught:
