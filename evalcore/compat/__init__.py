@@ -12,6 +12,9 @@ differ:
 * ``evalcore.compat.pytrec_eval.RelevanceEvaluator``: pytrec_eval's
   (``RelevanceEvaluator(qrels, measures).evaluate(run)`` -> ``{qid: {measure: value}}``).
 * ``evalcore.compat.ranx.evaluate``: ranx's ``evaluate(qrels, run, metrics)``.
+* ``evalcore.compat.mteb.evaluate`` and ``information_retrieval_scores``: MTEB's retrieval scores
+  (``ndcg_at_10``, ``map_at_100``, ...) and sentence-transformers' ``InformationRetrievalEvaluator``'s
+  (``cosine_accuracy@1``, ``cosine_map@100``, ...) from embeddings, ids and qrels.
 
 The modules are imported by name, never by ``evalcore`` itself, so plain
 ``import evalcore`` does not pay for them.
