@@ -36,10 +36,18 @@ Where the tools' code leaves a result unspecified, evalcore's is stated:
   tools' Python path fails there and their Cython path reads stale memory.
 * **Infinite distances** (a pair masked out) rank last, tied, as in the
   tools; NaN is refused.
-* ``use_metric_cuhk03=True`` (CUHK03's single-shot metric: random sampling of
-  one gallery image per identity, ten times, unseeded) is refused: it has no
-  exact value. ``use_cython`` is accepted and has no effect. The tools' note
-  "number of gallery samples is quite small" is not printed.
+* ``use_metric_cuhk03=True`` (CUHK03's single-gallery-shot metric) draws,
+  per query and per repeat, one gallery image per identity (after the
+  removal above) and averages the CMC of the ten drawn galleries; the AP
+  stays Market-1501's AP on the whole gallery (as in the tools). The tools
+  draw from numpy's global generator, unseeded, so two runs differ; evalcore
+  draws from ``seed`` (default 0) by the rule of
+  ``evalcore.core.single_shot``, the same numbers on every machine. Its CMC
+  has min(max_rank, number of gallery items) points like the Market-1501
+  one: past the number of gallery identities it stays 1 (the tools' Python
+  path returns a shorter curve, their Cython path zeros there).
+* ``use_cython`` is accepted and has no effect. The tools' note "number of
+  gallery samples is quite small" is not printed.
 """
 from __future__ import annotations
 
@@ -50,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evalcore.api import evaluate
+from evalcore.cuhk03_api import REPEATS, SingleShot, single_shot_protocol
 from evalcore.errors import EvalcoreWarning, InputError
 from evalcore.io.identities import NO_IDENTITY, code_identities
 
@@ -70,20 +79,10 @@ class Market1501:
     inp: np.ndarray
 
 
-def market1501(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50, use_metric_cuhk03=False) -> Market1501:
+def market1501(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50) -> Market1501:
     """Market-1501's CMC, AP and INP of the distance matrix (module docstring), exact, by evalcore's engine."""
-    if use_metric_cuhk03:
-        raise InputError("use_metric_cuhk03: CUHK03's single-gallery-shot metric samples one gallery image per "
-                         "identity at random (unseeded), so it has no exact value; evalcore does not compute it")
-    distances = distance_matrix(distmat)
-    top = checked_max_rank(max_rank, distances.shape[1])
-    q_codes, g_codes = code_identities(q_pids, g_pids, negative_is_identity=True, names=("q_pids", "g_pids"))
-    q_cams, g_cams = code_identities(q_camids, g_camids, negative_is_identity=True, names=("q_camids", "g_camids"))
-    for name, cams in (("q_camids", q_cams), ("g_camids", g_cams)):
-        missing = np.flatnonzero(cams == NO_IDENTITY)
-        if missing.size:
-            raise InputError(f"{name}: row {int(missing[0])} has no camera (None or NaN); the same-camera rule "
-                             "needs every image's camera")
+    distances, top, q_codes, g_codes, q_cams, g_cams = their_inputs(distmat, q_pids, g_pids, q_camids, g_camids,
+                                                                    max_rank)
     try:
         with warnings.catch_warnings():  # skipping the queries whose identity is not in the gallery is their rule
             warnings.filterwarnings("ignore", r".*queries have no relevant gallery item", EvalcoreWarning)
@@ -102,6 +101,31 @@ def market1501(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50, use_met
     return Market1501(cmc=cmc.astype(np.float32),
                       ap=np.asarray(per_query.column("ap"), dtype=np.float64)[counted],
                       inp=np.asarray(per_query.column("inp"), dtype=np.float64)[counted])
+
+
+def cuhk03(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50, seed=0) -> SingleShot:
+    """CUHK03's single-gallery-shot CMC (torchreid's 10 repeats, drawn from ``seed``) and Market-1501's AP."""
+    distances, top, q_codes, g_codes, q_cams, g_cams = their_inputs(distmat, q_pids, g_pids, q_camids, g_camids,
+                                                                    max_rank)
+    try:
+        return single_shot_protocol(distances, q_codes, g_codes, q_cams, g_cams, repeats=REPEATS, seed=seed,
+                                    max_rank=top, chunk_rows=None)
+    except InputError as exc:
+        raise type(exc)(their_words(str(exc))).with_traceback(None) from None
+
+
+def their_inputs(distmat, q_pids, g_pids, q_camids, g_camids, max_rank):
+    """The tools' arguments checked and coded: (distances, min(max_rank, G), q/g identity codes, q/g cameras)."""
+    distances = distance_matrix(distmat)
+    top = checked_max_rank(max_rank, distances.shape[1])
+    q_codes, g_codes = code_identities(q_pids, g_pids, negative_is_identity=True, names=("q_pids", "g_pids"))
+    q_cams, g_cams = code_identities(q_camids, g_camids, negative_is_identity=True, names=("q_camids", "g_camids"))
+    for name, cams in (("q_camids", q_cams), ("g_camids", g_cams)):
+        missing = np.flatnonzero(cams == NO_IDENTITY)
+        if missing.size:
+            raise InputError(f"{name}: row {int(missing[0])} has no camera (None or NaN); the same-camera rule "
+                             "needs every image's camera")
+    return distances, top, q_codes, g_codes, q_cams, g_cams
 
 
 def distance_matrix(distmat) -> np.ndarray:

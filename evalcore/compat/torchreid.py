@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalcore.compat.market1501 import market1501
+from evalcore.compat.market1501 import cuhk03, market1501
 
 
 def evaluate_rank(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50, use_metric_cuhk03=False,
-                  use_cython=True):
+                  use_cython=True, *, seed=0):
     """CMC and mAP of the (num_query, num_gallery) distance matrix, as torchreid defines them.
 
     Returns ``(all_cmc, mAP)``: ``all_cmc`` float32 of min(max_rank,
     num_gallery) points, ``all_cmc[k-1]`` the share of counted queries with a
     match at rank <= k; ``mAP`` the mean AP over the counted queries.
-    ``use_metric_cuhk03=True`` is refused (random sampling has no exact
-    value); ``use_cython`` has no effect. Raises ``InputError`` naming the
+    ``use_metric_cuhk03=True``: CUHK03's single-gallery-shot CMC (ten
+    repeats of one gallery image per identity, drawn from ``seed``, an extra
+    keyword, default 0: the same numbers on every machine) and the same mAP.
+    ``use_cython`` has no effect. Raises ``InputError`` naming the
     parameter (``distmat``, ``q_pids``, ...), also when no query counts
     (where torchreid raises ``AssertionError``).
 
@@ -35,5 +37,8 @@ def evaluate_rank(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50, use_
     ([1.0, 1.0, 1.0], 1.0)
     """
     del use_cython  # one exact path
-    found = market1501(distmat, q_pids, g_pids, q_camids, g_camids, max_rank, use_metric_cuhk03)
+    if use_metric_cuhk03:
+        drawn = cuhk03(distmat, q_pids, g_pids, q_camids, g_camids, max_rank, seed)
+        return drawn.cmc.astype(np.float32), np.float64(drawn.ap.mean())
+    found = market1501(distmat, q_pids, g_pids, q_camids, g_camids, max_rank)
     return found.cmc, np.float64(found.ap.mean())

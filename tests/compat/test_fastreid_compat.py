@@ -49,7 +49,7 @@ def test_signature_is_fastreids():
         ("distmat", inspect.Parameter.empty), ("q_pids", inspect.Parameter.empty),
         ("g_pids", inspect.Parameter.empty), ("q_camids", inspect.Parameter.empty),
         ("g_camids", inspect.Parameter.empty), ("max_rank", 50), ("use_metric_cuhk03", False),
-        ("use_cython", True)]
+        ("use_cython", True), ("seed", 0)]  # seed: evalcore's extra keyword for use_metric_cuhk03
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -99,7 +99,7 @@ def test_tensors_are_taken_as_fastreid_users_pass_them():
 @pytest.mark.parametrize("change, name", [
     (dict(distmat=np.full((2, 3), np.nan)), "distmat"),
     (dict(distmat=np.zeros((3, 3))), "q_pids"),  # 2 pids for 3 rows
-    (dict(use_metric_cuhk03=True), "use_metric_cuhk03"),
+    (dict(use_metric_cuhk03=True, seed=-1), "seed"),
     (dict(q_pids=[9, 9]), "q_pids"),
 ])
 def test_bad_input_is_one_input_error_naming_fastreids_parameter(change, name):

@@ -56,7 +56,7 @@ def test_signature_is_torchreids():
         ("distmat", inspect.Parameter.empty), ("q_pids", inspect.Parameter.empty),
         ("g_pids", inspect.Parameter.empty), ("q_camids", inspect.Parameter.empty),
         ("g_camids", inspect.Parameter.empty), ("max_rank", 50), ("use_metric_cuhk03", False),
-        ("use_cython", True)]
+        ("use_cython", True), ("seed", 0)]  # seed: evalcore's extra keyword for use_metric_cuhk03
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -194,7 +194,7 @@ def test_tensors_are_taken_as_torchreid_users_pass_them():
     (dict(g_pids=[[1], [2], [3]]), "g_pids"),
     (dict(max_rank=0), "max_rank"),
     (dict(max_rank=2.5), "max_rank"),
-    (dict(use_metric_cuhk03=True), "use_metric_cuhk03"),
+    (dict(use_metric_cuhk03=True, seed=-1), "seed"),
     (dict(q_pids=[5, 6]), "q_pids"),                       # no query has a match: torchreid's assertion
     (dict(q_camids=[1, 1], g_camids=[1, 1, 1]), "q_pids"),  # every match under the query's own camera
     (dict(distmat=np.zeros((2, 0)), g_pids=[], g_camids=[]), "g_pids"),
