@@ -278,6 +278,22 @@ def _kth_scores(query, gallery, k: int, similarity: str, threads: int | None) ->
     return scores[:, k - 1], sides[0], sides[1]
 
 
+def _neighbor_table(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, scores), each (Q, depth), from ``evalcore.neighbors``' table: rows by query, then rank 1..depth."""
+    missing = [c for c in ("query", "rank", "item", "score") if c not in table.column_names]
+    if missing:
+        raise InputError(f"exact_ids: the table lacks {', '.join(missing)} (give evalcore.neighbors' table)")
+    query = table.column("query").to_numpy(zero_copy_only=False)
+    rank = table.column("rank").to_numpy(zero_copy_only=False)
+    n = int(query.max()) + 1 if len(query) else 0
+    depth = len(query) // n if n else 0
+    if not n or n * depth != len(query) or (query != np.repeat(np.arange(n), depth)).any() or \
+            (rank != np.tile(np.arange(1, depth + 1), n)).any():
+        raise InputError("exact_ids: the table's rows are not queries 0..Q-1 each with ranks 1..depth in order")
+    return (table.column("item").to_numpy(zero_copy_only=False).reshape(n, depth),
+            table.column("score").to_numpy(zero_copy_only=False).reshape(n, depth))
+
+
 def ann_recall(ann_ids, *, query=None, gallery=None, k: int | None = None, similarity: str = "cosine",
                exact_ids=None, exact_scores=None, tolerance: float = 0.0, threads: int | None = None) -> AnnRecall:
     """Recall@k of an approximate nearest-neighbour result against the exact neighbours, ties counted.
@@ -293,7 +309,8 @@ def ann_recall(ann_ids, *, query=None, gallery=None, k: int | None = None, simil
     scores (``similarity`` cosine or dot), the ANN ids scored the same way, so
     identical gallery rows tie exactly. Or precomputed: ``exact_ids`` (Q, K'
     >= k, best first) and their ``exact_scores`` (scores or distances, ordered
-    as the ids); then the ids counted are the first k plus those after them
+    as the ids; or ``exact_ids`` = the table ``evalcore.neighbors`` returns,
+    computed deeper than k); then the ids counted are the first k plus those after them
     whose score is within ``tolerance`` of the k-th (0: equal; big-ann-benchmarks
     uses 1e-6). A tie run reaching the end of that list is warned about: tied
     items beyond it cannot count.
@@ -323,6 +340,10 @@ def ann_recall(ann_ids, *, query=None, gallery=None, k: int | None = None, simil
         scores[valid] = canonical_pairs(q, g, rows[valid], ids[valid])
         hits = ann.hits_by_score(ids, scores, kth)
     elif precomputed:
+        if isinstance(exact_ids, pa.Table):
+            if exact_scores is not None:
+                raise InputError("exact_scores: the neighbours table given as exact_ids carries the scores")
+            exact_ids, exact_scores = _neighbor_table(exact_ids)
         if exact_ids is None or exact_scores is None:
             raise InputError(f"{'exact_ids' if exact_ids is None else 'exact_scores'}: missing (give both)")
         true_ids = _id_matrix("exact_ids", exact_ids)

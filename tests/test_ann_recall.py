@@ -144,8 +144,14 @@ def test_precomputed_from_evalcore_neighbors_equals_the_embedding_path():
     table = evalcore.neighbors(query=query, gallery=gallery, k=depth)
     ids = table.column("item").to_numpy().reshape(-1, depth)
     sc = table.column("score").to_numpy().reshape(-1, depth)
-    np.testing.assert_array_equal(evalcore.ann_recall(ann, exact_ids=ids, exact_scores=sc, k=k).per_query,
-                                  evalcore.ann_recall(ann, query=query, gallery=gallery, k=k).per_query)
+    expected = evalcore.ann_recall(ann, query=query, gallery=gallery, k=k).per_query
+    np.testing.assert_array_equal(evalcore.ann_recall(ann, exact_ids=ids, exact_scores=sc, k=k).per_query, expected)
+    # the table itself
+    np.testing.assert_array_equal(evalcore.ann_recall(ann, exact_ids=table, k=k).per_query, expected)
+    with pytest.raises(evalcore.InputError, match="^exact_ids: the table's rows are not"):
+        evalcore.ann_recall(ann, exact_ids=table.slice(1), k=k)
+    with pytest.raises(evalcore.InputError, match="^exact_ids: the table lacks score"):
+        evalcore.ann_recall(ann, exact_ids=table.drop_columns(["score"]), k=k)
 
 
 def test_chunk_proof():
