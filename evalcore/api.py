@@ -113,6 +113,14 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     ``label``/``cam`` columns show them as given. ``protocol`` and
     ``similarity`` default to the dataset's ``evalcore`` attribute, else
     ``class`` and ``cosine``.
+    ``query_ids``, ``gallery_ids`` (str or int, each once) and ``qrels`` (BEIR's and pytrec_eval's
+    ``{qid: {docid: grade}}``, an Arrow or pandas table with query, document and grade columns, a TREC
+    qrels path, or ranx's ``Qrels``) beside the embeddings or ``scores``: the judgements matched to the
+    rows by id (protocol ``qrels``; the ids are the keys). A grade >= 1 is relevant with that gain, 0
+    judged not relevant, a negative grade in the pool, never relevant (trec_eval's reading). A judged
+    query not in ``query_ids`` is left out, with a warning; a judged document not in ``gallery_ids`` is
+    never retrieved but still judged (it counts in R and in nDCG's ideal, as pytrec_eval counts the
+    judged documents a BEIR top-k run lacks), which embeddings need for it (``judged_by_id``).
     ``client=None, workers=None``: run here on threads when the gallery fits,
     else on a local cluster; ``workers=N``: a local cluster of N processes;
     ``client``: that Dask client. ``metrics``: names (``["map", "recall@5"]``, see
