@@ -366,6 +366,12 @@ def never_ranked_rows(arrays: dict, count: int, similarity: str) -> tuple[dict, 
     if similarity not in ("cosine", "dot"):
         raise InputError(f"similarity: {similarity!r} with judged documents missing from gallery_ids: "
                          "cosine or dot")
+    dims = int(np.shape(arrays["gallery"])[-1]) if np.ndim(arrays["gallery"]) == 2 else 0
+    needed = count * (dims + 1) * 4  # bounded before any copy: qrels may name any number of documents
+    if needed > total_memory() * IN_PROCESS_SHARE:
+        raise InputError(f"qrels: {count} judged documents are not among gallery_ids; their rows would take "
+                         f"{needed / 2 ** 30:.1f} GiB, more than {IN_PROCESS_SHARE:.0%} of this machine's memory "
+                         "(check that gallery_ids name the corpus rows)")
     sides = {}
     for name in ("query", "gallery"):
         value = np.asarray(arrays[name])

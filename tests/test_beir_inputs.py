@@ -210,3 +210,14 @@ def test_a_top_100_heap_loses_relevant_documents_that_exact_recall_at_1000_count
     lost = round(sum(e - h for e, h in zip(exact_recall, heap_recall)) * 40)
     assert lost > 100  # relevant documents between rank 101 and 1000, all lost by the heap
     assert result.metrics["recall_at_1000"] > np.mean(heap_recall) + 0.1
+
+
+def test_qrels_naming_too_many_documents_missing_from_the_corpus_are_refused_before_any_copy(monkeypatch):
+    from evalcore import api
+
+    monkeypatch.setattr(api, "total_memory", lambda: 64 * 1024)  # a 16 KiB share: 1,000 stand-in rows need 20 KB
+    rng = np.random.default_rng(0)
+    qrels = {"q0": {f"absent-{i}": 1 for i in range(1000)}}
+    with pytest.raises(InputError, match=r"^qrels: 1000 judged documents are not among gallery_ids"):
+        evalcore.evaluate(query=rng.normal(size=(2, 4)), gallery=rng.normal(size=(3, 4)), query_ids=["q0", "q1"],
+                          gallery_ids=["d0", "d1", "d2"], qrels=qrels, workers=None)
