@@ -163,8 +163,15 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
     with parameter_names(bool(arrays), DISTANCES in arrays):
         by_id = None
         if any(given[name] is not None for name in QRELS_PARAMETERS):
+            if protocol not in (None, "qrels"):
+                raise InputError(f"protocol: {protocol!r} does not read qrels=; give protocol='qrels' or leave it out")
             arrays, by_id = judged_by_id(arrays, query_ids, gallery_ids, qrels, similarity, depth)
             similarity, depth = by_id.similarity, by_id.depth
+            reshaped = [n for n, v in (("rerank", rerank), ("query_expansion", query_expansion),
+                                       ("database_augmentation", database_augmentation)) if v not in (None, False)]
+            if by_id.absent_score is not None and reshaped:  # their neighbour sets would take in the stand-in rows
+                raise InputError(f"{reshaped[0]}: not with judged documents missing from gallery_ids (qrels); "
+                                 "leave those judgements out to use it")
         arrays, originals = coded_identities(arrays)
         result = _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
                          ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,

@@ -128,7 +128,11 @@ def test_qrels_as_a_table_and_as_a_trec_file_give_what_the_dicts_give(tmp_path):
     path = tmp_path / "qrels.txt"
     path.write_text("".join(f"{q} 0 {d} {g}\n" for q, d, g in rows))
     expected = brute_force(query, corpus, query_ids, corpus_ids, qrels)
-    for given in (table, str(path)):
+    class RanxQrels:  # ranx's Qrels: evalcore reads any object through its to_dict()
+        def to_dict(self):
+            return qrels
+
+    for given in (table, str(path), RanxQrels()):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EvalcoreWarning)
             result = evalcore.evaluate(query=query, gallery=corpus, query_ids=query_ids, gallery_ids=corpus_ids,
@@ -168,6 +172,8 @@ def test_dot_similarity_with_missing_documents_keeps_the_given_inner_products():
     ({"qrels": {"q0": {"d0": 2.5}}}, "qrels: grade 2.5"),
     ({"qrels": None}, "qrels:"),
     ({"query_keys": ["a", "b", "c"]}, "query_keys: give query_keys or query_ids"),
+    ({"protocol": "class"}, "protocol: 'class' does not read qrels="),
+    ({"qrels": {"q0": {"absent": 1}}, "rerank": True}, "rerank: not with judged documents missing"),
 ])
 def test_bad_ids_and_qrels_are_one_input_error_naming_the_parameter(kwargs, start):
     rng = np.random.default_rng(0)
