@@ -338,6 +338,8 @@ def judged_by_id(arrays: dict, query_ids, gallery_ids, qrels, similarity: str | 
     if not pairs.absent_docs:
         return arrays, by_id
     arrays, score = never_ranked_rows(arrays, len(pairs.absent_docs), similarity or "cosine")
+    if score is None:
+        return arrays, by_id
     arrays["gallery_keys"] = np.concatenate([arrays["gallery_keys"], np.array(pairs.absent_docs, dtype=object)])
     notes.append(f"qrels: {len(pairs.absent_docs)} judged documents are not among gallery_ids (first "
                  f"{pairs.absent_docs[0]!r}): never retrieved, still judged (a relevant one counts in R, "
@@ -360,11 +362,12 @@ def _rows(arrays: dict, side: str, axis: int) -> int | None:
     return None
 
 
-def never_ranked_rows(arrays: dict, count: int, similarity: str) -> tuple[dict, float]:
+def never_ranked_rows(arrays: dict, count: int, similarity: str) -> tuple[dict, float | None]:
     """``arrays`` with ``count`` gallery rows that rank below every corpus row for every query, and their
     score. Rows as the canonical score reads them (cosine: normalised as ``normalize_rows``; dot: float32 as
     given), one coordinate more: 0 on the corpus, 1 on the new rows, -c on the queries, c > every
-    ||q|| ||g||: a corpus pair's exact dot product is unchanged, a new row's is -c, below all."""
+    ||q|| ||g||: a corpus pair's exact dot product is unchanged, a new row's is -c, below all. The score
+    is None, and ``arrays`` unchanged, when a row is malformed: the dataset's checks name it."""
     from evalcore.core.scan.embeddings import normalize_rows, row_norms
 
     if "query" not in arrays or "gallery" not in arrays:
@@ -383,11 +386,15 @@ def never_ranked_rows(arrays: dict, count: int, similarity: str) -> tuple[dict, 
     for name in ("query", "gallery"):
         value = np.asarray(arrays[name])
         if value.ndim != 2 or value.dtype.kind not in "fiu":
-            return arrays, NEVER_RANKED_SCORE  # the dataset's checks name the problem
+            return arrays, None  # the dataset's checks name the problem
         norms = row_norms(value.astype(np.float32, copy=False))
-        if not (np.isfinite(norms).all() and (norms > 0).all() if similarity == "cosine" else
-                np.isfinite(norms).all()):
-            return arrays, NEVER_RANKED_SCORE  # a zero or non-finite row: the engine names it
+        bad = np.flatnonzero(~np.isfinite(norms))
+        if bad.size:  # named here: the judgements of the stand-in rows would otherwise be the first problem
+            raise InputError(f"{name}: row {int(bad[0])} contains NaN or Inf")
+        zero = np.flatnonzero(norms == 0) if similarity == "cosine" else np.empty(0, np.int64)
+        if zero.size:
+            raise InputError(f"{name}: row {int(zero[0])} is an all-zero vector (cosine similarity is undefined "
+                             "for it; use similarity dot or fix the row)")
         sides[name] = (normalize_rows(value, similarity), norms)
     bound = 1.0 if similarity == "cosine" else float(sides["query"][1].max(initial=0) *
                                                       sides["gallery"][1].max(initial=0))

@@ -174,6 +174,10 @@ def test_dot_similarity_with_missing_documents_keeps_the_given_inner_products():
     ({"query_keys": ["a", "b", "c"]}, "query_keys: give query_keys or query_ids"),
     ({"protocol": "class"}, "protocol: 'class' does not read qrels="),
     ({"qrels": {"q0": {"absent": 1}}, "rerank": True}, "rerank: not with judged documents missing"),
+    ({"qrels": {"q0": {"absent": 1}}, "gallery": [[1.0, 0, 0, 0], [0, 0, 0, 0], [0, 1.0, 0, 0]]},
+     "gallery: row 1 is an all-zero vector"),
+    ({"qrels": {"q0": {"absent": 1}}, "query": [[1.0, 0, 0, 0], [0, np.inf, 0, 0], [0, 1.0, 0, 0]],
+      "similarity": "dot"}, "query: row 1 contains NaN or Inf"),
 ])
 def test_bad_ids_and_qrels_are_one_input_error_naming_the_parameter(kwargs, start):
     rng = np.random.default_rng(0)
