@@ -275,6 +275,8 @@ class JudgedById:
     given_depth: int | None
     absent_score: float | None
     notes: list[str]
+    #: run.json's "judged_by_id": the judged queries and documents the ids did not name
+    record: dict | None = None
 
     def restored(self, result: Result) -> Result:
         """The run record in the caller's options; a never-ranked document's stand-in score is no score."""
@@ -293,6 +295,8 @@ class JudgedById:
                                    pc.if_else(keep, column, pa.scalar(None, column.type)))
                 result.per_query = pq
         result.run["warnings"] = [*result.run.get("warnings", []), *self.notes]
+        if self.record is not None:
+            result.run["judged_by_id"] = self.record
         return result
 
 
@@ -334,7 +338,10 @@ def judged_by_id(arrays: dict, query_ids, gallery_ids, qrels, similarity: str | 
     if pairs.absent_queries:
         notes.append(f"qrels: {len(pairs.absent_queries)} judged queries are not among query_ids (first "
                      f"{pairs.absent_queries[0]!r}): their judgements are left out")
-    by_id = JudgedById(similarity, depth, similarity, depth, None, notes)
+    record = {"queries_not_in_query_ids": len(pairs.absent_queries),
+              "documents_not_in_gallery_ids": len(pairs.absent_docs),
+              "stand_in_gallery_rows": 0}  # n_gallery counts them: the corpus is n_gallery less these
+    by_id = JudgedById(similarity, depth, similarity, depth, None, notes, record)
     if not pairs.absent_docs:
         return arrays, by_id
     arrays, score = never_ranked_rows(arrays, len(pairs.absent_docs), similarity or "cosine")
@@ -345,7 +352,8 @@ def judged_by_id(arrays: dict, query_ids, gallery_ids, qrels, similarity: str | 
                  f"{pairs.absent_docs[0]!r}): never retrieved, still judged (a relevant one counts in R, "
                  "as pytrec_eval counts judged documents a run lacks)")
     cut = len(gids) if depth is None else min(int(depth), len(gids)) if _integer(depth) else depth
-    return arrays, JudgedById("dot", cut, similarity, depth, score, notes)
+    record["stand_in_gallery_rows"] = len(pairs.absent_docs)
+    return arrays, JudgedById("dot", cut, similarity, depth, score, notes, record)
 
 
 def _integer(value) -> bool:

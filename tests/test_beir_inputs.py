@@ -106,6 +106,9 @@ def test_embeddings_string_ids_and_qrels_dicts_equal_a_brute_force_ranking_of_th
     assert any("query-not-given" in m and "query_ids" in m for m in messages)
     assert any("not among gallery_ids" in m for m in messages)
     assert result.run["options"]["similarity"] == "cosine" and "depth" not in result.run["options"]
+    absent = {d for docs in qrels.values() for d in docs} - set(corpus_ids)
+    assert result.run["judged_by_id"] == {"queries_not_in_query_ids": 1, "documents_not_in_gallery_ids": len(absent),
+                                          "stand_in_gallery_rows": len(absent)}
 
 
 def test_a_query_whose_only_relevant_document_is_missing_from_the_corpus_scores_zero_with_no_relevant_score():
