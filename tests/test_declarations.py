@@ -40,7 +40,8 @@ def evaluate_parser():
 
 def evaluate_parameters() -> dict[str, inspect.Parameter]:
     """evalcore.evaluate's keyword options: its parameters less the data (a dataset or the arrays)."""
-    data = {"source", *api.ARRAY_PARAMETERS, api.DISTANCES}
+    # the data: arrays, or judgements matched to them by id where the API takes them (BEIR's layout)
+    data = {"source", *api.ARRAY_PARAMETERS, api.DISTANCES, *getattr(api, "QRELS_PARAMETERS", ())}
     return {n: p for n, p in inspect.signature(evalcore.evaluate).parameters.items() if n not in data}
 
 

@@ -15,7 +15,7 @@ import math
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from evalcore import declarations
@@ -237,6 +237,11 @@ def check_target_fpir(target: float | None, option: str = "--target-fpir") -> fl
     return target
 
 
+#: the engine's options (``Options``' fields) an ``EvaluationSpec`` holds in ``options``: protocol and similarity
+#: aside, the spec's own (None: the dataset's)
+ENGINE_FIELDS = frozenset(f.name for f in fields(Options)) - {"protocol", "similarity"}
+
+
 @dataclass(frozen=True)
 class EvaluationSpec:
     """What one evaluation computes: the command line's evaluation options, typed.
@@ -270,13 +275,10 @@ class EvaluationSpec:
 
     def evaluate_kwargs(self) -> dict[str, Any]:
         """``evalcore.evaluate`` keyword arguments of the spec."""
-        o = self.options
-        return dict(protocol=self.protocol, similarity=self.similarity, ks=o.ks, max_rank=o.max_rank, ties=o.ties,
-                    threshold=o.threshold, map_at=o.map_at, judged_only=o.judged_only, radius=o.radius,
-                    empty_queries=o.empty_queries, sweep=self.sweep, target_fpir=self.target_fpir,
-                    metrics=o.metrics, rerank=o.rerank, rel_level=o.rel_level, depth=o.depth,
-                    query_expansion=o.query_expansion, database_augmentation=o.database_augmentation,
-                    ci=o.ci, resamples=o.resamples, seed=o.seed)
+        # every declared evaluation option: the engine's from ``options``, the rest (protocol and similarity as
+        # given, the sweep) from the spec
+        return {d.name: getattr(self.options if d.name in ENGINE_FIELDS else self, d.name)
+                for d in declarations.DECLARATIONS if d.part == "evaluation" and d.api}
 
 
 @dataclass(frozen=True)

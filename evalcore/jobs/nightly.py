@@ -29,7 +29,6 @@ mapping it is and passed to the evaluation as written.
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import difflib
 import json
@@ -58,6 +57,7 @@ from evalcore.io import history as h
 from evalcore.io import report
 from evalcore.io.dataset import is_url
 from evalcore.jobs.common import (
+    ENGINE_FIELDS,
     EXIT_FAILED,
     EXIT_GATE,
     EXIT_INPUT,
@@ -79,8 +79,6 @@ EVALUATION_KEYS = {"name", "dataset", "gates"} | declarations.job_keys("evaluati
 GATE_KEYS = {"max_drop_previous", "max_drop_baseline", "higher_is_better", "significance"}
 #: keys whose value is a table; every other key takes one value (or, for ks and trend_metrics, an array)
 TABLE_KEYS = {"evaluation", "gates", "baseline", "storage_options"}
-#: the job file's options that are the engine's (``Options``' fields), protocol and similarity aside
-ENGINE_OPTIONS = frozenset(f.name for f in dataclasses.fields(Options)) - {"protocol", "similarity"}
 #: the cut-offs of an evaluation that gives no ks (evaluate's default)
 DEFAULT_KS = cast(tuple[int, ...], declarations.declared("ks").default)
 
@@ -327,7 +325,7 @@ def evaluation_spec(ev: dict) -> EvaluationSpec:
     # the engine's options the job file gives (protocol and similarity: the spec's, None the dataset's); the
     # others keep Options' defaults, the declared ones
     given = {d.name: ev[d.name] for d in declarations.DECLARATIONS
-             if d.job == "evaluation" and d.name in ev and d.name in ENGINE_OPTIONS}
+             if d.job == "evaluation" and d.name in ev and d.name in ENGINE_FIELDS}
     for name in ("ks", "metrics"):  # lists in TOML, tuples in Options
         if name in given:
             given[name] = tuple(given[name])
