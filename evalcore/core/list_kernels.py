@@ -188,9 +188,9 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
                     b += 1
                 n_rel = 0
                 for e in range(a, b):
-                    group_first[e] = placed
-                    group_size[e] = b - a
                     if kpair[e] >= 0:
+                        group_first[e] = placed   # read for relevant entries only
+                        group_size[e] = b - a
                         rel_tmp[n_rel] = e
                         n_rel += 1
                 if has_gains and n_rel > 1:  # a call per group costs more than the rest of the row walk
@@ -211,8 +211,6 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
         else:
             for e in range(m):
                 order[e] = e
-                group_first[e] = e
-                group_size[e] = 1
         c = 0
         seen_nonrel = 0
         base = out_start[r]
@@ -227,8 +225,12 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
                 ranks[base + c] = p + 1
                 pairs[base + c] = kpair[e]
                 before[base + c] = seen_nonrel
-                tie_start[base + c] = group_first[e] + 1
-                tie_size[base + c] = group_size[e]
+                if has_scores:
+                    tie_start[base + c] = group_first[e] + 1
+                    tie_size[base + c] = group_size[e]
+                else:   # the given order stands: no ties
+                    tie_start[base + c] = p + 1
+                    tie_size[base + c] = 1
                 c += 1
             elif knon[e]:
                 if has_nonrel:

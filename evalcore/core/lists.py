@@ -112,8 +112,11 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
     ties = None
     if ranked.tie_groups is not None:
         start, size = (np.asarray(a, dtype=np.int64) for a in ranked.tie_groups)
-        within = np.ones(len(start), dtype=bool) if depth is None else start <= depth
-        ties = (indptr_of(rows[within], n), start[within], size[within], gains[within])
+        if depth is None:   # as the ranking gave them: no copy
+            ties = (np.asarray(ranked.indptr, dtype=np.int64), start, size, gains)
+        else:
+            within = start <= depth
+            ties = (indptr_of(rows[within], n), start[within], size[within], gains[within])
     n_retrieved = ranked.n_retrieved
     if n_retrieved is None and n_gallery is not None and truth.allowed_indptr is None:
         # a scan ranks every gallery item but the query's junk

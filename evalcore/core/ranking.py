@@ -205,11 +205,13 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     judged_before = before if truth.nonrel_indptr is not None else None
     nonrel = None
     if truth.nonrel_indptr is not None:  # the judged non-relevant places, CSR (the written part of each room)
-        written = np.arange(nonrel_start[-1]) - np.repeat(nonrel_start[:-1], nonrel_room) < \
-            np.repeat(nonrel_counts, nonrel_room)
         nonrel_indptr_out = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(nonrel_counts, out=nonrel_indptr_out[1:])
-        nonrel = (nonrel_indptr_out, nonrel_ranks[written])
+        if nonrel_indptr_out[-1] != nonrel_start[-1]:
+            written = np.arange(nonrel_start[-1]) - np.repeat(nonrel_start[:-1], nonrel_room) < \
+                np.repeat(nonrel_counts, nonrel_room)
+            nonrel_ranks = nonrel_ranks[written]
+        nonrel = (nonrel_indptr_out, nonrel_ranks)
     return Ranked(indptr, ranks, truth.n_relevant.astype(np.int64), top1, top1_score,
                   relevant_score, pairs=pairs, judged_before=judged_before, n_retrieved=kept, nonrel_ranks=nonrel,
                   tie_groups=(tie_start, tie_size))
