@@ -261,7 +261,10 @@ def metric_columns(runs: Sequence[RunTable], metrics: Sequence[str] | None = Non
     out = []
     for name in runs[0].per_query.column_names:
         column = registry.lookup(name)
-        if name in common and column is not None and column.name == name and column.summary is not None:
+        # paired differences of means: a summary that is not a mean (gm_map's geometric mean, num_ret's sum) is not
+        # what the mean of d_q estimates, so those are left out rather than shown under their summary's name
+        if name in common and column is not None and column.name == name and column.summary is not None \
+                and column.metric.aggregate == "mean":
             out.append((name, column.summary))
     if metrics is not None:
         wanted = registry.select(metrics)
