@@ -23,7 +23,7 @@ import time
 # modules it uses (the API and engine: numpy, numba, zarr, pyarrow; the job programs; the pages) when it runs.
 # tests/test_startup.py checks that parsing a command line imports none of them.
 from evalcore import __version__
-from evalcore.cli import import_cmd, job_commands, trec_cmd
+from evalcore.cli import import_cmd, job_commands, recognition_cmd, trec_cmd
 from evalcore.cli.usage import PlainHelp, command_parser, reworded, unknown_argument, unknown_choice
 from evalcore.engine.options import Options
 from evalcore.errors import ClusterError, InputError
@@ -476,6 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     import_cmd.register(sub)
     trec_cmd.register(sub)  # trec_eval's command in one process
+    recognition_cmd.register(sub)  # GLDv2's GAP from the challenge's CSV files
     job_commands.register(sub)  # nightly, score, score-service, leaderboard
     return parser
 
