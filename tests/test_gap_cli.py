@@ -68,6 +68,16 @@ def test_bad_files_are_one_line_naming_the_file(tmp_path, capsys, solution, pred
     assert "\n" not in err and says in err and err.startswith("evalcore: error: " + str(tmp_path))
 
 
+def test_the_csv_field_limit_is_put_back(tmp_path, capsys):
+    import csv
+    before = csv.field_size_limit(1 << 24)
+    try:
+        assert main(["gap", *files(tmp_path)]) == 0
+        assert csv.field_size_limit() == 1 << 24
+    finally:
+        csv.field_size_limit(before)
+
+
 def test_a_missing_file(tmp_path, capsys):
     assert main(["gap", str(tmp_path / "none.csv"), str(tmp_path / "p.csv")]) == 2
     assert "none.csv: cannot be read" in capsys.readouterr().err

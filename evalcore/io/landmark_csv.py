@@ -31,7 +31,7 @@ def _rows(path: str):
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if size > MAX_FILE_BYTES:
         raise InputError(f"{path}: {size:,} bytes, more than the {MAX_FILE_BYTES:,} evalcore reads")
-    csv.field_size_limit(MAX_FIELD_CHARS)
+    previous = csv.field_size_limit(MAX_FIELD_CHARS)  # a process-wide setting: put back when done
     try:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.reader(f)
@@ -44,6 +44,8 @@ def _rows(path: str):
         raise InputError(f"{path}: not UTF-8 text") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    finally:
+        csv.field_size_limit(previous)
 
 
 def _landmark(path: str, line: int, text: str) -> int:
