@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import zarr
 
+from evalcore import declarations
 from evalcore.core import openset, protocols, registry
 from evalcore.engine import evaluate as engine
 from evalcore.engine import options as engine_options
@@ -467,14 +468,9 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
                                  chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
                                  stall_timeout=stall_timeout, on_progress=on_progress)
     run = dict(result.info)
-    if options.metrics is None:  # the default set: run.json's options read as they did before metrics=
-        run["options"] = {k: v for k, v in run["options"].items() if k != "metrics"}
-    for name in ("rerank", "query_expansion", "database_augmentation"):  # likewise without them
-        if getattr(options, name) is None:
-            run["options"] = {k: v for k, v in run["options"].items() if k != name}
-    if options.ci is None:  # without intervals, run.json's options read as they did before --ci
-        run["options"] = {k: v for k, v in run["options"].items() if k not in ("ci", "resamples", "seed")}
-    else:
+    # options recorded only when given (metrics=, rerank, --ci ...) are left out otherwise, as the declarations say
+    run["options"] = declarations.recorded_options(run["options"])
+    if options.ci is not None:
         method = options.interval_method()
         run["intervals"] = {"method": "percentile bootstrap of the mean over the counted queries (per query/group "
                                       "row, resampled within the row)", "level": method.level,
