@@ -277,7 +277,7 @@ def test_the_worker_memory_floor_is_the_same_in_the_readme_the_options_and_the_e
 
     from evalcore.engine.cluster import MIN_WORKER_MEMORY
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (Path(__file__).parents[1] / "deploy" / "README.md").read_text()   # "Where it runs" moved there
     stated = re.findall(r"below (\d+) MiB per worker", " ".join(readme.split()))
     assert stated == [str(MIN_WORKER_MEMORY >> 20)], stated
     assert common.check_memory_limit(f"{MIN_WORKER_MEMORY >> 20}MiB") == f"{MIN_WORKER_MEMORY >> 20}MiB"
