@@ -282,3 +282,13 @@ def test_the_entry_point_and_python_m_behave_the_same(tmp_path):
         done = subprocess.run([*prefix, "show", str(tmp_path / "nope")], capture_output=True, text=True,
                               timeout=60, env=env)
         assert done.returncode == 2 and one_error_line(done.stderr).endswith("nope: does not exist")
+
+
+def test_a_reader_that_leaves_early_gets_no_error(tmp_path):
+    # `evalcore metrics | head -1`: the pipe closes after the first line; a CLI says nothing and exits cleanly
+    import subprocess
+    import sys
+    done = subprocess.run(f"{sys.executable} -m evalcore.cli.main metrics | head -1", shell=True,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("first_rank")
+    assert "BrokenPipe" not in done.stderr and "error" not in done.stderr, done.stderr

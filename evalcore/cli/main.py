@@ -537,6 +537,9 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError as exc:
         print(f"evalcore: error: out of memory ({exc}){memory_advice(locals().get('args'))}", file=sys.stderr)
         return EXIT_FAILED
+    except BrokenPipeError:  # `evalcore metrics | head`: the reader has gone; nothing to say, as for any CLI
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail again
+        return EXIT_OK
     except KeyboardInterrupt:
         print("evalcore: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

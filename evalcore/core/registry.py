@@ -496,12 +496,22 @@ class MetricInfo:
     direction: Direction
     definition: str
 
-    def __str__(self) -> str:
+    @property
+    def columns(self) -> str:
         if self.summary is None:
-            columns = f"{self.column} (per query)"
-        else:
-            columns = self.column if self.summary == self.column else f"{self.column} -> {self.summary}"
-        return f"{self.name:<12} {columns:<26} {self.direction + ' is better':<17} {self.definition}"
+            return f"{self.column} (per query)"
+        return self.column if self.summary == self.column else f"{self.column} -> {self.summary}"
+
+    def __str__(self) -> str:
+        # widths from every registered metric, so the direction column lines up however long a name is
+        name_width, columns_width = _listing_widths()
+        return (f"{self.name:<{name_width}} {self.columns:<{columns_width}} {self.direction + ' is better':<17} "
+                f"{self.definition}")
+
+
+def _listing_widths() -> tuple[int, int]:
+    infos = describe()
+    return max(12, *(len(i.name) for i in infos)), max(26, *(len(i.columns) for i in infos))
 
 
 def describe() -> list[MetricInfo]:
