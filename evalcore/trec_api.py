@@ -48,12 +48,17 @@ ENGINE_MEASURES = {
     "set_F": ("set_f", "set_f"),
     "num_nonrel_judged_ret": ("num_nonrel_judged_ret", "num_nonrel_judged_ret"),
     "rbp": ("rbp", "rbp"),
+    "infAP": ("infap", "infap"),
+    "binG": ("bing", "bing"),
+    "G": ("g", "g"),
+    "ndcg_rel": ("ndcg_rel", "ndcg_rel"),
+    "Rndcg": ("rndcg", "rndcg"),
 }
 #: the measures evalcore computes, in the order trec_eval prints them (its measure table's order)
 MEASURE_ORDER = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-                 "iprec_at_recall", "P", "recall", "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "ndcg", "ndcg_cut",
-                 "map_cut", "relative_P", "success", "set_P", "set_relative_P", "set_recall", "set_map", "set_F",
-                 "num_nonrel_judged_ret", "rbp")
+                 "iprec_at_recall", "P", "recall", "infAP", "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "binG",
+                 "G", "ndcg", "ndcg_rel", "Rndcg", "ndcg_cut", "map_cut", "relative_P", "success", "set_P",
+                 "set_relative_P", "set_recall", "set_map", "set_F", "num_nonrel_judged_ret", "rbp")
 _CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 #: trec_eval's default cut-offs of each cut-off measure
 DEFAULT_CUTOFFS = {"P": _CUTS, "recall": _CUTS, "ndcg_cut": _CUTS, "map_cut": _CUTS, "relative_P": _CUTS,
@@ -70,7 +75,7 @@ COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
 AGGREGATE_ONLY = ("num_q", "gm_map", "gm_bpref")
 #: trec_eval measures evalcore does not compute: named in the error, so a user knows it is not a typo
 #: (rbp_resid: trec_eval's is 0 where no unjudged document is ranked, where evalcore's keeps p^n)
-NOT_COMPUTED = ("runid", "infAP", "binG", "G", "ndcg_rel", "Rndcg", "rbp_resid", "unj", "relstring", "ndcg_p",
+NOT_COMPUTED = ("runid", "rbp_resid", "unj", "relstring", "ndcg_p",
                 "prefs_num_prefs_poss", "P_avgjg", "map_avgjg", "Rprec_mult_avgjg", "yaap", "success_avgjg")
 #: trec_eval's MIN_GEO_MEAN: gm_map's floor on each query's AP
 MIN_GEO_MEAN = 0.00001

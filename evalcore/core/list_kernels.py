@@ -282,3 +282,109 @@ def list_row_problems(items, scores, has_scores, stamp, use_stamp, dup, nan, ris
                         rises[r] = True
                     if v < low:
                         low = v
+
+
+# =========================================================================== graded walks down one ranking
+# trec_eval's G, ndcg_rel and Rndcg (README, Metrics): each is a running sum down a query's ranked items of
+# grade >= 1 (``gain_ranks`` ascending, ``gains``) beside the ideal ranking (``ideal_gains``, highest first),
+# added place by place in rank order as trec_eval adds them, so the rounding is the same whatever the chunk.
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def normalized_gain_rows(gain_indptr, gain_ranks, gains, ideal_indptr, ideal_gains, out):
+    """out[q] = sum_j g_j / log2(2 + cost(r_j) - CG(r_j)) / sum of the ideal gains; NaN without an ideal.
+
+    cost(r) = sum_{p <= r} max(ideal_p, 1) (ideal_p = 0 past the ideal list); CG(r) = the gains ranked at or
+    above r. Every term is a sum of integers, exact in a double.
+    """
+    for q in range(len(ideal_indptr) - 1):
+        a, b = ideal_indptr[q], ideal_indptr[q + 1]
+        if b == a:
+            out[q] = np.nan
+            continue
+        ideal_total = 0.0
+        for p in range(a, b):
+            ideal_total += ideal_gains[p]
+        cost = 0.0
+        counted = 0   # places added to cost
+        found = 0.0
+        total = 0.0
+        for j in range(gain_indptr[q], gain_indptr[q + 1]):
+            r = gain_ranks[j]
+            while counted < r and counted < b - a:
+                cost += max(float(ideal_gains[a + counted]), 1.0)
+                counted += 1
+            if counted < r:
+                cost += r - counted
+                counted = r
+            found += gains[j]
+            total += gains[j] / np.log2(2.0 + cost - found)
+        out[q] = total / ideal_total
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def ndcg_at_relevant_rows(gain_indptr, gain_ranks, gains, ideal_indptr, ideal_gains, out):
+    """out[q] = (1/R') [sum_j DCG(r_j) / IDCG(r_j) + (R' - m) DCG / IDCG]; NaN when R' = 0.
+
+    R': the ideal list's length; m: the ranked items of grade >= 1; DCG(r), IDCG(r): the sums down to rank r
+    (the ideal's stops at R'); DCG, IDCG: the whole sums.
+    """
+    for q in range(len(ideal_indptr) - 1):
+        a, b = ideal_indptr[q], ideal_indptr[q + 1]
+        n_ideal = b - a
+        if n_ideal == 0:
+            out[q] = np.nan
+            continue
+        dcg = 0.0
+        idcg = 0.0
+        counted = 0
+        total = 0.0
+        m = 0
+        for j in range(gain_indptr[q], gain_indptr[q + 1]):
+            r = gain_ranks[j]
+            while counted < r and counted < n_ideal:
+                idcg += ideal_gains[a + counted] / np.log2(counted + 2.0)
+                counted += 1
+            dcg += gains[j] / np.log2(r + 1.0)
+            total += dcg / idcg
+            m += 1
+        while counted < n_ideal:
+            idcg += ideal_gains[a + counted] / np.log2(counted + 2.0)
+            counted += 1
+        total += float(n_ideal - m) * dcg / idcg
+        out[q] = total / n_ideal
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def ndcg_at_r_levels_rows(gain_indptr, gain_ranks, gains, ideal_indptr, ideal_gains, n_relevant, n_retrieved,
+                          out):
+    """out[q] = the mean of DCG(c) / IDCG(c) over the cut-offs c: each place where the ideal gain drops
+    (c = #{ideal gains >= g} for each grade g present) and n when n >= R' + 2; NaN when R = 0."""
+    for q in range(len(ideal_indptr) - 1):
+        a, b = ideal_indptr[q], ideal_indptr[q + 1]
+        n_ideal = b - a
+        if n_relevant[q] == 0 or n_ideal == 0:
+            out[q] = np.nan
+            continue
+        j = gain_indptr[q]
+        end = gain_indptr[q + 1]
+        dcg = 0.0
+        idcg = 0.0
+        total = 0.0
+        points = 0
+        for c in range(1, n_ideal + 1):
+            idcg += ideal_gains[a + c - 1] / np.log2(c + 1.0)
+            if c < n_ideal and ideal_gains[a + c] == ideal_gains[a + c - 1]:
+                continue
+            while j < end and gain_ranks[j] <= c:
+                dcg += gains[j] / np.log2(gain_ranks[j] + 1.0)
+                j += 1
+            total += dcg / idcg
+            points += 1
+        if n_retrieved[q] >= n_ideal + 2:
+            while j < end and gain_ranks[j] <= n_retrieved[q]:
+                dcg += gains[j] / np.log2(gain_ranks[j] + 1.0)
+                j += 1
+            total += dcg / idcg
+            points += 1
+        out[q] = total / points

@@ -516,6 +516,87 @@ def _rbp_at(p: float):
 RBP_AT = {p: _rbp_at(p) for p in RBP_OTHER_PERSISTENCES}
 
 
+#: trec_eval's INFAP_EPSILON: keeps infAP's estimate of the precision above a relevant item defined with none judged
+INFAP_EPSILON = 0.00001
+
+
+def inferred_average_precision(lists: RankLists) -> np.ndarray:
+    """infap = (1/R) * sum_i [1 if r_i = 1 else 1/r_i + ((r_i-1)/r_i) * (P_i/(r_i-1)) * ((i-1+e)/(i-1+J_i+2e))], e = 0.00001.
+
+    Yilmaz and Aslam's inferred AP, as trec_eval's infAP: above the i-th relevant item (rank r_i) there are i-1
+    relevant items, J_i judged non-relevant ones (grade 0, or 1 <= grade < --rel-level), U_i in the pool but not
+    judged (a negative TREC grade) and the rest outside the pool (not in the qrels); P_i = i-1 + J_i + U_i. With
+    every retrieved item judged it is AP but for e. Needs the judged items above each relevant one (as bpref).
+    """
+    r = np.asarray(lists.n_relevant, dtype=np.int64)
+    if lists.judged_before is None:
+        return np.full(len(r), np.nan)
+    above = (_positions(lists.indptr) - 1).astype(np.float64)   # the relevant items above, i - 1
+    judged = lists.judged_before.astype(np.float64)
+    pool = above + judged
+    pool_before = getattr(lists, "pool_before", None)
+    if pool_before is not None:
+        pool = pool + pool_before
+    place = lists.ranks.astype(np.float64) - 1.0   # r_i - 1: trec_eval's 0-based place
+    lower = np.maximum(place, 1.0)
+    terms = 1.0 / (place + 1.0) + (place / (place + 1.0)) * (pool / lower) * \
+        ((above + INFAP_EPSILON) / (above + judged + 2 * INFAP_EPSILON))
+    terms = np.where(place == 0, 1.0, terms)
+    return _known(r, _segment_sum(lists.indptr, terms) / np.maximum(r, 1))
+
+
+def binary_gain(indptr, ranks, n_relevant) -> np.ndarray:
+    """bing = (1/R) * sum_i 1 / log2(2 + r_i - i): each relevant item discounted by the items not relevant above it.
+
+    trec_eval's binG (Buckley's experimental measure of 2008).
+    """
+    others_above = (ranks - _positions(indptr)).astype(np.float64)
+    return _known(n_relevant, _segment_sum(indptr, 1.0 / np.log2(2.0 + others_above)) / np.maximum(n_relevant, 1))
+
+
+def _graded_walk(kernel, lists: RankLists, *extra) -> np.ndarray:
+    from evalcore.core import list_kernels  # numba: loaded when one of these measures is asked for
+
+    out = np.empty(len(lists.ideal_indptr) - 1, dtype=np.float64)
+    kernel = getattr(list_kernels, kernel)
+    kernel(*(np.ascontiguousarray(a, dtype=np.int64) for a in (lists.gain_indptr, lists.gain_ranks, lists.gains,
+                                                                 lists.ideal_indptr, lists.ideal_gains, *extra)),
+           out)
+    return out
+
+
+def normalized_gain(lists: RankLists) -> np.ndarray:
+    """g = sum_i g_i / log2(2 + cost(r_i) - CG(r_i)) / sum_j g*_j, cost(r) = sum_{p <= r} max(g*_p, 1), CG(r) = sum_{r_j <= r} g_j.
+
+    trec_eval's G (Buckley's experimental measure of 2008): g_i the grade of the ranked item at r_i (grade >= 1,
+    whatever --rel-level), g*_p the ideal ranking's gains, highest first (0 past its end). With binary relevance
+    cost(r) - CG(r_i) = r_i - i and G is binG.
+    """
+    return _graded_walk("normalized_gain_rows", lists)
+
+
+def ndcg_at_relevant(lists: RankLists) -> np.ndarray:
+    """ndcg_rel = (1/R') * [sum_i DCG(r_i) / IDCG(r_i) + (R' - m) * DCG(n) / IDCG(R')]: nDCG averaged over the relevant items.
+
+    trec_eval's ndcg_rel: DCG(r) = sum_{r_j <= r} g_j / log2(r_j + 1) over the ranked items of grade >= 1 (gain =
+    grade, whatever --rel-level), IDCG(r) the same over the ideal ranking (cut at its R' items); m of the R' items
+    are ranked, and each of the others takes the nDCG of the whole list.
+    """
+    return _graded_walk("ndcg_at_relevant_rows", lists)
+
+
+def ndcg_at_r_levels(lists: RankLists) -> np.ndarray:
+    """rndcg = mean over c in C of DCG(c) / IDCG(c); C = {#ideal gains >= g : each grade g >= 1 judged} plus n when n >= R' + 2.
+
+    trec_eval's Rndcg: nDCG at the R of each grade (the places where the ideal ranking's gain drops, the last at
+    R', the items of grade >= 1) and at the list's end n (trec_eval takes it only past R' + 1). Gains = grades,
+    whatever --rel-level; null where R = 0 at --rel-level (trec_eval's 0).
+    """
+    if lists.n_retrieved is None:
+        return np.full(len(lists.n_relevant), np.nan)
+    return _graded_walk("ndcg_at_r_levels_rows", lists, lists.n_relevant, lists.n_retrieved)
+
+
 def utility(lists: RankLists) -> np.ndarray:
     """utility = #{i : r_i ranked} - (n - #{i : r_i ranked}) (trec_eval's utility, its default coefficients 1, -1, 0, 0).
 

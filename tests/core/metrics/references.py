@@ -315,6 +315,107 @@ def err_at(relevant, n_relevant, k, top_grade=4):
     return score
 
 
+# --------------------------------------------------------------------------- trec_eval's infAP, binG, G, ndcg_rel, Rndcg
+# Graded and with trec_eval's pool: ``ranking`` holds each retrieved document's qrels grade, best first (None: not
+# in the qrels; a negative grade: in the pool, not judged), ``judged`` every grade the qrels give the query.
+# Written from the measures' definitions (trec_eval's m_infap.c, m_binG.c, m_G.c, m_ndcg_rel.c, m_Rndcg.c
+# describe them), each sum taken afresh at every place rather than run down the list.
+
+INFAP_EPSILON = 0.00001
+
+
+def trec_infap(ranking, judged, level=1):
+    """Yilmaz and Aslam's inferred AP: at the i-th relevant document, at 0-based place j > 0, 1/(j+1) plus
+    j/(j+1) times the share of the j places above that are in the pool times the smoothed share of the judged
+    ones above that are relevant; 1 at place 0; summed over R."""
+    n_rel = sum(1 for g in judged if g >= level)
+    if not n_rel:
+        return None
+    total = 0.0
+    for j, grade in enumerate(ranking):
+        if grade is None or grade < level:
+            continue
+        above = ranking[:j]
+        rel = sum(1 for g in above if g is not None and g >= level)
+        nonrel = sum(1 for g in above if g is not None and 0 <= g < level)
+        pooled = sum(1 for g in above if g is not None)
+        total += 1.0 if j == 0 else \
+            1 / (j + 1) + j / (j + 1) * (pooled / j) * ((rel + INFAP_EPSILON) / (rel + nonrel + 2 * INFAP_EPSILON))
+    return total / n_rel
+
+
+def trec_bing(ranking, judged, level=1):
+    """Each relevant document scores 1 / log2(2 + the documents above it that are not relevant); over R."""
+    n_rel = sum(1 for g in judged if g >= level)
+    if not n_rel:
+        return None
+    total = 0.0
+    for j, grade in enumerate(ranking):
+        if grade is not None and grade >= level:
+            total += 1 / math.log2(2 + sum(1 for g in ranking[:j] if g is None or g < level))
+    return total / n_rel
+
+
+def _gain(grade):
+    return max(grade, 0) if grade is not None else 0
+
+
+def _ideal(judged):
+    return sorted((g for g in judged if g > 0), reverse=True)
+
+
+def trec_g(ranking, judged, level=1):
+    """G: each document's gain over log2(2 + cost - gain so far), cost the ideal gain so far with every place
+    worth at least 1; over the ideal's total gain. None without a document of grade >= 1."""
+    ideal = _ideal(judged)
+    if not ideal:
+        return None
+    total = 0.0
+    for j, grade in enumerate(ranking):
+        if _gain(grade) > 0:
+            cost = sum(max(ideal[p] if p < len(ideal) else 0, 1) for p in range(j + 1))
+            so_far = sum(_gain(g) for g in ranking[:j + 1])
+            total += _gain(grade) / math.log2(2 + cost - so_far)
+    return total / sum(ideal)
+
+
+def _dcg_to(gains, places):
+    return sum(g / math.log2(p + 2) for p, g in enumerate(gains[:places]))
+
+
+def trec_ndcg_rel(ranking, judged, level=1):
+    """nDCG at each relevant (grade >= 1) document's rank, averaged over the R' of them, each one not retrieved
+    taking the nDCG of the whole list."""
+    ideal = _ideal(judged)
+    if not ideal:
+        return None
+    gains = [_gain(g) for g in ranking]
+    at = [_dcg_to(gains, j + 1) / _dcg_to(ideal, j + 1) for j, g in enumerate(gains) if g > 0]
+    whole = _dcg_to(gains, len(gains)) / _dcg_to(ideal, len(ideal))
+    return (sum(at) + (len(ideal) - len(at)) * whole) / len(ideal)
+
+
+def trec_rndcg(ranking, judged, level=1):
+    """nDCG at the R of each grade (the documents of that grade or higher), and at the list's end when it is
+    two or more places past R' (trec_eval's loop takes it there only), averaged. None when R = 0 at level."""
+    ideal = _ideal(judged)
+    if not sum(1 for g in judged if g >= level) or not ideal:
+        return None
+    cuts = sorted({sum(1 for g in ideal if g >= grade) for grade in set(ideal)})
+    if len(ranking) >= len(ideal) + 2:
+        cuts.append(len(ranking))
+    gains = [_gain(g) for g in ranking]
+    return sum(_dcg_to(gains, c) / _dcg_to(ideal, c) for c in cuts) / len(cuts)
+
+
+def _as_trec(reference):
+    """The binary reference: every listed document judged (relevant 1, else 0), R relevant in the qrels."""
+    def binary(relevant, n_relevant, k=None):
+        listed = [int(x) for x in np.asarray(relevant, dtype=bool)]
+        return reference(listed, [1] * int(n_relevant) + [0] * (len(listed) - sum(listed)))
+    return binary
+
+
 #: registered metric name -> brute-force reference (relevant, n_relevant, k)
 REFERENCES = {
     "first_rank": first_rank,
@@ -359,6 +460,11 @@ REFERENCES = {
     "rbp_resid": rbp_resid,
     **{f"rbp_{p:.2f}": functools.partial(rbp, p=p) for p in (0.5, 0.8, 0.95, 0.98)},
     **{f"rbp_resid_{p:.2f}": functools.partial(rbp_resid, p=p) for p in (0.5, 0.8, 0.95, 0.98)},
+    "infap": _as_trec(trec_infap),
+    "bing": _as_trec(trec_bing),
+    "g": _as_trec(trec_g),
+    "ndcg_rel": _as_trec(trec_ndcg_rel),
+    "rndcg": _as_trec(trec_rndcg),
 }
 #: (lowest, highest) of a float metric that is not a share in [0, 1]: the counts
 RANGES = {"num_rel": (0.0, math.inf), "num_rel_ret": (0.0, math.inf), "num_ret": (0.0, math.inf),
