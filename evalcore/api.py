@@ -34,7 +34,7 @@ from evalcore.engine import evaluate as engine
 from evalcore.engine import options as engine_options
 from evalcore.engine.evaluate import Result as EngineResult
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.errors import EvalcoreWarning, InputError
+from evalcore.errors import EvalcoreWarning, InputError, OptionError
 from evalcore.io import dataset as ds
 from evalcore.io import report
 from evalcore.io.files import atomic_write
@@ -441,6 +441,9 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
             raise InputError(f"--{'sweep' if sweep else 'target-fpir'}: the open-set sweep needs scores, where higher "
                              "is better; these are distances (higher_is_better false): negate them and give them as "
                              "scores")
+    elif similarity == "euclidean" and ds.has(group, "ranking/item"):
+        raise OptionError("--similarity", "euclidean needs query/emb and gallery/emb to measure distances; this "
+                          "dataset gives rankings (ranking/item), ranked as given")
     options = engine.Options(
         protocol=chosen_protocol(group, protocol),  # given, the attribute's, the arrays' choice, else class
         similarity=similarity or attributes.get("similarity") or "cosine",
@@ -451,6 +454,12 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         query_expansion=expansion_parameters("--query-expansion", query_expansion),
         database_augmentation=expansion_parameters("--database-augmentation", database_augmentation),
         ci=ci, resamples=resamples, seed=seed).checked()
+    if options.similarity == "euclidean" and not ds.has(group, ds.SCORES):
+        for flag, value in (("--threshold", threshold is not None), ("--sweep", sweep),
+                            ("--target-fpir", target_fpir is not None)):
+            if value:
+                raise OptionError(flag, "accepts rank 1 when its score is >= T; --similarity euclidean reports "
+                                  "squared distances (lower is better): use --similarity cosine or dot")
     if target_fpir is not None and not 0 <= target_fpir <= 1:
         raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
     if workers is not None and client is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 Protocol = Literal["reid", "class", "qrels", "geo", "xy"]
-Similarity = Literal["cosine", "dot"]
+Similarity = Literal["cosine", "dot", "euclidean"]
 Ties = Literal["pessimistic", "optimistic"]
 EmptyQueries = Literal["skip", "zero"]
 

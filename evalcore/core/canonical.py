@@ -49,12 +49,17 @@ def exact_score(q: np.ndarray, g: np.ndarray) -> np.float32:
     also summed exactly) says which way x rounds.
     """
     products = q.astype(np.float64) * g.astype(np.float64)
-    f = math.fsum(products.tolist())
+    return rounded_sum(products.tolist())
+
+
+def rounded_sum(terms: list[float]) -> np.float32:
+    """The float32 nearest to the exact sum of ``terms`` (float64 numbers), ties to even (``exact_score``)."""
+    f = math.fsum(terms)
     c = np.float32(f)
     if float(c) != f and math.isfinite(float(c)):
         other = np.nextafter(c, np.float32(np.inf) if f > float(c) else np.float32(-np.inf))
         if f == (float(c) + float(other)) / 2:  # f is a midpoint: exact in float64
-            residual = math.fsum([*products.tolist(), -f])
+            residual = math.fsum([*terms, -f])
             if residual != 0:
                 up = residual > 0
                 c = max(c, other) if up else min(c, other)
@@ -240,6 +245,114 @@ def canonical_block(a: np.ndarray, b: np.ndarray, b64: np.ndarray | None = None,
     return c
 
 
+# --------------------------------------------------------------------------- squared L2 distances (euclidean)
+#
+#     dist(q, g) = the float32 number nearest to  sum_k (q_k - g_k)^2  (exact), ties to even
+#
+# on the rows as given (float16 widened to float32); ``--similarity euclidean`` ranks by it, lower first, and
+# its canonical score is -dist(q, g) (negation is exact, so it is the float32 nearest to -||q - g||^2). The
+# same scheme as the dot product's: a float64 sum whose error bound is checked against float32 rounding,
+# and an exact sum for the pairs it cannot settle. The float64 sum of the differences' squares has no
+# cancellation (every term is >= 0): it is within gamma64_{D+2} of its own value, so only pairs near a
+# float32 rounding midpoint need the exact sum, whose terms q_k^2, g_k^2 and -2 q_k g_k are exact in float64.
+
+
+def exact_sq_dist(q: np.ndarray, g: np.ndarray) -> np.float32:
+    """dist(q, g) by an exact sum (``math.fsum`` of q_k^2, g_k^2 and -2 q_k g_k, each exact in float64), then
+    one correct rounding (``rounded_sum``)."""
+    q64 = q.astype(np.float64)
+    g64 = g.astype(np.float64)
+    return rounded_sum(np.concatenate([q64 * q64, g64 * g64, -2.0 * (q64 * g64)]).tolist())
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"reassoc", "contract"})
+def _pair_sq_dists(a, b, ia, ib, out):
+    """out[p] = sum_k (a[ia[p], k] - b[ib[p], k])^2 in float64: every term >= 0, so any order (reassociation and
+    FMA allowed) is within gamma64_{D+2} * out[p] of the exact value (one rounding in the difference, one in
+    the square, D - 1 in the sum)."""
+    dims = a.shape[1]
+    for p in range(ia.shape[0]):
+        x = ia[p]
+        y = ib[p]
+        s = 0.0
+        for k in range(dims):
+            d = np.float64(a[x, k]) - np.float64(b[y, k])
+            s += d * d
+        out[p] = s
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _round_checked_l2(s, an, bn, gamma, out, bad):
+    """As ``_round_checked`` for s[i, j] = ||a_i||^2 + ||b_j||^2 - 2 a_i . b_j summed in float64: its error is
+    at most gamma (||a_i|| + ||b_j||)^2, widened by two float64 ulps of s. Returns how many are bad."""
+    n_bad = 0
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            x = s[i, j]
+            r = an[i] + bn[j]
+            err = gamma * r * r + abs(x) * (4 * U64) + 1e-300
+            c = np.float32(x)
+            out[i, j] = c
+            if np.float32(x - err) != c or np.float32(x + err) != c:
+                bad[i, j] = 1
+                n_bad += 1
+            else:
+                bad[i, j] = 0
+    return n_bad
+
+
+def sq_dist_pairs(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """dist(a[ia[p]], b[ib[p]]) for every p, as float32 (``canonical_pairs`` for squared L2 distances).
+
+    Pairs over few distinct rows go through one float64 matrix product (``sq_dist_block``), the rest
+    through a compiled loop over pairs; a pair whose float64 sum lies too close to a float32 rounding
+    midpoint is summed exactly (``exact_sq_dist``). The numbers are the same either way.
+    """
+    ia = np.asarray(ia, dtype=np.int64)
+    ib = np.asarray(ib, dtype=np.int64)
+    n = len(ia)
+    if not n:
+        return np.empty(0, dtype=np.float32)
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    b = np.ascontiguousarray(b, dtype=np.float32)
+    if n > 4096:
+        ua, inv_a = compact(ia, len(a)) if len(a) <= 8 * n else np.unique(ia, return_inverse=True)
+        ub, inv_b = compact(ib, len(b)) if len(b) <= 8 * n else np.unique(ib, return_inverse=True)
+        if 10 * n >= len(ua) * len(ub):
+            block = sq_dist_block(a[ua], b[ub])
+            return block.reshape(-1)[inv_a.reshape(-1) * len(ub) + inv_b.reshape(-1)]
+    s = np.empty(n, dtype=np.float64)
+    _pair_sq_dists(a, b, ia, ib, s)
+    c = np.empty((n, 1), dtype=np.float32)
+    bad = np.empty((n, 1), dtype=np.uint8)
+    if _round_checked(s.reshape(n, 1), s, np.ones(1), gamma64(a.shape[1] + 2), c, bad):
+        for p in np.flatnonzero(bad[:, 0]):
+            c[p, 0] = exact_sq_dist(a[ia[p]], b[ib[p]])
+    return c[:, 0] + np.float32(0)  # -0.0 (a float64 sum of zeros cannot give it, but be sure) as 0.0
+
+
+def sq_dist_block(a: np.ndarray, b: np.ndarray, b64: np.ndarray | None = None) -> np.ndarray:
+    """dist(a[i], b[j]) for every i, j: ||a_i||^2 + ||b_j||^2 - 2 a_i . b_j from one float64 matrix product,
+    checked against its error bound gamma64_{D+2} (||a_i|| + ||b_j||)^2 (the dot product within gamma64_D
+    ||a_i|| ||b_j||, Cauchy-Schwarz; each squared norm within gamma64_D of itself; two more roundings). Pairs
+    the bound leaves open (near-duplicate rows, where the three terms cancel) go through ``sq_dist_pairs``.
+    ``b64``: b widened to float64, when b is scored many times."""
+    a64 = a.astype(np.float64)
+    b64 = b.astype(np.float64) if b64 is None else b64
+    a2 = np.einsum("ij,ij->i", a64, a64)
+    b2 = np.einsum("ij,ij->i", b64, b64)
+    s = a64 @ b64.T
+    s *= -2.0
+    s += a2[:, None]
+    s += b2[None, :]
+    c = np.empty(s.shape, dtype=np.float32)
+    bad = np.empty(s.shape, dtype=np.uint8)
+    if _round_checked_l2(s, np.sqrt(a2), np.sqrt(b2), gamma64(a.shape[1] + 2) * (1 + 1e-6), c, bad):
+        i, j = np.nonzero(bad)
+        c[i, j] = sq_dist_pairs(a, b, i, j)
+    return c
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
 def _row_hashes(bits, mult):
     """A 64-bit hash of each row's bit pattern (equal rows, equal hashes)."""
@@ -274,14 +387,18 @@ def first_identical(rows: np.ndarray) -> np.ndarray:
     return np.where(same, rep, np.arange(n))
 
 
-def warm_up(rare: bool = True) -> None:
+def warm_up(rare: bool = True, euclidean: bool = False) -> None:
     """Compile (or load from the on-disk cache) the pair loop; ``rare``: also the loops few runs reach (identical
     gallery rows, pairs whose rounding the float64 sum cannot settle), which a first run otherwise compiles
-    only when it meets them."""
+    only when it meets them; ``euclidean``: also the squared-distance loops."""
     z = np.zeros((1, 1), np.float32)
     _pair_sums(z, z, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), np.zeros(1))
     _round_checked(np.zeros((1, 1)), np.zeros(1), np.zeros(1), 0.0, np.zeros((1, 1), np.float32),
                    np.zeros((1, 1), np.uint8))
+    if euclidean:
+        _pair_sq_dists(z, z, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
+        _round_checked_l2(np.zeros((1, 1)), np.zeros(1), np.zeros(1), 0.0, np.zeros((1, 1), np.float32),
+                          np.zeros((1, 1), np.uint8))
     if not rare:
         return
     _row_hashes(np.zeros((1, 1), np.uint32), np.ones(1, np.uint64))

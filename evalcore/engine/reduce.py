@@ -193,6 +193,13 @@ def score_note(shape: DatasetShape, options: Options) -> str:
                     f"stored, float32 or float64) form tie groups, "
                     f"each ordered {options.ties} (--ties) whatever order the list gives")
         return "given: ranking/item order as it stands (no ranking/score, so ties cannot be seen; --ties does not apply)"
+    if options.similarity == "euclidean":
+        where = "per (query, judged item) pair (judged-only)" if options.judged_only else \
+            (f"on a {TILE_ROWS}x{TILE_COLS} tile grid of float32 estimates within a proven error bound")
+        return ("euclidean: squared L2 distance of the float32 rows as given, lower is better; every comparison "
+                "that decides a rank, a tie or rank 1 is made on the float32 nearest to the exact squared "
+                f"distance, so results depend on no chunking, gallery order, BLAS library or device; compared "
+                f"{where}; top1_score and relevant_score are those squared distances")
     if options.judged_only:
         return ("judged-only: canonical scores per (query, judged item) pair: the float32 nearest to the exact "
                 "dot product of the normalised float32 rows")

@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from evalcore.core.canonical import canonical_pairs
 from evalcore.core.protocols import Truth, label_index, segment_ids
 from evalcore.core.protocols.base import raise_first
 from evalcore.core.ranking import Ranked, dot_overflow_rows, is_member, normalize_rows, rank_pairs, row_norms
+from evalcore.core.scan.embeddings import as_reported, check_euclidean_norms, pair_scores
 from evalcore.core.scan.scores import as_given, given_values
 from evalcore.errors import InputError
 from evalcore.io import dataset as ds
@@ -97,9 +97,15 @@ def rank_among_allowed(group, options, truth: Truth, q0: int, q1: int) -> Ranked
         if g_rows.size:
             raise InputError(ds.dot_overflow_message(q_rows + q0, row_norms(query)[q_rows].max(), uniq[g_rows],
                                                      row_norms(gallery)[g_rows].max()))
-    scores = canonical_pairs(query, gallery, rows, inverse.reshape(-1))
+    if options.similarity == "euclidean":  # squared distances, reported as such (``core.canonical``)
+        check_euclidean_norms("query/emb", q0, row_norms(query))
+        check_euclidean_norms("gallery/emb", 0, row_norms(gallery), uniq)
+    scores = pair_scores(query, gallery, rows, inverse.reshape(-1), options.similarity)
     relevant = is_member(indptr, items, truth.rel_indptr - truth.rel_indptr[0], truth.rel_items)
-    return rank_pairs(indptr, items, scores, relevant, options.ties, truth.n_relevant, truth)
+    ranked = rank_pairs(indptr, items, scores, relevant, options.ties, truth.n_relevant, truth)
+    ranked.top1_score = as_reported(ranked.top1_score, options.similarity)
+    ranked.relevant_score = as_reported(ranked.relevant_score, options.similarity)
+    return ranked
 
 
 

@@ -28,11 +28,19 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from evalcore.core.canonical import canonical_block, canonical_pairs, compact, first_identical
+from evalcore.core.canonical import (
+    canonical_block,
+    canonical_pairs,
+    compact,
+    first_identical,
+    sq_dist_block,
+    sq_dist_pairs,
+)
 from evalcore.core.kernels import NEAR, fold_settled, fold_tile
 from evalcore.core.protocols import Truth, segment_ids
 from evalcore.core.scan.base import TILE_COLS, TILE_ROWS, Gallery, Ranked, Span, dense_tiles_of, rank, whole_rows
 from evalcore.core.scan.counts import CountState, finish_states, merge_states, tile_mask
+from evalcore.errors import ArrayError, rows_text
 
 #: float32 unit roundoff
 U32 = 2.0 ** -24
@@ -142,6 +150,53 @@ def tie_boundaries(thresholds: np.ndarray, ties: str) -> np.ndarray:
     return (t.astype(np.float64) + other.astype(np.float64)) / 2
 
 
+# --------------------------------------------------------------------------- euclidean
+
+
+#: under euclidean every row's norm must stay below this: (||q|| + ||g||)^2 < 2**126, so no estimate, squared
+#: norm or distance leaves float32's range (the check names the rows beyond it)
+EUCLIDEAN_NORM_LIMIT = 2.0 ** 62
+
+
+def pair_scores(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray, similarity: str) -> np.ndarray:
+    """Canonical scores of the pairs (a[ia[p]], b[ib[p]]), higher is better: the float32 nearest to the exact
+    dot product (cosine, dot), or to -||a - b||^2 (euclidean: minus ``canonical.sq_dist_pairs``, exact)."""
+    if similarity == "euclidean":
+        return -sq_dist_pairs(a, b, ia, ib)
+    return canonical_pairs(a, b, ia, ib)
+
+
+def as_reported(scores: np.ndarray, similarity: str) -> np.ndarray:
+    """Canonical scores as reported: euclidean's are squared distances again (lower is better), others as is."""
+    return -scores + 0.0 if similarity == "euclidean" else scores
+
+
+def check_euclidean_norms(name: str, first_row: int, norms: np.ndarray, index: np.ndarray | None = None) -> None:
+    """Under euclidean: ArrayError naming the rows of ``name`` (rows ``first_row ..``, or ``index[i]`` for
+    norm i) whose norm reaches ``EUCLIDEAN_NORM_LIMIT``."""
+    if len(norms) and not float(np.max(norms)) < EUCLIDEAN_NORM_LIMIT:
+        bad = np.flatnonzero(~(norms < EUCLIDEAN_NORM_LIMIT))
+        bad = index[bad] if index is not None else bad + first_row
+        raise ArrayError(name, f"rows {rows_text(bad)} have norms up to {float(np.max(norms)):.3g}: squared "
+                         f"distances of such rows leave float32's range under --similarity euclidean (norms "
+                         f"must stay below 2**62 = {EUCLIDEAN_NORM_LIMIT:.3g}); scale the embeddings down",
+                         rows=bad)
+
+
+def euclidean_floor(dims: int, qmax: float, gmax: float) -> float:
+    """The absolute part of a euclidean estimate's error bound, for a query tile of norms up to ``qmax`` against
+    a gallery tile of norms up to ``gmax`` (``tile_scores``).
+
+    The estimate v = 2 (q . g) - ||g||^2 - ||q||^2 in float32: the product is within gamma_D ||q|| ||g|| of
+    q . g (``score_error``, doubled: the relative part ``qerr``); the squared norms rounded to float32 add
+    u ||q||^2 + u ||g||^2 (and their float64 sums far less), the two subtractions at most u (||q|| + ||g||)^2
+    each, and the canonical score lies within u ||q - g||^2 <= u (||q|| + ||g||)^2 of the exact value: in all
+    below 5 u (||q|| + ||g||)^2, bounded by 8 u, plus twice the underflow slack (``error_floor``).
+    """
+    r = qmax + gmax
+    return 8 * U32 * r * r * (1 + 1e-6) + 2 * error_floor(dims) + 2.0 ** -146
+
+
 
 # --------------------------------------------------------------------------- state
 
@@ -153,9 +208,12 @@ class _TileState(CountState):
     """
 
     def __init__(self, truth: Truth, r0: int, r1: int, l0: int, thresholds: np.ndarray, ties: str,
-                 qerr: np.ndarray):
+                 qerr: np.ndarray, similarity: str = "cosine", qnorms: np.ndarray | None = None):
         super().__init__(truth, r0, r1, l0, thresholds, ties, np.float32)
         n = self.n
+        self.similarity = similarity
+        # euclidean: the largest query norm of the tile, for the absolute part of the error bound
+        self.qmax = float(np.max(qnorms[r0:r1])) if qnorms is not None and r1 > r0 else 0.0
         # the boundaries of the ascending thresholds, for the fold
         self.bounds = tie_boundaries(self.thr_sorted, ties)
         self.qerr = np.ascontiguousarray(qerr[r0:r1], dtype=np.float64)
@@ -186,6 +244,8 @@ class _TileState(CountState):
         (``update_canonical``), which saves the estimate and the second pass.
         """
         sub = scores[self.l0:self.l1]
+        if self.similarity == "euclidean":
+            floor = euclidean_floor(qtile.shape[1], self.qmax, gtile.max_norm)
         k, out_idx, out_flag = self._fold(sub, col0, colmask, self.qerr, gtile.norms, gtile.max_norm, floor)
         if k:
             width = sub.shape[1]
@@ -193,7 +253,7 @@ class _TileState(CountState):
             flags = out_flag[:k]
             # many pairs (a constant or collapsed submission): identical gallery rows share one score
             rep = gtile.representatives()[cols] if k > width else cols
-            canon = canonical_pairs(qtile, gtile.rows, rows + self.l0, rep)
+            canon = pair_scores(qtile, gtile.rows, rows + self.l0, rep, self.similarity)
             fold_settled(rows, cols + col0, flags, canon, self.pessimistic, self.row_start, self.thr_sorted,
                          self.hist, self.best, self.best_idx)
             self.n_near += int(np.count_nonzero(flags & NEAR))
@@ -202,7 +262,10 @@ class _TileState(CountState):
     def update_canonical(self, col0: int, colmask: np.ndarray | None, qtile: np.ndarray, gtile: GalleryTile) -> None:
         """Fold one tile from canonical scores computed for every pair (error 0: the fold decides all)."""
         distinct, position, rows64, norms64 = gtile.distinct_rows()
-        sub = canonical_block(qtile[self.l0:self.l1], gtile.rows[distinct], rows64, norms64)
+        if self.similarity == "euclidean":
+            sub = -sq_dist_block(qtile[self.l0:self.l1], gtile.rows[distinct], rows64)
+        else:
+            sub = canonical_block(qtile[self.l0:self.l1], gtile.rows[distinct], rows64, norms64)
         if position is not None:
             sub = sub[:, position]
         n_exact = sub.size
@@ -234,7 +297,7 @@ class _TileState(CountState):
 
 
 def threshold_scores(query_normalized: np.ndarray, truth: Truth, gallery: Gallery,
-                     pairs: np.ndarray | None = None) -> np.ndarray:
+                     pairs: np.ndarray | None = None, similarity: str = "cosine") -> np.ndarray:
     """Canonical scores of the relevant pairs (CSR order of ``truth``): the thresholds ranks are counted against.
 
     ``pairs`` (indices into the CSR lists) limits the work to some pairs, e.g.
@@ -247,10 +310,10 @@ def threshold_scores(query_normalized: np.ndarray, truth: Truth, gallery: Galler
         pair_row, items = pair_row[pairs], items[pairs]
     whole = whole_rows(gallery)
     if whole is not None:  # the normalised gallery is in memory as one array: index it, copy nothing
-        return canonical_pairs(query_normalized, whole, pair_row, items)
+        return pair_scores(query_normalized, whole, pair_row, items, similarity)
     union, inverse = np.unique(items, return_inverse=True)
     rows = gallery.rows(union) if union.size else np.empty((0, dims), np.float32)
-    return canonical_pairs(query_normalized, rows, pair_row, inverse.reshape(-1))
+    return pair_scores(query_normalized, rows, pair_row, inverse.reshape(-1), similarity)
 
 
 def query_tiles(query_normalized: np.ndarray, q0: int, n_query: int) -> list[tuple[int, int, np.ndarray]]:
@@ -268,9 +331,14 @@ def query_tiles(query_normalized: np.ndarray, q0: int, n_query: int) -> list[tup
 
 
 def new_states(tiles, q0: int, truth: Truth, thresholds: np.ndarray, ties: str,
-               query_normalized: np.ndarray) -> list[_TileState]:
-    qerr = score_error(query_normalized.shape[1]) * row_norms(query_normalized)
-    return [_TileState(truth, a - q0, b - q0, a - (a // TILE_ROWS) * TILE_ROWS, thresholds, ties, qerr)
+               query_normalized: np.ndarray, similarity: str = "cosine") -> list[_TileState]:
+    norms = row_norms(query_normalized)
+    qerr = score_error(query_normalized.shape[1]) * norms
+    if similarity == "euclidean":  # the estimate holds 2 q . g (``euclidean_floor``)
+        check_euclidean_norms("query/emb", q0, norms)
+        qerr = 2 * qerr
+    return [_TileState(truth, a - q0, b - q0, a - (a // TILE_ROWS) * TILE_ROWS, thresholds, ties, qerr,
+                       similarity, norms if similarity == "euclidean" else None)
             for a, b, _ in tiles]
 
 
@@ -280,11 +348,15 @@ class GalleryTile:
 
     def __init__(self, rows: np.ndarray, similarity: str):
         self.rows = rows
+        self.squares: np.ndarray | None = None  # euclidean: ||g||^2 rounded to float32, for the estimates
         if similarity == "cosine":
             self.norms, self.max_norm = np.full(len(rows), UNIT_NORM), UNIT_NORM
         else:
             self.norms = row_norms(rows)
             self.max_norm = float(self.norms.max()) if len(rows) else 0.0
+            if similarity == "euclidean":  # rows past EUCLIDEAN_NORM_LIMIT are refused before these are used
+                with np.errstate(over="ignore"):
+                    self.squares = (self.norms * self.norms).astype(np.float32)
         self._representatives: np.ndarray | None = None
         self._distinct: tuple | None = None
 
@@ -305,10 +377,19 @@ class GalleryTile:
         return self._distinct
 
 
-def tile_scores(qtile: np.ndarray, gtile: np.ndarray, out: np.ndarray) -> np.ndarray:
+def tile_scores(qtile: np.ndarray, gtile: np.ndarray, out: np.ndarray, qsquares: np.ndarray | None = None,
+                gsquares: np.ndarray | None = None) -> np.ndarray:
     """The estimates of a tile's scores: one float32 matrix product. Any summation order will do (another
-    BLAS library or device gives other last bits): every decision is made on canonical scores."""
-    return np.matmul(qtile, gtile.T, out=out)
+    BLAS library or device gives other last bits): every decision is made on canonical scores.
+
+    Euclidean (``qsquares`` and ``gsquares``, the rows' squared norms in float32): 2 q . g - ||g||^2 - ||q||^2,
+    an estimate of -||q - g||^2 (its error bound: ``euclidean_floor``)."""
+    np.matmul(qtile, gtile.T, out=out)
+    if qsquares is not None and gsquares is not None:
+        out *= np.float32(2)
+        out -= gsquares[None, :]
+        out -= qsquares[:, None]
+    return out
 
 
 def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarray | None,
@@ -323,14 +404,18 @@ def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarr
     """
     buffers: dict = {}  # one score buffer per tile shape, reused: no fresh 4 MiB array per product
     floor = error_floor(tiles[0][2].shape[1]) if tiles else 0.0
+    euclidean = similarity == "euclidean"
+    qsquares = [(row_norms(qtile) ** 2).astype(np.float32) if euclidean else None for _, _, qtile in tiles]
     with threadpool_limits(limits=1, user_api="blas"):
         for g0, block in blocks:
             for c0 in range(0, len(block), TILE_COLS):
                 col0 = g0 + c0
                 rows = block[c0:c0 + TILE_COLS]  # the last tile is short, the same in every run
                 gtile = GalleryTile(rows, similarity)
+                if euclidean:
+                    check_euclidean_norms("gallery/emb", col0, gtile.norms)
                 colmask = tile_mask(col0, len(rows), gallery_junk)
-                for (_, _, qtile), state in zip(tiles, states):
+                for (_, _, qtile), state, qsq in zip(tiles, states, qsquares):
                     if state.dense or (dense_tiles is not None and col0 in dense_tiles):
                         state.dense = True
                         state.update_canonical(col0, colmask, qtile, gtile)
@@ -339,7 +424,7 @@ def scan_gallery(tiles, states: list[_TileState], blocks, gallery_junk: np.ndarr
                     out = buffers.get(shape)
                     if out is None:
                         out = buffers[shape] = np.empty(shape, dtype=np.float32)
-                    state.update(tile_scores(qtile, rows, out), col0, colmask, qtile, gtile, floor)
+                    state.update(tile_scores(qtile, rows, out, qsq, gtile.squares), col0, colmask, qtile, gtile, floor)
                     if state.dense and dense_tiles is not None:
                         dense_tiles.add(col0)
 
@@ -380,11 +465,12 @@ class EmbeddingScan:
 
     def thresholds(self, queries: EmbeddingQueries, truth: Truth, source: Gallery,
                    pairs: np.ndarray | None = None) -> np.ndarray:
-        return threshold_scores(queries.normalized, truth, source, pairs)
+        return threshold_scores(queries.normalized, truth, source, pairs, queries.similarity)
 
     def new_states(self, queries: EmbeddingQueries, truth: Truth, thresholds: np.ndarray,
                    ties: str) -> list[_TileState]:
-        return new_states(queries.tiles, queries.q0, truth, thresholds, ties, queries.normalized)
+        return new_states(queries.tiles, queries.q0, truth, thresholds, ties, queries.normalized,
+                          queries.similarity)
 
     def scan(self, queries: EmbeddingQueries, states: list[_TileState], source: Gallery, span: Span | None,
              gallery_junk: np.ndarray | None) -> None:
@@ -395,7 +481,11 @@ class EmbeddingScan:
         return merge_states(parts)
 
     def finish(self, states: list[_TileState], truth: Truth, ties: str) -> Ranked:
-        return finish_states(states, truth, ties)
+        ranked = finish_states(states, truth, ties)
+        if any(state.similarity == "euclidean" for state in states):  # reported as squared distances
+            ranked.top1_score = as_reported(ranked.top1_score, "euclidean")
+            ranked.relevant_score = as_reported(ranked.relevant_score, "euclidean")
+        return ranked
 
 
 EMBEDDINGS = EmbeddingScan()
