@@ -18,7 +18,9 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import sys
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -198,9 +200,14 @@ class TrecResult:
     def lines(self, per_query: bool = False) -> list[str]:
         """trec_eval's printout (``-q``: every query's lines first, then ``all``), one string a line."""
         out: list[str] = []
-        if per_query:
+        if per_query:   # trec_line's layout, its name column and kind worked out once a measure, not once a line
+            shown = [(name, f"{name:<22}\t", name in COUNTS) for name in self.measures]
+            append = out.append
             for qid, values in self.per_query.items():
-                out.extend(trec_line(name, qid, values[name]) for name in self.measures if name in values)
+                for name, head, count in shown:
+                    if name in values:
+                        value = values[name]
+                        append(f"{head}{qid}\t{int(value)}" if count else f"{head}{qid}\t{value:6.4f}")
         out.extend(trec_line(name, "all", self.aggregate[name]) for name in self.measures)
         return out
 
@@ -237,15 +244,22 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
     >>> r.per_query["q1"]["map"], r.aggregate["P_1"]   # d3 before d2: equal scores by docno, descending
     (1.0, 0.5)
     """
-    from evalcore import api
     from evalcore.io import trec_tables
 
     chosen = parse_measures(measures)
     for name, value in (("complete", complete), ("judged_only", judged_only)):
         if not isinstance(value, (bool, np.bool_)):
             raise InputError(f"{name}: {value!r} is not True or False")
-    arrays, attrs = trec_tables.trec_arrays(qrels, run, complete=bool(complete), qrels_name=qrels_name,
-                                            run_name=run_name)
+    if "evalcore.api" in sys.modules:
+        arrays, attrs = trec_tables.trec_arrays(qrels, run, complete=bool(complete), qrels_name=qrels_name,
+                                                run_name=run_name)
+    else:   # a first call (the command's): the inputs are read while the engine is imported (~1 s, numba, zarr)
+        with ThreadPoolExecutor(1) as pool:
+            reading = pool.submit(trec_tables.trec_arrays, qrels, run, complete=bool(complete),
+                                  qrels_name=qrels_name, run_name=run_name)
+            from evalcore import api  # noqa: F401  (imported here, used below)
+            arrays, attrs = reading.result()
+    from evalcore import api
     if depth is not None:   # trec_eval cuts at -M first, then -J drops the unjudged: the cut is made here
         _checked_depth(depth)
         arrays["ranking/item"] = np.ascontiguousarray(arrays["ranking/item"][:, :depth])

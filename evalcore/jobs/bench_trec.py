@@ -1,11 +1,14 @@
-"""``evalcore bench --shape trec``: ``import trec-run`` + ``evaluate`` as whole processes on a synthetic TREC run.
+"""``evalcore bench --shape trec``: ``evalcore trec``, and ``import trec-run`` + ``evaluate``, as whole processes
+on a synthetic TREC run, beside pytrec_eval's whole process.
 
 The run has ``queries`` queries x ``top`` (default 100; ``qid Q0 docno rank score tag``,
 scores with 6 decimals, a few ties), the qrels 20 judgements a query (grades
 0-3) over a 1,000,000-document corpus, so 100,000 queries is the issue's
 10M-line run with 2M qrels lines. Each repeat times evalcore (import, then
-evaluate) and, when ``pytrec_eval`` is importable, pytrec_eval's whole process
-on the same files, one after the other, so both see the same load.
+evaluate), ``evalcore trec`` (trec_eval's command: read, evaluate, print) and,
+when ``pytrec_eval`` is importable, pytrec_eval's whole process (its parse
+functions, then its evaluator) on the same files, one after the other, so all
+see the same load; the ratios are of each round's pair.
 """
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ TOP, JUDGED, CORPUS = 100, 20, 1_000_000
 #: the measures both tools compute (evalcore --metrics; pytrec_eval's names)
 METRICS, KS = "map,mrr,precision@10,recall@100", "10,100"
 PYTREC_MEASURES = ("map", "recip_rank", "P_10", "recall_100")
+#: the same measures as ``evalcore trec`` names them (its rules are trec_eval's, as pytrec_eval's are)
+TREC_MEASURES = ("-m", "map", "-m", "recip_rank", "-m", "P.10", "-m", "recall.100")
 
 PYTREC_SCRIPT = """
 import sys, pytrec_eval
@@ -110,6 +115,12 @@ def spread(values: list[float]) -> str:
     return f"median {statistics.median(values):7.2f} s  (min-max {min(values):.2f}-{max(values):.2f})"
 
 
+def trec_means(out: str) -> str:
+    """``evalcore trec``'s ``all`` lines (``map  all  0.1234``) as ``map 0.1234 recip_rank ...``, its order."""
+    fields = [line.split("\t") for line in out.splitlines()]
+    return " ".join(f"{f[0].strip()} {f[2]}" for f in fields if len(f) == 3 and f[1] == "all")
+
+
 def evalcore_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from evalcore.cli.main import main; sys.exit(main())"]
 
@@ -143,8 +154,8 @@ def run_trec(queries: int, repeat: int, evalcore: list[str] | None = None, top: 
               f"{os.path.getsize(run_path) / 2**20:,.0f} MiB), {lines:,} qrels lines; generated in "
               f"{time.perf_counter() - t:.1f} s; {repeat} paired rounds", flush=True)
         data, report = os.path.join(folder, "run.zarr"), os.path.join(folder, "report")
-        t_import, t_eval, t_pytrec = [], [], []
-        peak_ours, peak_pytrec, means = 0, 0, ""
+        t_import, t_eval, t_trec, t_pytrec = [], [], [], []
+        peak_ours, peak_trec, peak_pytrec, means, trec_out = 0, 0, 0, "", ""
         for _ in range(repeat):
             s, p, _ = timed_process([*evalcore, "import", "trec-run", run_path, "--qrels", qrels_path,
                                      "--out", data, "--overwrite"])
@@ -154,11 +165,14 @@ def run_trec(queries: int, repeat: int, evalcore: list[str] | None = None, top: 
                                        "--ks", ks, "--metrics", metrics, "--empty-queries", "zero"])
             t_eval.append(s)
             peak_ours = max(peak_ours, p)
+            s, p, trec_out = timed_process([*evalcore, "trec", qrels_path, run_path, *TREC_MEASURES])
+            t_trec.append(s)
+            peak_trec = max(peak_trec, p)
             if have_pytrec:
                 s, p, means = timed_process([sys.executable, "-c", PYTREC_SCRIPT, run_path, qrels_path])
                 t_pytrec.append(s)
                 peak_pytrec = max(peak_pytrec, p)
-            print(f"  round: import {t_import[-1]:.2f} s, evaluate {t_eval[-1]:.2f} s"
+            print(f"  round: import {t_import[-1]:.2f} s, evaluate {t_eval[-1]:.2f} s, trec {t_trec[-1]:.2f} s"
                   + (f", pytrec_eval {t_pytrec[-1]:.2f} s" if have_pytrec else ""), flush=True)
         total = [a + b for a, b in zip(t_import, t_eval)]
         summary = pq.read_table(os.path.join(report, "summary.parquet")).to_pylist()[0]
@@ -167,10 +181,15 @@ def run_trec(queries: int, repeat: int, evalcore: list[str] | None = None, top: 
         print(f"  evalcore import trec-run     {spread(t_import)}")
         print(f"  evalcore evaluate            {spread(t_eval)}")
         print(f"  evalcore import + evaluate   {spread(total)}   largest process {peak_ours / 2**20:,.0f} MiB")
+        print(f"  evalcore trec                {spread(t_trec)}   largest process {peak_trec / 2**20:,.0f} MiB")
+        print("  evalcore trec means: " + trec_means(trec_out))
         if have_pytrec:
             ratios = [p / o for p, o in zip(t_pytrec, total)]
             print(f"  pytrec_eval whole process    {spread(t_pytrec)}   largest process "
                   f"{peak_pytrec / 2**20:,.0f} MiB   pytrec_eval / evalcore: median {statistics.median(ratios):.2f}")
+            trec_ratios = [p / o for p, o in zip(t_pytrec, t_trec)]
+            print(f"  pytrec_eval / evalcore trec  median {statistics.median(trec_ratios):.2f}  (min-max "
+                  f"{min(trec_ratios):.2f}-{max(trec_ratios):.2f}; above 1: evalcore trec is faster)")
             print("  pytrec_eval means: " + " ".join(means.split()))
         elif top > PYTREC_MAX_TOP:
             print(f"  pytrec_eval whole process    not run past top-{PYTREC_MAX_TOP} (it would hold about "
