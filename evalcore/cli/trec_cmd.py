@@ -20,12 +20,12 @@ Evaluate a TREC run against TREC qrels as trec_eval does, and print trec_eval's 
 docno descending, queries without judgements left out, a judged query with no relevant
 document counted with every measure 0, a negative grade "in the pool, not judged".
 Measures (-m, repeatable): num_q num_ret num_rel num_rel_ret map gm_map Rprec bpref
-recip_rank iprec_at_recall P recall gm_bpref Rprec_mult utility 11pt_avg ndcg ndcg_cut
-map_cut relative_P success set_P set_relative_P set_recall set_map set_F
-num_nonrel_judged_ret rbp, with cut-offs as P.5,10 or P_5; official (the default:
-trec_eval's default set less runid) and all_trec (every measure evalcore computes: not
-runid, infAP, binG, G, ndcg_rel, Rndcg, rbp_resid, unj, relstring). Unlike trec_eval,
--m P.5 -m P.10 prints both."""
+recip_rank iprec_at_recall P recall infAP gm_bpref Rprec_mult utility 11pt_avg binG G
+ndcg ndcg_rel Rndcg ndcg_cut map_cut relative_P success set_P set_relative_P set_recall
+set_map set_F num_nonrel_judged_ret rbp, with cut-offs as P.5,10 or P_5; official (the
+default: trec_eval's default set less runid) and all_trec (every measure evalcore
+computes: not runid, rbp_resid, unj, relstring). Unlike trec_eval, -m P.5 -m P.10 prints
+both."""
 
 
 def register(subparsers) -> argparse.ArgumentParser:

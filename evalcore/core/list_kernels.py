@@ -64,6 +64,7 @@ def _sort_by_gain(entries, count, gain, pair, descending):
 #: flags of a row's table slot (``rank_rows``)
 JUNK = 1
 NONREL = 2
+POOL = 4
 #: 2**64 / golden ratio (Fibonacci hashing: the product's top bits spread any run of item numbers)
 HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
@@ -101,7 +102,8 @@ def table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, key):
 def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, gallery_junk, has_gallery_junk,
               allowed_indptr, allowed_items, has_allowed, rel_indptr, rel_items, gains, has_gains,
               nonrel_indptr, nonrel_items, has_nonrel, out_start, counts, ranks, pairs, before, first_pos,
-              first_rel_pos, kept, nonrel_start, nonrel_counts, nonrel_ranks, tie_start, tie_size):
+              first_rel_pos, kept, nonrel_start, nonrel_counts, nonrel_ranks, tie_start, tie_size,
+              pool_indptr, pool_items, has_pool, pool_before):
     """Ranks of every row's listed relevant items, in ranking order.
 
     An entry is kept when its item is >= 0, not junk for the row, not in
@@ -120,7 +122,8 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
     ``has_nonrel``, the places of its judged non-relevant entries, ascending, from
     ``nonrel_ranks[nonrel_start[r]]`` on, ``nonrel_counts[r]`` of them. ``tie_start[out_start[r] + c]`` /
     ``tie_size[...]``: the first place and the size of the c-th relevant entry's tie group (itself alone
-    without scores).
+    without scores). With ``has_pool``: ``pool_before[out_start[r] + c]``, the entries in the pool but not judged
+    (``pool``: qrels -2) placed before it (infAP's).
     """
     n, k = items.shape
     kpos = np.empty(k, dtype=np.int64)
@@ -135,7 +138,8 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
     most = 0
     for r in range(n):
         most = max(most, (rel_indptr[r + 1] - rel_indptr[r]) + (junk_indptr[r + 1] - junk_indptr[r])
-                   + ((nonrel_indptr[r + 1] - nonrel_indptr[r]) if has_nonrel else 0))
+                   + ((nonrel_indptr[r + 1] - nonrel_indptr[r]) if has_nonrel else 0)
+                   + ((pool_indptr[r + 1] - pool_indptr[r]) if has_pool else 0))
     bits = 4
     while (1 << bits) < 2 * most:
         bits += 1
@@ -145,7 +149,8 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
     slot_key = np.empty(size, dtype=np.int64)
     slot_row = np.full(size, -1, dtype=np.int64)   # a slot holds a key of this row only when it says so
     slot_pair = np.empty(size, dtype=np.int64)
-    slot_flag = np.empty(size, dtype=np.uint8)     # JUNK | NONREL
+    slot_flag = np.empty(size, dtype=np.uint8)     # JUNK | NONREL | POOL
+    kpool = np.zeros(k if has_pool else 0, dtype=np.bool_)
     for r in range(n):
         for p in range(rel_indptr[r], rel_indptr[r + 1]):
             s = table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, rel_items[p])
@@ -154,6 +159,10 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
             for p in range(nonrel_indptr[r], nonrel_indptr[r + 1]):
                 s = table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, nonrel_items[p])
                 slot_flag[s] |= NONREL
+        if has_pool:
+            for p in range(pool_indptr[r], pool_indptr[r + 1]):
+                s = table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, pool_items[p])
+                slot_flag[s] |= POOL
         for p in range(junk_indptr[r], junk_indptr[r + 1]):
             s = table_slot(slot_key, slot_row, slot_pair, slot_flag, shift, mask, r, junk_items[p])
             slot_flag[s] |= JUNK
@@ -172,9 +181,13 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
                     continue
                 kpair[m] = slot_pair[h]
                 knon[m] = (slot_flag[h] & NONREL) != 0
+                if has_pool:
+                    kpool[m] = (slot_flag[h] & POOL) != 0
             else:
                 kpair[m] = -1
                 knon[m] = False
+                if has_pool:
+                    kpool[m] = False
             kpos[m] = j
             m += 1
         # the ranking order of the kept entries
@@ -213,6 +226,7 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
                 order[e] = e
         c = 0
         seen_nonrel = 0
+        seen_pool = 0
         base = out_start[r]
         nonrel_base = nonrel_start[r] if has_nonrel else 0
         first_pos[r] = kpos[order[0]] if m > 0 else -1
@@ -225,6 +239,8 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
                 ranks[base + c] = p + 1
                 pairs[base + c] = kpair[e]
                 before[base + c] = seen_nonrel
+                if has_pool:
+                    pool_before[base + c] = seen_pool
                 if has_scores:
                     tie_start[base + c] = group_first[e] + 1
                     tie_size[base + c] = group_size[e]
@@ -236,6 +252,8 @@ def rank_rows(items, scores, has_scores, pessimistic, junk_indptr, junk_items, g
                 if has_nonrel:
                     nonrel_ranks[nonrel_base + seen_nonrel] = p + 1
                 seen_nonrel += 1
+            elif has_pool and kpool[e]:
+                seen_pool += 1
         counts[r] = c
         kept[r] = m
         if has_nonrel:

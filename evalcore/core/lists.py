@@ -45,6 +45,8 @@ class RankLists:
     #: tie-averaged nDCG's lists: (indptr, first place, size, gain) of each ranked relevant item's (grade >= 1)
     #: tie group, groups starting within --depth; None where the ranking does not say (a scan)
     tie_groups: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: per binary rank, the items in the pool but not judged (qrels -2) ranked above it (infAP); None: none known
+    pool_before: np.ndarray | None = None
 
     def has(self, need: str) -> bool:
         """Whether the lists say what a metric ``needs`` (``registry.Metric.needs``): ``n_retrieved``, or
@@ -104,6 +106,7 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
     ranks = np.asarray(ranked.ranks, dtype=np.int64)
     gains = gains_all[pairs] if len(pairs) else np.empty(0, np.int64)
     before = ranked.judged_before
+    pool = ranked.pool_before
     n_nonrel = truth.n_judged_nonrel
     if before is None and truth.nonrel_indptr is None:  # labels judge every item: all above are judged
         before = ranks - positions(ranked.indptr)
@@ -132,6 +135,7 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
         keep = ranks <= depth
         rows, ranks, gains = rows[keep], ranks[keep], gains[keep]
         before = None if before is None else before[keep]
+        pool = None if pool is None else pool[keep]
     gain_indptr = indptr_of(rows, n)
     seg_all = segment_ids(truth.rel_indptr - truth.rel_indptr[0])
     ideal_order = np.lexsort((-gains_all, seg_all))
@@ -157,4 +161,5 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
         nonrel = (indptr_of(all_rows[order], n), all_places[order])
     return RankLists(indptr_of(rows[binary], n), ranks[binary], n_relevant, gain_indptr, ranks, gains,
                      ideal_indptr, ideal_gains, None if before is None else before[binary], n_nonrel, n_retrieved,
-                     nonrel, all_judged=truth.nonrel_indptr is None, tie_groups=ties)
+                     nonrel, all_judged=truth.nonrel_indptr is None, tie_groups=ties,
+                     pool_before=None if pool is None else pool[binary])

@@ -179,6 +179,8 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     np.cumsum(nonrel_room, out=nonrel_start[1:])
     nonrel_counts = np.zeros(n, dtype=np.int64)
     nonrel_ranks = np.zeros(int(nonrel_start[-1]), dtype=np.int64)
+    pool_indptr, pool_items = _csr_or_empty(truth.pool_indptr, truth.pool_items, n)
+    pool_before = np.zeros(int(out_start[-1]) if truth.pool_indptr is not None else 0, dtype=np.int64)
     rank_rows(items, scores if scores is not None else np.zeros((0, 0)), scores is not None, ties == "pessimistic",
               junk_indptr, junk_items,
               gallery_junk if gallery_junk is not None else np.zeros(0, dtype=bool), gallery_junk is not None,
@@ -186,13 +188,16 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
               rel_indptr, rel_items, np.ascontiguousarray(gains, dtype=np.int64), truth.rel_gain is not None,
               nonrel_indptr, nonrel_items, truth.nonrel_indptr is not None,
               out_start, counts, ranks, pairs, before, first_pos, first_rel_pos, kept,
-              nonrel_start, nonrel_counts, nonrel_ranks, tie_start, tie_size)
+              nonrel_start, nonrel_counts, nonrel_ranks, tie_start, tie_size,
+              pool_indptr, pool_items, truth.pool_indptr is not None, pool_before)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     if indptr[-1] != out_start[-1]:  # keep only the written part of each row's room
         written = np.arange(out_start[-1]) - np.repeat(out_start[:-1], room) < np.repeat(counts, room)
         ranks, pairs, before = ranks[written], pairs[written], before[written]
         tie_start, tie_size = tie_start[written], tie_size[written]
+        if truth.pool_indptr is not None:
+            pool_before = pool_before[written]
     rows = np.arange(n)
     has, has_rel = first_pos >= 0, first_rel_pos >= 0
     top1 = np.full(n, -1, dtype=np.int64)
@@ -214,7 +219,7 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
         nonrel = (nonrel_indptr_out, nonrel_ranks)
     return Ranked(indptr, ranks, truth.n_relevant.astype(np.int64), top1, top1_score,
                   relevant_score, pairs=pairs, judged_before=judged_before, n_retrieved=kept, nonrel_ranks=nonrel,
-                  tie_groups=(tie_start, tie_size))
+                  tie_groups=(tie_start, tie_size), pool_before=pool_before if truth.pool_indptr is not None else None)
 
 
 # =========================================================================== judged-only: pairs

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -241,14 +242,17 @@ def _mapping_columns(mapping: Mapping, name: str, kind: str) -> trec_files.TrecL
         q = int(np.searchsorted(offsets, i, side="right")) - 1
         return f"query {qids[q]!r}, document {list(inner[q])[i - int(offsets[q])]!r}"
 
-    numbers = _mapping_values(inner, total, kind)
-    value = grades_as_rel(numbers, name, where) if kind == "qrels" else checked_scores(numbers, name, where)
-    qkeys = pa.array(qids, type=pa.large_string())
-    order = trec_files.byte_order(qkeys)
-    rank = np.empty(order.size, dtype=np.int32)
-    rank[order] = np.arange(order.size, dtype=np.int32)
-    qcode = np.repeat(rank, counts)
-    dkeys, dcode = _coded(docnos)
+    # the docnos are coded on a second thread (compiled, without the GIL) while this one reads the values
+    with ThreadPoolExecutor(1) as pool:
+        coding = pool.submit(_coded, docnos)
+        numbers = _mapping_values(inner, total, kind)
+        value = grades_as_rel(numbers, name, where) if kind == "qrels" else checked_scores(numbers, name, where)
+        qkeys = pa.array(qids, type=pa.large_string())
+        order = trec_files.byte_order(qkeys)
+        rank = np.empty(order.size, dtype=np.int32)
+        rank[order] = np.arange(order.size, dtype=np.int32)
+        qcode = np.repeat(rank, counts)
+        dkeys, dcode = coding.result()
     line = np.arange(1, total + 1, dtype=np.int64) if kind == "qrels" else None   # a run's: never read
     return trec_files.TrecLines(qkeys.take(pa.array(order)), qcode, dkeys, dcode, value, offsets[:-1][order] + 1,
                                 line)

@@ -48,6 +48,7 @@ def test_first_rank_is_added_once_for_the_engine():
     ("recall@5", "recall@5"), ("recall_at_5", "recall@5"), ("nDCG@10", "ndcg@10"), ("ap_at_100", "map@100"),
     ("map_at_100", "map@100"), ("map@100", "map@100"), ("hit", "hit"), (" precision@3 ", "precision@3"),
     ("first_rank", "first_rank"), ("rprec", "rprec"),
+    ("infAP", "infap"), ("binG", "bing"), ("G", "g"), ("Rndcg", "rndcg"), ("ndcg_rel", "ndcg_rel"),
 ])
 def test_every_spelling_of_a_name_resolves(given, want):
     assert registry.select([given]) == (want,)

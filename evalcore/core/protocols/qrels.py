@@ -111,6 +111,12 @@ def qrels_truth(rows: np.ndarray, item: np.ndarray, rel: np.ndarray, n_queries: 
     nonrel_indptr, nonrel_items = csr_from_pairs(rows[nonrel], item[nonrel], n_queries)
     truth = replace(truth, n_judged_nonrel=np.diff(nonrel_indptr).astype(np.int64), nonrel_indptr=nonrel_indptr,
                     nonrel_items=nonrel_items)
+    pool = rel == IN_POOL   # infAP counts them above each relevant item (only where there are some: no cost else)
+    if gallery_junk is not None:
+        pool &= ~gallery_junk[item]
+    if pool.any() and not judged_only:
+        truth = replace(truth, **dict(zip(("pool_indptr", "pool_items"), csr_from_pairs(rows[pool], item[pool],
+                                                                                      n_queries))))
     if not judged_only:
         return truth
     allowed = rel >= 0

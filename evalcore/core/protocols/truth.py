@@ -35,6 +35,9 @@ class Truth:
     n_judged_nonrel: np.ndarray | None = None
     nonrel_indptr: np.ndarray | None = None
     nonrel_items: np.ndarray | None = None
+    #: per query, the items in the pool but not judged (qrels -2): infAP counts them; None where there are none
+    pool_indptr: np.ndarray | None = None
+    pool_items: np.ndarray | None = None
 
     @property
     def n_queries(self) -> int:

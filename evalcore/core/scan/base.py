@@ -72,6 +72,8 @@ class Ranked:
     #: (first place, size) of each relevant rank's tie group (equal scores), aligned with ``ranks``; None
     #: where the ranking does not say (a scan; a list without scores)
     tie_groups: tuple[np.ndarray, np.ndarray] | None = None
+    #: for each rank, the items in the pool but not judged (qrels -2) ranked above it (infAP); None: none known
+    pool_before: np.ndarray | None = None
 
 
 # --------------------------------------------------------------------------- what a backend scans
