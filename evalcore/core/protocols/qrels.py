@@ -115,8 +115,8 @@ def qrels_truth(rows: np.ndarray, item: np.ndarray, rel: np.ndarray, n_queries: 
     if gallery_junk is not None:
         pool &= ~gallery_junk[item]
     if pool.any() and not judged_only:
-        truth = replace(truth, **dict(zip(("pool_indptr", "pool_items"), csr_from_pairs(rows[pool], item[pool],
-                                                                                      n_queries))))
+        pool_indptr, pool_items = csr_from_pairs(rows[pool], item[pool], n_queries)
+        truth = replace(truth, pool_indptr=pool_indptr, pool_items=pool_items)
     if not judged_only:
         return truth
     allowed = rel >= 0
