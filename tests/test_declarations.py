@@ -218,7 +218,7 @@ def test_run_json_records_the_declared_options():
 EVALUATE_HELP_BEFORE = """\
 usage: evalcore evaluate [-h] --out OUT [--overwrite] [--quiet]
                          [--protocol {reid,class,qrels,geo,xy}]
-                         [--similarity {cosine,dot}] [--ks KS]
+                         [--similarity {cosine,dot,euclidean}] [--ks KS]
                          [--max-rank MAX_RANK]
                          [--ties {pessimistic,optimistic}]
                          [--threshold THRESHOLD] [--map-at MAP_AT]
@@ -248,7 +248,7 @@ options:
   --protocol {reid,class,qrels,geo,xy}
                         who is relevant (default: the dataset's evalcore
                         attribute, else class)
-  --similarity {cosine,dot}
+  --similarity {cosine,dot,euclidean}
                         default cosine
   --ks KS               cut-offs for hit/recall/precision (default 1,3,5,10)
   --max-rank MAX_RANK   length of the CMC curve (default 50)
