@@ -316,6 +316,10 @@ def cmd_bench(args) -> int:
         from evalcore.jobs import bench_trec
 
         return bench_trec.run(args)
+    if args.shape == "beir":  # exact evaluation beside BEIR's top-1000 + pytrec_eval pipeline, whole processes
+        from evalcore.jobs import bench_beir
+
+        return bench_beir.run(args)
     if (args.shape or "").startswith("challenge") and not args.sweep:
         from evalcore.jobs import bench_challenge
 
@@ -438,8 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_neighbors)
 
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
-    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "reid-200k", "trec", "challenge",
-                                       "challenge-product", "challenge-big"],
+    p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "reid-200k", "trec", "beir",
+                                       "challenge", "challenge-product", "challenge-big"],
                    help="the one shape to measure (default market; not with --sweep); reid-200k: 20,000 x "
                    "200,000 x 128, for --rerank at scale; trec: import trec-run + "
                    "evaluate of a synthetic run (--queries x --top) as whole processes, beside pytrec_eval; "
@@ -460,7 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", help="--sweep: gallery sizes (default 100000,300000,1000000,2000000; 100k, 1M also read)")
     p.add_argument("--dims", help="--sweep: embedding width (default 128)")
     p.add_argument("--queries", help="--sweep: query count (default 10000); --shape trec: run queries (default 100000)")
-    p.add_argument("--top", help="--shape trec: results a query (default 100; pytrec_eval is run up to 100)")
+    p.add_argument("--top", help="--shape trec: results a query (default 100; pytrec_eval is run up to 100); "
+                   "--shape beir: the pipeline's top-k (default 1000)")
+    p.add_argument("--gallery", help="--shape beir: corpus documents (default 100000)")
     p.add_argument("--workers-list", help="--sweep: worker counts (default 1,2)")
     p.add_argument("--gallery-shards", help="--sweep: gallery shards per query chunk, passed to evaluate "
                    "(default: as evaluate plans from the memory limit; 1 = whole gallery)")
