@@ -302,3 +302,26 @@ def test_rows_whose_squared_distances_leave_float32_are_refused_naming_them():
         evaluate(data)
     assert refused.value.rows == [7] and "euclidean" in str(refused.value)
     assert isinstance(refused.value, InputError)
+
+
+def test_judged_only_ranks_each_query_among_its_judged_items_by_distance():
+    """qrels by id (BEIR's layout), judged-only: each query's judged documents sorted by squared distance."""
+    rng = np.random.default_rng(13)
+    q = rng.integers(-2, 3, (30, 6)).astype(np.float32)      # integer rows: many exact ties
+    g = rng.integers(-2, 3, (200, 6)).astype(np.float32)
+    qrels = {f"q{i}": {f"d{j}": int(rng.integers(0, 2)) for j in rng.choice(200, 25, replace=False)}
+             for i in range(30)}
+    result = evalcore.evaluate(query=q, gallery=g, query_ids=[f"q{i}" for i in range(30)],
+                               gallery_ids=[f"d{j}" for j in range(200)], qrels=qrels, judged_only=True,
+                               similarity="euclidean", ks=(1,))
+    dist = exact_distances(q, g)
+    rows = {r["key"]: r for r in result.per_query.to_pylist()}
+    for i in range(30):
+        judged = np.array(sorted(int(d[1:]) for d in qrels[f"q{i}"]))
+        rel = np.array([qrels[f"q{i}"][f"d{j}"] >= 1 for j in judged])
+        want = brute_force(dist[i:i + 1, judged], rel[None, :], np.zeros((1, len(judged)), bool))[0]
+        row = rows[f"q{i}"]
+        if want["n_relevant"]:
+            assert (row["first_rank"], row["ap"]) == (want["first_rank"], pytest.approx(want["ap"], rel=1e-12))
+            assert row["relevant_score"] == want["relevant_score"]
+        assert row["top1_score"] == want["top1_score"]

@@ -25,11 +25,13 @@ written from their definitions, checked here on the same runs under trec_eval's 
 import importlib.util
 import math
 import os
+import pickle
 import random
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import evalcore
@@ -353,3 +355,53 @@ def test_pytrec_eval_s_relevance_evaluator_computes_them(files):
                                          ("Rndcg", "rndcg")])
 def test_metrics_takes_trec_eval_s_names(given, name):
     assert registry.select([given]) == (name,)
+
+
+# --------------------------------------------------------------------------- RBP at any persistence
+
+
+@pytest.mark.parametrize("given, name", [("RBP(p=0.73)", "rbp_0.73"), ("rbp(p=0.735)", "rbp_0.735"),
+                                         ("rbp_resid(p=0.6)", "rbp_resid_0.60"), ("RBP(p=0.9)", "rbp"),
+                                         ("rbp(p=0.90)", "rbp"), ("RBP(p=0.8)", "rbp_0.80"), ("rbp_0.73", "rbp_0.73"),
+                                         ("RBP_RESID(p=.25)", "rbp_resid_0.25")])
+def test_rbp_takes_any_persistence_and_names_it_once(given, name):
+    assert registry.select([given]) == (name,)
+    column = registry.Column(registry.parse(given)[0])
+    assert column.name == column.summary == name and registry.lookup(name) == column
+    assert registry.direction(name) == ("lower" if "resid" in name else "higher")
+    assert registry.parse(name) == (column.metric, None)
+    if name in registry._FREE:   # made here: a worker process that unpickles it has the same metric
+        assert pickle.loads(pickle.dumps(column)) == column
+
+
+@pytest.mark.parametrize("given, words", [("rbp(p=1.5)", "the persistence p must be a number between 0 and 1"),
+                                          ("rbp(p=0)", "between 0 and 1"), ("rbp(p=x)", "between 0 and 1"),
+                                          ("rbp(p=0.7)@5", "rbp takes no cut-off"), ("rbp_0.730", "unknown metric")])
+def test_a_bad_persistence_is_an_option_error(given, words):
+    with pytest.raises(evalcore.OptionError, match=words) as info:
+        registry.parse(given)
+    assert info.value.option == "--metrics"
+
+
+def test_rbp_at_a_persistence_of_its_own_matches_the_reference_end_to_end():
+    from conftest import random_reid
+    from reference import cosine_scores, relevance_reid
+
+    data = random_reid(np.random.default_rng(38), n_query=60, n_gallery=400, dims=8, n_ids=20)
+    result = evalcore.evaluate(query=data["query/emb"], gallery=data["gallery/emb"],
+                               query_labels=data["query/label"], gallery_labels=data["gallery/label"],
+                               query_cams=data["query/cam"], gallery_cams=data["gallery/cam"],
+                               gallery_junk=data["gallery/junk"], protocol="reid",
+                               metrics=["RBP(p=0.73)", "rbp_resid(p=0.6)", "map"])
+    names = result.per_query.column_names
+    assert names[names.index("ap"):names.index("ap") + 3] == ["ap", "rbp_0.73", "rbp_resid_0.60"]
+    assert {"rbp_0.73", "rbp_resid_0.60"} <= set(result.summary.column_names)
+    rel, junk = relevance_reid(data["query/label"], data["query/cam"], data["gallery/label"], data["gallery/cam"],
+                               data["gallery/junk"])
+    scores = cosine_scores(data["query/emb"], data["gallery/emb"]).astype(np.float32)
+    for i, row in enumerate(result.per_query.to_pylist()):
+        keep = np.flatnonzero(~junk[i])
+        relevant = rel[i, keep[np.lexsort((keep, rel[i, keep], -scores[i, keep]))]]
+        want = references.rbp(relevant, int(rel[i].sum()), p=0.73)
+        assert row["rbp_0.73"] == (None if want is None else pytest.approx(want, rel=1e-12, abs=1e-15))
+        assert row["rbp_resid_0.60"] == pytest.approx(references.rbp_resid(relevant, 0, p=0.6), rel=1e-12)

@@ -199,7 +199,7 @@ def warm_up(scan: str = "all") -> None:
         fold_settled(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint8), np.zeros(1, np.float32),
                      True, np.zeros(2, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64),
                      np.zeros(1, np.float32), np.full(1, -1, np.int64))
-        canonical.warm_up(rare=scan == "all")
+        canonical.warm_up(rare=scan == "all", euclidean=scan == "all")
     if scan in ("scores", "all"):
         fold_exact(np.zeros((1, 1)), np.zeros(0, np.bool_), 0, True, np.zeros(2, np.int64), np.zeros(0),
                    np.zeros(0, np.int64), np.full(1, -np.inf), np.full(1, -1, np.int64))

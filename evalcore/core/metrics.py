@@ -516,6 +516,38 @@ def _rbp_at(p: float):
 RBP_AT = {p: _rbp_at(p) for p in RBP_OTHER_PERSISTENCES}
 
 
+def persistence_text(p: float) -> str:
+    """How a persistence is written in a name: two decimals where they say it exactly (0.73), else Python's
+    shortest repr (0.735)."""
+    return f"{p:.2f}" if float(f"{p:.2f}") == p else repr(float(p))
+
+
+class RBPAt:
+    """rbp or rbp_resid at any persistence 0 < p < 1 (``RBP(p=0.73)``): one callable per (measure, p), equal and
+    hashed by them, so the same metric whichever process builds it. Its docstring is its definition."""
+
+    def __init__(self, measure: str, p: float) -> None:
+        if measure not in ("rbp", "rbp_resid") or not 0.0 < p < 1.0:
+            raise ValueError(f"RBPAt({measure!r}, {p!r})")
+        self.measure, self.p = measure, float(p)
+        name = f"{measure}_{persistence_text(self.p)}"
+        self.__doc__ = (f"{name} = (1 - p) * sum_i (g_i / g_max) * p^(r_i - 1), p = {self.p!r} (as rbp)"
+                        if measure == "rbp" else
+                        f"{name} = 1 - (1 - p) * sum over judged places u of p^(u - 1), p = {self.p!r} (as rbp_resid)")
+
+    def __call__(self, lists: RankLists) -> np.ndarray:
+        return _rbp(lists, self.p) if self.measure == "rbp" else _rbp_residual(lists, self.p)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RBPAt) and (other.measure, other.p) == (self.measure, self.p)
+
+    def __hash__(self) -> int:
+        return hash(("RBPAt", self.measure, self.p))
+
+    def __repr__(self) -> str:
+        return f"RBPAt({self.measure!r}, {self.p!r})"
+
+
 #: trec_eval's INFAP_EPSILON: keeps infAP's estimate of the precision above a relevant item defined with none judged
 INFAP_EPSILON = 0.00001
 

@@ -18,6 +18,7 @@ brute-force reference in ``tests/core/metrics/references.py``
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import numpy as np
 
 from evalcore.core import metrics as m
 from evalcore.core.lists import RankLists, binary_lists
-from evalcore.errors import InputError
+from evalcore.errors import InputError, OptionError
 
 Direction = Literal["higher", "lower"]
 #: the option that supplies the cut-off k of a metric whose name does not give one
@@ -262,7 +263,8 @@ def _match(name: str) -> tuple[Column, bool] | None:
             if k is not None and (k < 1 or str(k) != found.group(1)):
                 continue
             return Column(metric, k), is_summary
-    return None
+    free = _free(name)
+    return (Column(free), True) if free is not None else None
 
 
 def lookup(name: str) -> Column | None:
@@ -303,6 +305,44 @@ PARAMETER_SPELLINGS = {
     **{f"{name}(p={p:{spelling}})": f"{name}_{p:.2f}" for p in m.RBP_OTHER_PERSISTENCES for name in ("rbp", "rbp_resid")
        for spelling in ("g", ".2f")},
 }
+#: rbp / rbp_resid at a persistence of their own, 0 < p < 1: ``RBP(p=0.73)`` or ``rbp_0.73`` (and its column,
+#: summary); a record is made the first time a process meets the name (``_free_metric``), the same each time
+_FREE_NAME = re.compile(r"^(rbp|rbp_resid)_(0\.[0-9]+)$")
+_FREE_CALL = re.compile(r"^(rbp|rbp_resid)\(p=([^()]*)\)$")
+_FREE: dict[str, Metric] = {}
+#: where those sit in report order: after the registered RBPs
+_RBP_PLACE = max(i for i, x in enumerate(METRICS) if x.name.startswith("rbp"))
+
+
+def _free_metric(measure: str, p: float) -> Metric:
+    """rbp / rbp_resid at persistence p: the registered record where p has one (0.9: ``rbp``), else one made here."""
+    if p == m.RBP_PERSISTENCE:
+        return BY_NAME[measure]
+    name = f"{measure}_{m.persistence_text(p)}"
+    if name in BY_NAME:
+        return BY_NAME[name]
+    if name not in _FREE:
+        resid = measure == "rbp_resid"
+        text = f"RBP residual (p {p:g})" if resid else f"RBP (p {p:g})"
+        _FREE[name] = Metric(name, name, name, m.RBPAt(measure, p), text, text, direction="lower" if resid else "higher",
+                             default=False, terminal=False, lists=True, needs=("n_retrieved", "judged") if resid else ())
+    return _FREE[name]
+
+
+def _free(name: str) -> Metric | None:
+    """The metric ``rbp_0.73`` (a name, column or summary column) is, spelt as ``persistence_text`` spells p; or None."""
+    found = _FREE_NAME.match(name)
+    if not found or not 0 < float(found.group(2)) < 1:
+        return None
+    metric = _free_metric(found.group(1), float(found.group(2)))
+    return metric if metric.column == name else None
+
+
+def _index(metric: Metric) -> tuple[int, int, float]:
+    """The metric's place in report order (its registration's; one made for a persistence, after the RBPs)."""
+    if isinstance(metric.function, m.RBPAt) and metric.name in _FREE:
+        return _RBP_PLACE, 1 + (metric.function.measure == "rbp_resid"), metric.function.p
+    return METRICS.index(metric), 0, 0.0
 
 
 def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
@@ -319,6 +359,17 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
     call = _CALL.match(name)
     if call:
         spelt = call.group(1).replace(" ", "")
+        free = _FREE_CALL.match(spelt)
+        if free and spelt not in PARAMETER_SPELLINGS:
+            try:
+                p = float(free.group(2))
+            except ValueError:
+                p = math.nan
+            if not 0 < p < 1:
+                raise OptionError(option, f"{raw!r}: the persistence p must be a number between 0 and 1")
+            if call.group(2):
+                raise OptionError(option, f"{raw!r}: {free.group(1)} takes no cut-off")
+            return _free_metric(free.group(1), p), None
         if spelt not in PARAMETER_SPELLINGS:
             base = spelt.split("(")[0]
             known = sorted(x for x in PARAMETER_SPELLINGS if x.startswith(base + "("))
@@ -340,6 +391,9 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
         return _BASES[base], k
     if name in _BASES and _BASES[name].parameter == "ks":
         return _BASES[name], None
+    free_metric = _free(name)
+    if free_metric is not None:
+        return free_metric, None
     raise InputError(f"{option}: unknown metric {raw!r}; known: {', '.join(known_names())} "
                      "(evalcore metrics describes them)")
 
@@ -391,7 +445,7 @@ def select(names: str | Iterable[str], option: str = "--metrics") -> tuple[str, 
 def _order(column: Column) -> tuple:
     metric = column.metric
     group = 0 if metric.parameter is None else 1 + PARAMETERS.index(metric.parameter)
-    return group, column.k or 0, METRICS.index(metric)
+    return group, column.k or 0, _index(metric)
 
 
 def run_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | None,
@@ -462,7 +516,8 @@ def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_
     missing = [c.metric.name for c in columns
                if any(lists is None or not lists.has(need) for need in c.metric.needs)]
     if missing:
-        ties = [name for name in dict.fromkeys(missing) if "tie_groups" in BY_NAME[name].needs]
+        ties = [c.metric.name for c in columns if c.metric.name in missing and "tie_groups" in c.metric.needs]
+        ties = list(dict.fromkeys(ties))
         if ties:
             raise InputError(f"--metrics: {', '.join(ties)} need(s) the tie groups of a precomputed ranking "
                              "(ranking/item with ranking/score): a scan of the whole gallery does not keep them")
@@ -487,7 +542,7 @@ def display_order(names: Iterable[str], section: Section | None = None, terminal
         if hit and hit[1]:
             metric = hit[0].metric
             if (section is None or metric.section == section) and (not terminal or metric.terminal):
-                found.append((metric.parameter is not None, METRICS.index(metric), hit[0].k or 0, name))
+                found.append((metric.parameter is not None, _index(metric), hit[0].k or 0, name))
     return [name for *_, name in sorted(found)]
 
 
