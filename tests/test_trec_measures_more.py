@@ -405,3 +405,28 @@ def test_rbp_at_a_persistence_of_its_own_matches_the_reference_end_to_end():
         want = references.rbp(relevant, int(rel[i].sum()), p=0.73)
         assert row["rbp_0.73"] == (None if want is None else pytest.approx(want, rel=1e-12, abs=1e-15))
         assert row["rbp_resid_0.60"] == pytest.approx(references.rbp_resid(relevant, 0, p=0.6), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- DCG, not normalised
+
+
+def test_dcg_is_the_graded_sum_of_discounted_gains(files, tmp_path):
+    from evalcore.engine.evaluate import Options, evaluate
+    from evalcore.io import importers
+
+    out = tmp_path / "ds.zarr"
+    importers.import_to("trec-run", [files[1]], out, qrels=str(files[0]), order="trec_eval")
+    result = evaluate(out, Options(protocol="qrels", ks=(5,), metrics=("dcg", "dcg@5", "ndcg"), empty_queries="zero"))
+    rankings = trec_rankings(files[0].read_text(), files[1].read_text(), "")
+    rows = {row["key"]: row for row in result.per_query.to_pylist()}
+    assert set(rows) == set(rankings)
+    for qid, (ranking, judged) in rankings.items():
+        gains = [g if g is not None and g > 0 else 0 for g in ranking]
+        whole = sum(g / math.log2(j + 2) for j, g in enumerate(gains))
+        ideal = sorted((g for g in judged if g > 0), reverse=True)
+        assert rows[qid]["dcg"] == pytest.approx(whole, rel=1e-12, abs=1e-15)
+        assert rows[qid]["dcg_at_5"] == pytest.approx(sum(g / math.log2(j + 2) for j, g in enumerate(gains[:5])),
+                                                      rel=1e-12, abs=1e-15)
+        if ideal:   # and nDCG is it over the ideal's
+            assert rows[qid]["ndcg"] == pytest.approx(whole / sum(g / math.log2(j + 2) for j, g in enumerate(ideal)),
+                                                      rel=1e-12)

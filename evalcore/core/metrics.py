@@ -181,6 +181,20 @@ def ndcg_exponential_at(lists: RankLists, k: int) -> np.ndarray:
     return _ndcg(lists, k, exponential=True)
 
 
+def dcg(lists: RankLists) -> np.ndarray:
+    """dcg = sum_i g_i / log2(r_i + 1): the discounted cumulative gain, not normalised (ranx's dcg).
+
+    g_i the grade of the ranked item at r_i (grade >= 1, whatever --rel-level, as ndcg); null where the query has
+    no item of grade >= 1 (as ndcg).
+    """
+    return _known(np.diff(lists.ideal_indptr), _dcg(lists.gain_indptr, lists.gain_ranks, lists.gains, None))
+
+
+def dcg_at(lists: RankLists, k: int) -> np.ndarray:
+    """dcg_at_k = sum_{r_i <= k} g_i / log2(r_i + 1): DCG of the top k, not normalised (ranx's dcg@k)."""
+    return _known(np.diff(lists.ideal_indptr), _dcg(lists.gain_indptr, lists.gain_ranks, lists.gains, k))
+
+
 def _tie_averaged(lists: RankLists, k: int | None) -> np.ndarray:
     """DCG with tied items sharing their gains over the tie group's places, over the usual IDCG (cut at k)."""
     n = len(lists.ideal_indptr) - 1

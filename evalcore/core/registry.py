@@ -190,6 +190,9 @@ METRICS: tuple[Metric, ...] = (
            "nDCG (mean at relevant)", default=False, terminal=False, lists=True),
     Metric("rndcg", "rndcg", "rndcg", m.ndcg_at_r_levels, "nDCG (mean at R levels)", "nDCG (mean at R levels)",
            default=False, terminal=False, lists=True, needs=("n_retrieved",)),
+    Metric("dcg", "dcg", "dcg", m.dcg, "DCG", "DCG", default=False, terminal=False, lists=True),
+    Metric("dcg@k", "dcg_at_{k}", "dcg_at_{k}", m.dcg_at, "DCG@{k}", "DCG@{k}", parameter="ks", default=False,
+           terminal=False, lists=True),
     Metric("relative_p@k", "relative_p_at_{k}", "relative_p_at_{k}", m.relative_precision_at, "relative P@{k}",
            "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False),
 )

@@ -408,6 +408,15 @@ def trec_rndcg(ranking, judged, level=1):
     return sum(_dcg_to(gains, c) / _dcg_to(ideal, c) for c in cuts) / len(cuts)
 
 
+def dcg_at(relevant, n_relevant, k):
+    """The DCG of the top k, gains 0/1, not divided by the ideal's."""
+    return _dcg(np.asarray(relevant, dtype=int), k) if n_relevant else None
+
+
+def dcg(relevant, n_relevant, k=None):
+    return dcg_at(relevant, n_relevant, len(relevant))
+
+
 def _as_trec(reference):
     """The binary reference: every listed document judged (relevant 1, else 0), R relevant in the qrels."""
     def binary(relevant, n_relevant, k=None):
@@ -465,8 +474,10 @@ REFERENCES = {
     "g": _as_trec(trec_g),
     "ndcg_rel": _as_trec(trec_ndcg_rel),
     "rndcg": _as_trec(trec_rndcg),
+    "dcg": dcg,
+    "dcg@k": dcg_at,
 }
 #: (lowest, highest) of a float metric that is not a share in [0, 1]: the counts
 RANGES = {"num_rel": (0.0, math.inf), "num_rel_ret": (0.0, math.inf), "num_ret": (0.0, math.inf),
-          "num_nonrel_judged_ret": (0.0, math.inf),
+          "num_nonrel_judged_ret": (0.0, math.inf), "dcg": (0.0, math.inf), "dcg@k": (0.0, math.inf),
           "utility": (-math.inf, math.inf)}
