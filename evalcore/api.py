@@ -506,7 +506,8 @@ def neighbors(source=None, *, query=None, gallery=None, k: int = 10, similarity:
     ``source``: a dataset path or URL or an open ``zarr.Group``, or None with
     ``query`` and ``gallery`` arrays. Returns a table with one row per
     (query, rank): ``query``, ``rank`` (1 .. k), ``item`` (gallery index),
-    ``key`` (the item's key) and ``score`` (its canonical score, float32):
+    ``key`` (the item's key) and ``score`` (its canonical score, float32;
+    under ``similarity="euclidean"`` its squared distance, ascending):
     exact ground truth to measure an approximate search against. Raises
     ``InputError`` naming the parameter.
     """
@@ -516,6 +517,7 @@ def neighbors(source=None, *, query=None, gallery=None, k: int = 10, similarity:
 
     from evalcore.engine import rerank as rerank_phase
     from evalcore.engine.tasks import keys_of
+    from evalcore.types import SIMILARITIES
 
     given = {name: value for name, value in (("query", query), ("gallery", gallery)) if value is not None}
     with parameter_names(bool(given), False):
@@ -523,8 +525,8 @@ def neighbors(source=None, *, query=None, gallery=None, k: int = 10, similarity:
             raise InputError(f"source: give a dataset or arrays ({', '.join(given)}), not both")
         group = in_memory_dataset(given) if given else ds.open_dataset(source, storage_options)
         similarity = similarity or ds.dataset_attributes(group).get("similarity") or "cosine"
-        if similarity not in ("cosine", "dot"):
-            raise InputError(f"--similarity: {similarity!r} is not cosine or dot")
+        if similarity not in SIMILARITIES:
+            raise OptionError("--similarity", f"{similarity!r} is not cosine, dot or euclidean")
         workers = threads or max(1, min(os.cpu_count() or 1, 8))
         with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
             found = rerank_phase.gallery_neighbors(group, k, similarity=similarity, map_fn=pool.map)

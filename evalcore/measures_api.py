@@ -274,6 +274,8 @@ def _kth_scores(query, gallery, k: int, similarity: str, threads: int | None) ->
 
     table = neighbors(query=query, gallery=gallery, k=k, similarity=similarity, threads=threads)
     scores = table.column("score").to_numpy().reshape(-1, k)
+    if similarity == "euclidean":  # the table's squared distances as canonical scores (higher is better)
+        scores = -scores
     sides = [normalize_rows(np.asarray(x), similarity) for x in (query, gallery)]
     return scores[:, k - 1], sides[0], sides[1]
 
@@ -306,7 +308,7 @@ def ann_recall(ann_ids, *, query=None, gallery=None, k: int | None = None, simil
 
     (big-ann-benchmarks' knn recall with distance ties). Exact neighbours from
     ``query`` and ``gallery`` embeddings: ``evalcore.neighbors`` on canonical
-    scores (``similarity`` cosine or dot), the ANN ids scored the same way, so
+    scores (``similarity`` cosine, dot or euclidean), the ANN ids scored the same way, so
     identical gallery rows tie exactly. Or precomputed: ``exact_ids`` (Q, K'
     >= k, best first) and their ``exact_scores`` (scores or distances, ordered
     as the ids; or ``exact_ids`` = the table ``evalcore.neighbors`` returns,
@@ -332,12 +334,12 @@ def ann_recall(ann_ids, *, query=None, gallery=None, k: int | None = None, simil
         if (ids >= n_gallery).any():
             raise InputError(f"ann_ids: indices beyond the gallery's {n_gallery} rows")
         kth, q, g = _kth_scores(query, gallery, k, similarity, threads)
-        from evalcore.core.canonical import canonical_pairs
+        from evalcore.core.scan.embeddings import pair_scores
 
         valid = ids >= 0
         rows = np.broadcast_to(np.arange(len(ids))[:, None], ids.shape)
         scores = np.full(ids.shape, -np.inf, dtype=np.float32)
-        scores[valid] = canonical_pairs(q, g, rows[valid], ids[valid])
+        scores[valid] = pair_scores(q, g, rows[valid], ids[valid], similarity)
         hits = ann.hits_by_score(ids, scores, kth)
     elif precomputed:
         if isinstance(exact_ids, pa.Table):

@@ -211,7 +211,7 @@ def test_ties_reaching_the_end_of_a_given_list_are_warned():
     ({"gallery": None}, "gallery: missing"),
     ({"exact_ids": np.zeros((2, 3), np.int64)}, "exact_ids: give query and gallery embeddings or"),
     ({"query": np.zeros((2, 4), np.float32)}, "query: rows 0, 1 are all-zero"),
-    ({"similarity": "l2"}, "similarity: 'l2' is not cosine or dot"),
+    ({"similarity": "l2"}, "similarity: 'l2' is not cosine, dot or euclidean"),
 ])
 def test_bad_input_is_one_line_naming_the_parameter(kwargs, starts):
     rng = np.random.default_rng(0)

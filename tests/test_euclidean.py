@@ -325,3 +325,36 @@ def test_judged_only_ranks_each_query_among_its_judged_items_by_distance():
             assert (row["first_rank"], row["ap"]) == (want["first_rank"], pytest.approx(want["ap"], rel=1e-12))
             assert row["relevant_score"] == want["relevant_score"]
         assert row["top1_score"] == want["top1_score"]
+
+
+# --------------------------------------------------------------------------- neighbors and ann_recall
+
+
+def test_neighbors_are_the_k_nearest_by_squared_distance_lower_index_first_on_ties():
+    """``evalcore.neighbors`` under euclidean: each query's k nearest items by the brute force's argsort
+    (distance, then gallery index), their squared distances in ``score``; across gallery tiles (> 4096)."""
+    rng = np.random.default_rng(14)
+    q = rng.integers(-2, 3, (70, 5)).astype(np.float32)
+    g = np.concatenate([rng.integers(-2, 3, (4200, 5)), rng.standard_normal((300, 5))]).astype(np.float32)
+    k = 12
+    table = evalcore.neighbors(query=q, gallery=g, k=k, similarity="euclidean", threads=2)
+    dist = exact_distances(q, g)
+    order = np.lexsort((np.broadcast_to(np.arange(len(g)), dist.shape), dist), axis=1)[:, :k]
+    assert table.column("item").to_numpy().reshape(-1, k).tolist() == order.tolist()
+    want = np.take_along_axis(dist, order, axis=1)
+    assert table.column("score").to_numpy().reshape(-1, k).tolist() == want.tolist()
+
+
+def test_ann_recall_counts_distance_ties_as_hits():
+    """An ANN list of items at the k-th exact distance (tied, other ids) scores full recall; farther ones do not."""
+    rng = np.random.default_rng(15)
+    q = rng.integers(-1, 2, (20, 4)).astype(np.float32)
+    g = rng.integers(-1, 2, (400, 4)).astype(np.float32)
+    k = 5
+    dist = exact_distances(q, g)
+    kth = np.sort(dist, axis=1)[:, k - 1]
+    ann = np.stack([np.flatnonzero(dist[i] <= kth[i])[::-1][:k] for i in range(20)])  # ties, other ids
+    assert evalcore.ann_recall(ann, query=q, gallery=g, k=k, similarity="euclidean").recall == 1.0
+    far = np.stack([np.argsort(-dist[i], kind="stable")[:k] for i in range(20)])  # the farthest items
+    want = np.mean([np.sum(dist[i, far[i]] <= kth[i]) / k for i in range(20)])
+    assert evalcore.ann_recall(far, query=q, gallery=g, k=k, similarity="euclidean").recall == pytest.approx(want)

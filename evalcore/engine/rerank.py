@@ -230,7 +230,7 @@ def gallery_neighbors(group, k: int, *, similarity: str = "cosine", map_fn=map) 
         sides.append(normalize_rows(raw, similarity, norms))
     query, gallery = sides
     columns = ArrayColumns(gallery)
-    parts = list(map_fn(lambda span: search(query[span[0]:span[1]], span[0], columns, int(k)),
+    parts = list(map_fn(lambda span: search(query[span[0]:span[1]], span[0], columns, int(k), similarity=similarity),
                         row_ranges(len(query))))
     return concat(parts) if parts else Neighbors(0, np.empty((0, int(k)), np.int64), np.empty((0, int(k)), np.float32),
                                                   np.empty(0, np.int64), np.empty(0, np.float32))

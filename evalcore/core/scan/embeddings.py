@@ -183,9 +183,9 @@ def check_euclidean_norms(name: str, first_row: int, norms: np.ndarray, index: n
                          rows=bad)
 
 
-def euclidean_floor(dims: int, qmax: float, gmax: float) -> float:
+def euclidean_floor(dims: int, qmax: float | np.ndarray, gmax: float) -> float | np.ndarray:
     """The absolute part of a euclidean estimate's error bound, for a query tile of norms up to ``qmax`` against
-    a gallery tile of norms up to ``gmax`` (``tile_scores``).
+    a gallery tile of norms up to ``gmax`` (``tile_scores``); per row where ``qmax`` is an array of norms.
 
     The estimate v = 2 (q . g) - ||g||^2 - ||q||^2 in float32: the product is within gamma_D ||q|| ||g|| of
     q . g (``score_error``, doubled: the relative part ``qerr``); the squared norms rounded to float32 add
@@ -245,7 +245,7 @@ class _TileState(CountState):
         """
         sub = scores[self.l0:self.l1]
         if self.similarity == "euclidean":
-            floor = euclidean_floor(qtile.shape[1], self.qmax, gtile.max_norm)
+            floor = float(euclidean_floor(qtile.shape[1], self.qmax, gtile.max_norm))
         k, out_idx, out_flag = self._fold(sub, col0, colmask, self.qerr, gtile.norms, gtile.max_norm, floor)
         if k:
             width = sub.shape[1]

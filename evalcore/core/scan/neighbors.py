@@ -29,7 +29,16 @@ from threadpoolctl import threadpool_limits
 
 from evalcore.core.canonical import canonical_pairs
 from evalcore.core.scan.base import TILE_COLS, TILE_ROWS, Span, column_spans
-from evalcore.core.scan.embeddings import error_floor, row_norms, score_error
+from evalcore.core.scan.embeddings import (
+    as_reported,
+    check_euclidean_norms,
+    error_floor,
+    euclidean_floor,
+    pair_scores,
+    row_norms,
+    score_error,
+    tile_scores,
+)
 
 #: the id that pads a list that is not full yet: it loses every tie
 NO_ID = np.iinfo(np.int64).max
@@ -38,7 +47,8 @@ NO_ID = np.iinfo(np.int64).max
 @dataclass(frozen=True)
 class Neighbors:
     """Rows ``r0 ..``: ``ids`` (n, k) the k nearest columns best first and ``scores`` their canonical scores
-    (float32); ``far_ids`` (n,) the farthest column and ``far_scores`` its score."""
+    (float32; under euclidean their squared distances, ascending); ``far_ids`` (n,) the farthest column and
+    ``far_scores`` its score (distance)."""
 
     r0: int
     ids: np.ndarray
@@ -49,11 +59,13 @@ class Neighbors:
 
 @dataclass(frozen=True)
 class RowBlock:
-    """Rows to search for: normalised float32 rows, the first one's global index ``r0``, and ``k``."""
+    """Rows to search for: normalised float32 rows, the first one's global index ``r0``, ``k``, and the
+    similarity (euclidean: nearest by squared distance, ``embeddings.pair_scores``)."""
 
     rows: np.ndarray
     r0: int
     k: int
+    similarity: str = "cosine"
 
 
 class ArrayColumns:
@@ -177,11 +189,14 @@ def _insert_far(far_ids, far_scores, r, new_ids, new_scores):  # pragma: no cove
 class TopKState:
     """One tile of rows: the current k best (ids, canonical scores) and the farthest column so far."""
 
-    def __init__(self, rows: np.ndarray, k: int):
+    def __init__(self, rows: np.ndarray, k: int, similarity: str = "cosine"):
         n = len(rows)
         self.rows = rows
         self.k = k
+        self.similarity = similarity
         self.norms = row_norms(rows)
+        #: euclidean: the rows' squared norms in float32, for the estimates (``embeddings.tile_scores``)
+        self.squares = (self.norms ** 2).astype(np.float32) if similarity == "euclidean" else None
         self.ids = np.full((n, k), NO_ID, dtype=np.int64)
         self.scores = np.full((n, k), -np.inf, dtype=np.float32)
         self.far_ids = np.full(n, NO_ID, dtype=np.int64)
@@ -191,12 +206,16 @@ class TopKState:
         """Fold one tile: ``est`` the float32 estimates of these rows against columns ``col0 ..`` (``cols``,
         whose largest norm is ``col_norm``)."""
         dims = self.rows.shape[1]
-        err = score_error(dims) * self.norms * col_norm + error_floor(dims)
+        if self.similarity == "euclidean":  # estimates of -||r - c||^2 (``embeddings.euclidean_floor``)
+            err = 2 * score_error(dims) * self.norms * col_norm + euclidean_floor(dims, self.norms, col_norm)
+        else:
+            err = score_error(dims) * self.norms * col_norm + error_floor(dims)
         r, c, fr, fc = candidates(est, self.scores[:, -1], self.far_scores, err, self.k)
         if len(r):
-            _insert_near(self.ids, self.scores, r, c + col0, canonical_pairs(self.rows, cols, r, c))
+            _insert_near(self.ids, self.scores, r, c + col0, pair_scores(self.rows, cols, r, c, self.similarity))
         if len(fr):
-            _insert_far(self.far_ids, self.far_scores, fr, fc + col0, canonical_pairs(self.rows, cols, fr, fc))
+            _insert_far(self.far_ids, self.far_scores, fr, fc + col0,
+                        pair_scores(self.rows, cols, fr, fc, self.similarity))
 
     def merge(self, other: TopKState) -> None:
         """Add the state of the same rows over another, disjoint range of columns."""
@@ -213,8 +232,12 @@ class NeighborSearch:
     name = "neighbors"
 
     def new_states(self, queries: RowBlock) -> list[TopKState]:
-        return [TopKState(queries.rows[t0:t0 + TILE_ROWS], queries.k)
-                for t0 in range(0, len(queries.rows), TILE_ROWS)]
+        states = [TopKState(queries.rows[t0:t0 + TILE_ROWS], queries.k, queries.similarity)
+                  for t0 in range(0, len(queries.rows), TILE_ROWS)]
+        if queries.similarity == "euclidean":
+            for t, state in enumerate(states):
+                check_euclidean_norms("query/emb", queries.r0 + t * TILE_ROWS, state.norms)
+        return states
 
     def scan(self, queries: RowBlock, states: list[TopKState], source, span: Span | None) -> None:
         blocks = source.blocks() if span is None else source.blocks(*span)
@@ -222,9 +245,16 @@ class NeighborSearch:
             for g0, block in blocks:
                 for c0 in range(0, len(block), TILE_COLS):
                     cols = block[c0:c0 + TILE_COLS]
-                    col_norm = float(row_norms(cols).max())
+                    norms = row_norms(cols)
+                    col_norm = float(norms.max())
+                    squares = None
+                    if queries.similarity == "euclidean":
+                        check_euclidean_norms("gallery/emb", g0 + c0, norms)
+                        squares = (norms ** 2).astype(np.float32)
                     for state in states:
-                        state.update(np.matmul(state.rows, cols.T), g0 + c0, cols, col_norm)
+                        est = np.empty((len(state.rows), len(cols)), dtype=np.float32)
+                        state.update(tile_scores(state.rows, cols, est, state.squares, squares), g0 + c0, cols,
+                                     col_norm)
 
     def merge(self, parts: list[list[TopKState]]) -> list[TopKState]:
         merged = parts[0]
@@ -239,18 +269,20 @@ class NeighborSearch:
             return Neighbors(queries.r0, empty.astype(np.int64), empty.astype(np.float32),
                              np.empty(0, np.int64), np.empty(0, np.float32))
         return Neighbors(queries.r0, np.concatenate([s.ids for s in states]),
-                         np.concatenate([s.scores for s in states]),
+                         as_reported(np.concatenate([s.scores for s in states]), queries.similarity),
                          np.concatenate([s.far_ids for s in states]),
-                         np.concatenate([s.far_scores for s in states]))
+                         as_reported(np.concatenate([s.far_scores for s in states]), queries.similarity))
 
 
 NEIGHBORS = NeighborSearch()
 
 
-def search(rows: np.ndarray, r0: int, source, k: int, *, threads: int = 1, map_fn=map) -> Neighbors:
+def search(rows: np.ndarray, r0: int, source, k: int, *, threads: int = 1, map_fn=map,
+           similarity: str = "cosine") -> Neighbors:
     """The k nearest columns of ``source`` (and the farthest) for normalised ``rows`` (global index ``r0 ..``);
-    ``threads > 1`` splits the columns into that many ranges through ``map_fn`` and merges them."""
-    queries = RowBlock(np.ascontiguousarray(rows, dtype=np.float32), r0, k)
+    ``threads > 1`` splits the columns into that many ranges through ``map_fn`` and merges them. Euclidean:
+    nearest by squared distance, reported as such."""
+    queries = RowBlock(np.ascontiguousarray(rows, dtype=np.float32), r0, k, similarity)
 
     def part(span: Span | None) -> list[TopKState]:
         states = NEIGHBORS.new_states(queries)
