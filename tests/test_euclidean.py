@@ -164,6 +164,15 @@ def test_scaled_inputs_keep_their_ranks_and_report_scaled_distances():
     assert b.column("top1_score").to_pylist() == scaled
 
 
+def test_tiny_rows_whose_squared_distances_are_subnormal_match_the_brute_force():
+    """Rows scaled by 2**-70: squared distances fall below float32's normal range, where rounding makes new ties
+    (and products underflow in the estimates): still the brute force's ranks and distances."""
+    data = with_ties(16)
+    tiny = {**data, "query/emb": data["query/emb"] * np.float32(2.0 ** -70),
+            "gallery/emb": data["gallery/emb"] * np.float32(2.0 ** -70)}
+    assert_matches(evaluate(tiny), reid_reference(tiny))
+
+
 # --------------------------------------------------------------------------- the canonical distance itself
 
 
