@@ -9,10 +9,17 @@ first use, so ``import evalcore`` (and the command line's start) stays quick.
 """
 import importlib
 
-from evalcore.errors import ArrayError, DatasetNotFoundError, EvalcoreWarning, InputError, OptionError
+from evalcore.errors import (
+    ArrayError,
+    DatasetNotFoundError,
+    EvalcoreWarning,
+    InputError,
+    OptionError,
+    UnknownNameError,
+)
 
 __version__ = "0.1.0"
-__all__ = ["ArrayError", "DatasetNotFoundError", "EvalcoreWarning", "InputError", "OptionError", "Result", "__version__", "compare", "cuhk03", "evaluate",
+__all__ = ["ArrayError", "DatasetNotFoundError", "EvalcoreWarning", "InputError", "OptionError", "Result", "UnknownNameError", "__version__", "compare", "cuhk03", "evaluate",
            "ann_recall", "gap", "metric_names", "neighbors", "open_dataset", "read_report", "trec", "validate", "write_dataset"]
 
 _LAZY = {"evaluate": "evalcore.api", "compare": "evalcore.api", "Result": "evalcore.api", "validate": "evalcore.api", "metric_names": "evalcore.api",

@@ -34,11 +34,11 @@ from evalcore.engine import evaluate as engine
 from evalcore.engine import options as engine_options
 from evalcore.engine.evaluate import Result as EngineResult
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.errors import EvalcoreWarning, InputError, OptionError
+from evalcore.errors import EvalcoreWarning, InputError, OptionError, input_error
 from evalcore.io import dataset as ds
 from evalcore.io import report
 from evalcore.io.files import atomic_write
-from evalcore.io.validate import chosen_protocol, unused_arrays
+from evalcore.io.validate import VALIDATE_ADVICE, chosen_protocol, unused_arrays
 from evalcore.io.validate import validate as validate_group
 
 if TYPE_CHECKING:
@@ -165,13 +165,13 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
         by_id = None
         if any(given[name] is not None for name in QRELS_PARAMETERS):
             if protocol not in (None, "qrels"):
-                raise InputError(f"protocol: {protocol!r} does not read qrels=; give protocol='qrels' or leave it out")
+                raise OptionError("protocol", f"{protocol!r} does not read qrels=; give protocol='qrels' or leave it out")
             arrays, by_id = judged_by_id(arrays, query_ids, gallery_ids, qrels, similarity, depth)
             similarity, depth = by_id.similarity, by_id.depth
             reshaped = [n for n, v in (("rerank", rerank), ("query_expansion", query_expansion),
                                        ("database_augmentation", database_augmentation)) if v not in (None, False)]
             if by_id.absent_score is not None and reshaped:  # their neighbour sets would take in the stand-in rows
-                raise InputError(f"{reshaped[0]}: not with judged documents missing from gallery_ids (qrels); "
+                raise input_error(reshaped[0], "not with judged documents missing from gallery_ids (qrels); "
                                  "leave those judgements out to use it")
         arrays, originals = coded_identities(arrays)
         result = _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
@@ -216,8 +216,8 @@ def coded_identities(arrays: dict) -> tuple[dict, dict]:
         for name, coded in zip((query_name, gallery_name), codes, strict=True):
             missing = np.flatnonzero(coded == NO_IDENTITY) if cameras else np.empty(0, np.int64)
             if missing.size:
-                raise InputError(f"{name}: row {int(missing[0])} has no camera (None or NaN); the same-camera "
-                                 "rule needs every row's camera")
+                raise input_error(name, f"row {int(missing[0])} has no camera (None or NaN); the same-camera "
+                                 "rule needs every row's camera", rows=[int(missing[0])])
             arrays[name] = coded
         originals[column] = sides[0]
     return arrays, originals
@@ -318,19 +318,19 @@ def judged_by_id(arrays: dict, query_ids, gallery_ids, qrels, similarity: str | 
 
     for name, value in (("query_ids", query_ids), ("gallery_ids", gallery_ids)):
         if value is None:
-            raise InputError(f"{name}: qrels match rows by id: give query_ids and gallery_ids with qrels")
+            raise input_error(name, "qrels match rows by id: give query_ids and gallery_ids with qrels")
         keys = "query_keys" if name == "query_ids" else "gallery_keys"
         if keys in arrays:
-            raise InputError(f"{keys}: give {keys} or {name}, not both ({name} are the keys)")
+            raise input_error(keys, f"give {keys} or {name}, not both ({name} are the keys)")
     if qrels is None:
-        raise InputError("qrels: query_ids and gallery_ids name the rows of the judgements: give qrels")
+        raise OptionError("qrels", "query_ids and gallery_ids name the rows of the judgements: give qrels")
     qids = trec_tables.id_strings(query_ids, "query_ids")
     gids = trec_tables.id_strings(gallery_ids, "gallery_ids")
     rows = {"query_ids": _rows(arrays, "query", 0), "gallery_ids": _rows(arrays, "gallery", 1)}
     for name, ids in (("query_ids", qids), ("gallery_ids", gids)):
         side = "query" if name == "query_ids" else "gallery"
         if rows[name] is not None and rows[name] != len(ids):
-            raise InputError(f"{name}: {len(ids)} ids, but {side} has {rows[name]} rows")
+            raise input_error(name, f"{len(ids)} ids, but {side} has {rows[name]} rows")
     pairs = trec_tables.judged_pairs(qrels, qids, gids)
     arrays = {**arrays, "query_keys": qids.to_numpy(zero_copy_only=False),
               "gallery_keys": gids.to_numpy(zero_copy_only=False),
@@ -380,15 +380,15 @@ def never_ranked_rows(arrays: dict, count: int, similarity: str) -> tuple[dict, 
     from evalcore.core.scan.embeddings import normalize_rows, row_norms
 
     if "query" not in arrays or "gallery" not in arrays:
-        raise InputError("qrels: judged documents missing from gallery_ids need the query and gallery "
+        raise OptionError("qrels", "judged documents missing from gallery_ids need the query and gallery "
                          "embeddings (given scores have no row for them)")
     if similarity not in ("cosine", "dot"):
-        raise InputError(f"similarity: {similarity!r} with judged documents missing from gallery_ids: "
+        raise OptionError("similarity", f"{similarity!r} with judged documents missing from gallery_ids: "
                          "cosine or dot")
     dims = int(np.shape(arrays["gallery"])[-1]) if np.ndim(arrays["gallery"]) == 2 else 0
     needed = count * (dims + 1) * 4  # bounded before any copy: qrels may name any number of documents
     if needed > total_memory() * IN_PROCESS_SHARE:
-        raise InputError(f"qrels: {count} judged documents are not among gallery_ids; their rows would take "
+        raise OptionError("qrels", f"{count} judged documents are not among gallery_ids; their rows would take "
                          f"{needed / 2 ** 30:.1f} GiB, more than {IN_PROCESS_SHARE:.0%} of this machine's memory "
                          "(check that gallery_ids name the corpus rows)")
     sides = {}
@@ -399,17 +399,17 @@ def never_ranked_rows(arrays: dict, count: int, similarity: str) -> tuple[dict, 
         norms = row_norms(value.astype(np.float32, copy=False))
         bad = np.flatnonzero(~np.isfinite(norms))
         if bad.size:  # named here: the judgements of the stand-in rows would otherwise be the first problem
-            raise InputError(f"{name}: row {int(bad[0])} contains NaN or Inf")
+            raise input_error(name, f"row {int(bad[0])} contains NaN or Inf", rows=[int(bad[0])])
         zero = np.flatnonzero(norms == 0) if similarity == "cosine" else np.empty(0, np.int64)
         if zero.size:
-            raise InputError(f"{name}: row {int(zero[0])} is an all-zero vector (cosine similarity is undefined "
-                             "for it; use similarity dot or fix the row)")
+            raise input_error(name, f"row {int(zero[0])} is an all-zero vector (cosine similarity is undefined "
+                             "for it; use similarity dot or fix the row)", rows=[int(zero[0])])
         sides[name] = (normalize_rows(value, similarity), norms)
     bound = 1.0 if similarity == "cosine" else float(sides["query"][1].max(initial=0) *
                                                       sides["gallery"][1].max(initial=0))
     score = float(np.float32(NEVER_RANKED_SCORE * max(bound, 1.0)))
     if not np.isfinite(score):
-        raise InputError("query: the embeddings' norms are too large for judged documents missing from "
+        raise OptionError("query", "the embeddings' norms are too large for judged documents missing from "
                          "gallery_ids to rank after the corpus (float32 overflows)")
     (q, _), (g, _) = sides["query"], sides["gallery"]
     extended_q = np.concatenate([q, np.full((q.shape[0], 1), -score, np.float32)], axis=1)
@@ -429,17 +429,17 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
               on_progress=None) -> Result:
     started = time.perf_counter()
     if arrays and source is not None:
-        raise InputError(f"source: give a dataset or arrays ({', '.join(arrays)}), not both")
+        raise OptionError("source", f"give a dataset or arrays ({', '.join(arrays)}), not both")
     if source is None and not arrays:
-        raise InputError("source: give a dataset path, a zarr.Group, or the query and gallery arrays")
+        raise OptionError("source", "give a dataset path, a zarr.Group, or the query and gallery arrays")
     group = in_memory_dataset(arrays) if arrays else ds.open_dataset(source, storage_options)
     attributes = ds.dataset_attributes(group)
     if ds.has(group, ds.SCORES):
         if similarity is not None:
-            raise InputError(f"--similarity: does not apply to given scores ({ds.SCORES}), compared as given")
+            raise OptionError("--similarity", f"does not apply to given scores ({ds.SCORES}), compared as given")
         if not ds.higher_is_better(group) and (sweep or target_fpir is not None):
-            raise InputError(f"--{'sweep' if sweep else 'target-fpir'}: the open-set sweep needs scores, where higher "
-                             "is better; these are distances (higher_is_better false): negate them and give them as "
+            raise OptionError("--sweep" if sweep else "--target-fpir", "the open-set sweep needs scores, where higher "
+                              "is better; these are distances (higher_is_better false): negate them and give them as "
                              "scores")
     elif similarity == "euclidean" and ds.has(group, "ranking/item"):
         raise OptionError("--similarity", "euclidean needs query/emb and gallery/emb to measure distances; this "
@@ -461,11 +461,11 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
                 raise OptionError(flag, "accepts rank 1 when its score is >= T; --similarity euclidean reports "
                                   "squared distances (lower is better): use --similarity cosine or dot")
     if target_fpir is not None and not 0 <= target_fpir <= 1:
-        raise InputError(f"--target-fpir: {target_fpir} must lie in [0, 1]")
+        raise OptionError("--target-fpir", f"{target_fpir} must lie in [0, 1]")
     if workers is not None and client is not None:
-        raise InputError("--workers: give workers or client, not both")
+        raise OptionError("--workers", "give workers or client, not both")
     if workers is not None and (int(workers) != workers or workers < 1):
-        raise InputError(f"--workers: {workers} must be a positive integer")
+        raise OptionError("--workers", f"{workers} must be a positive integer")
     stall_timeout = check_stall_timeout(stall_timeout)
     unused = unused_arrays(group, options.protocol)
     if unused and arrays:  # given to this call and then ignored: the caller meant another protocol
@@ -522,7 +522,7 @@ def neighbors(source=None, *, query=None, gallery=None, k: int = 10, similarity:
     given = {name: value for name, value in (("query", query), ("gallery", gallery)) if value is not None}
     with parameter_names(bool(given), False):
         if given and source is not None:
-            raise InputError(f"source: give a dataset or arrays ({', '.join(given)}), not both")
+            raise OptionError("source", f"give a dataset or arrays ({', '.join(given)}), not both")
         group = in_memory_dataset(given) if given else ds.open_dataset(source, storage_options)
         similarity = similarity or ds.dataset_attributes(group).get("similarity") or "cosine"
         if similarity not in SIMILARITIES:
@@ -560,14 +560,14 @@ def expansion_parameters(option: str, value) -> tuple | None:
     try:
         return tuple(value)
     except TypeError:
-        raise InputError(f"{option}: {value!r} is not a pair K, ALPHA") from None
+        raise input_error(option, f"{value!r} is not a pair K, ALPHA") from None
 
 
 def sweep_tables(result, target_fpir: float | None):
     pq = result.per_query
     if result.info["ranked_by"] == "ranking/item" and pq.num_rows and \
             pq.column("top1_score").null_count == pq.num_rows:
-        raise InputError("--sweep: needs scores (ranking/score) for the precomputed lists")
+        raise OptionError("--sweep", "needs scores (ranking/score) for the precomputed lists")
     return openset.sweep_tables(pq, result.summary, target_fpir)
 
 
@@ -576,37 +576,37 @@ def in_memory_dataset(arrays: Mapping[str, Any]) -> zarr.Group:
     chunks of whole query tiles, copied a chunk at a time)."""
     given = [name for name in ("scores", DISTANCES) if name in arrays]
     if len(given) > 1:
-        raise InputError("distances: give scores or distances, not both")
+        raise OptionError("distances", "give scores or distances, not both")
     if given and ("query" in arrays or "gallery" in arrays):
-        raise InputError(f"{given[0]}: give {given[0]} or the query and gallery embeddings, not both")
+        raise input_error(given[0], f"give {given[0]} or the query and gallery embeddings, not both")
     if given:
         return _scores_dataset(given[0], arrays)
     for name in ("query", "gallery"):
         if name not in arrays:
-            raise InputError(f"{name}: missing (give both query and gallery embeddings, or scores)")
+            raise input_error(name, "missing (give both query and gallery embeddings, or scores)")
     data = {}
     for name, value in arrays.items():
         value = np.asarray(value)  # dask arrays compute, CPU torch tensors convert
         if name in ("query", "gallery"):
             if value.ndim != 2:
-                raise InputError(f"{name}: must be 2-D (rows, dims), got shape {value.shape}")
+                raise input_error(name, f"must be 2-D (rows, dims), got shape {value.shape}")
             if value.dtype.kind not in "fiu":
-                raise InputError(f"{name}: dtype {value.dtype} is not numeric")
+                raise input_error(name, f"dtype {value.dtype} is not numeric")
             if value.dtype not in (np.float16, np.float32):
                 value = value.astype(np.float32)
         elif value.ndim != 1:
-            raise InputError(f"{name}: must be 1-D, got shape {value.shape}")
+            raise input_error(name, f"must be 1-D, got shape {value.shape}")
         data[ARRAY_PARAMETERS.get(name, name)] = value  # qrels/* come by their array names (judged_by_id)
     dims = {data[n].shape[1] for n in ("query/emb", "gallery/emb")}
     if len(dims) > 1:
-        raise InputError(f"gallery: {data['gallery/emb'].shape[1]} dims, query has {data['query/emb'].shape[1]}")
+        raise OptionError("gallery", f"{data['gallery/emb'].shape[1]} dims, query has {data['query/emb'].shape[1]}")
     for name, array in data.items():
         side = name.split("/")[0]
         if side == "qrels":  # judgements, not rows of a side: the protocol checks them
             continue
         n = data[f"{side}/emb"].shape[0]
         if array.shape[0] != n:
-            raise InputError(f"{name}: {array.shape[0]} rows, but {side}/emb has {n}")
+            raise input_error(name, f"{array.shape[0]} rows, but {side}/emb has {n}")
     rows = max(1, data["query/emb"].shape[0], data["gallery/emb"].shape[0])
     return ds.write_dataset(zarr.storage.MemoryStore(), data, chunk_rows=rows)
 
@@ -615,9 +615,9 @@ def _scores_dataset(name: str, arrays: Mapping[str, Any]) -> zarr.Group:
     """The in-memory dataset of a given score (or distance) matrix and the 1-D arrays beside it."""
     matrix, dtype = ds.matrix_like(arrays[name])
     if len(matrix.shape) != 2:
-        raise InputError(f"{name}: must be 2-D (queries, gallery items), got shape {tuple(matrix.shape)}")
+        raise input_error(name, f"must be 2-D (queries, gallery items), got shape {tuple(matrix.shape)}")
     if dtype.name not in ds.SCORE_DTYPES:
-        raise InputError(f"{name}: dtype {dtype} is not float16, float32 or float64")
+        raise input_error(name, f"dtype {dtype} is not float16, float32 or float64")
     sizes = {"query": int(matrix.shape[0]), "gallery": int(matrix.shape[1])}
     data: dict[str, Any] = {ds.SCORES: matrix}
     for parameter, value in arrays.items():
@@ -626,11 +626,11 @@ def _scores_dataset(name: str, arrays: Mapping[str, Any]) -> zarr.Group:
         value = np.asarray(value)
         array = ARRAY_PARAMETERS.get(parameter, parameter)  # qrels/* come by their array names (judged_by_id)
         if value.ndim != 1:
-            raise InputError(f"{array}: must be 1-D, got shape {value.shape}")
+            raise input_error(array, f"must be 1-D, got shape {value.shape}")
         side = array.split("/")[0]
         if side != "qrels" and value.shape[0] != sizes[side]:
             what = "rows" if side == "query" else "columns"
-            raise InputError(f"{array}: {value.shape[0]} rows, but {ds.SCORES} has {sizes[side]} {what}")
+            raise input_error(array, f"{value.shape[0]} rows, but {ds.SCORES} has {sizes[side]} {what}")
         data[array] = value
     rows = max(1, *sizes.values())
     return ds.write_dataset(zarr.storage.MemoryStore(), data, chunk_rows=rows,
@@ -668,9 +668,6 @@ def total_memory() -> int:
 
 
 _FLAG = re.compile(r"--([a-z][a-z-]*)")
-#: the dataset checks' advice to a command-line user; a Python caller has evalcore.validate (or, for arrays, the
-#: message's first problem to fix)
-VALIDATE_ADVICE = "; run `evalcore validate`)"
 
 
 #: set inside ``command_line_words()``: errors keep the command line's words
@@ -723,15 +720,26 @@ def parameter_names(from_arrays: bool, distances: bool = False):
     try:
         yield
     except InputError as exc:
-        message = str(exc).replace(VALIDATE_ADVICE, ")" if from_arrays else "; evalcore.validate(source) lists them)")
-        message = _FLAG.sub(lambda m: m.group(1).replace("-", "_"), message)
-        if from_arrays:
-            for parameter, array in ARRAY_PARAMETERS.items():
-                parameter = DISTANCES if distances and array == ds.SCORES else parameter
-                message = re.sub(rf"(?<![\w/]){re.escape(array)}(?![\w/])", parameter, message)
-        raise type(exc)(message).with_traceback(None) from None
+        raise exc.reworded(python_names(from_arrays, distances)).with_traceback(None) from None
     finally:
         _NESTED.reset(token)
+
+
+def python_names(from_arrays: bool, distances: bool = False) -> Callable[[str], str]:
+    """The command line's words -> the Python API's, applied to an error's subject and detail: a flag is its
+    parameter (``--max-rank`` -> ``max_rank``, dashes as underscores); with arrays given, an array is the
+    keyword that gave it (``gallery/label`` -> ``gallery_labels``, ``scores/value`` -> ``distances`` when
+    distances were given); the advice to run ``evalcore validate`` is Python's."""
+    arrays = {array: (DISTANCES if distances and array == ds.SCORES else parameter)
+              for parameter, array in ARRAY_PARAMETERS.items()} if from_arrays else {}
+    advice = "" if from_arrays else "; evalcore.validate(source) lists them"
+
+    def word(text: str) -> str:
+        text = _FLAG.sub(lambda m: m.group(1).replace("-", "_"), text.replace(VALIDATE_ADVICE, advice))
+        for array, parameter in arrays.items():  # whole names only: query/emb, not query/embx
+            text = re.sub(rf"(?<![\w/]){re.escape(array)}(?![\w/])", parameter, text)
+        return text
+    return word
 
 
 def metric_names() -> list[registry.MetricInfo]:
@@ -747,7 +755,7 @@ def validate(source, protocol: str | None = None, *, similarity: str | None = No
     attributes = ds.dataset_attributes(group)
     return validate_group(group, chosen_protocol(group, protocol),
                           similarity=similarity or attributes.get("similarity") or "cosine",
-                          judged_only=judged_only).items
+                          judged_only=judged_only).messages()
 
 
 # --------------------------------------------------------------------------- compare
@@ -781,10 +789,10 @@ def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_0
     cli = _CLI_WORDS.get()
     method = intervals.Method(ci, resamples, permutations, seed).checked("--" if cli else "")
     if len(runs) < 2:
-        raise InputError("runs: give at least two runs to compare (the first is the baseline)")
+        raise OptionError("runs", "give at least two runs to compare (the first is the baseline)")
     labels = list(names) if names is not None else _run_names(runs)
     if len(labels) != len(runs):
-        raise InputError(f"names: {len(labels)} names for {len(runs)} runs")
+        raise OptionError("names", f"{len(labels)} names for {len(runs)} runs")
     folders = {f"run {label}": r for label, r in zip(labels, runs) if not isinstance(r, EngineResult)}
     if out is not None:
         report.check_apart("--out" if cli else "out", out, folders)

@@ -20,7 +20,7 @@ import numpy as np
 
 from evalcore.api import evaluate
 from evalcore.core import single_shot
-from evalcore.errors import EvalcoreWarning, InputError
+from evalcore.errors import EvalcoreWarning, OptionError, input_error
 from evalcore.io.identities import NO_IDENTITY, code_identities
 
 #: torchreid's number of repeats
@@ -84,19 +84,19 @@ def single_shot_protocol(distances, q_labels: np.ndarray, g_labels: np.ndarray, 
     repeats, seed, chunk_rows = checked_parameters(repeats, seed, chunk_rows)
     shape = np.shape(distances)
     if len(shape) != 2:
-        raise InputError(f"distances: must be 2-D (queries, gallery items), got shape {shape}")
+        raise OptionError("distances", f"must be 2-D (queries, gallery items), got shape {shape}")
     for name, values, size in (("query_labels", q_labels, shape[0]), ("gallery_labels", g_labels, shape[1]),
                                ("query_cams", q_cams, shape[0]), ("gallery_cams", g_cams, shape[1])):
         if values.shape != (size,):
-            raise InputError(f"{name}: has {values.size} rows, the distance matrix {size}")
+            raise input_error(name, f"has {values.size} rows, the distance matrix {size}")
         if name.endswith("cams") and (values == NO_IDENTITY).any():
             row = int(np.flatnonzero(values == NO_IDENTITY)[0])
-            raise InputError(f"{name}: row {row} has no camera (None or NaN); the same-camera rule needs "
-                             "every row's camera")
+            raise input_error(name, f"row {row} has no camera (None or NaN); the same-camera rule needs "
+                             "every row's camera", rows=[row])
     if isinstance(max_rank, (bool, np.bool_)) or not isinstance(max_rank, (int, np.integer)) or max_rank < 1:
-        raise InputError(f"max_rank: {max_rank!r} must be a positive integer")
+        raise OptionError("max_rank", f"{max_rank!r} must be a positive integer")
     if shape[1] == 0:
-        raise InputError("gallery_labels: the gallery is empty, so no query identity can appear in it")
+        raise OptionError("gallery_labels", "the gallery is empty, so no query identity can appear in it")
     top = int(min(max_rank, shape[1]))
     ap, counted_rows = market_ap(distances, q_labels, g_labels, q_cams, g_cams, top, chunk_rows)
     queries, ranks = drawn_ranks(distances, q_labels, g_labels, q_cams, g_cams, repeats, seed, chunk_rows)
@@ -111,11 +111,11 @@ def checked_parameters(repeats, seed, chunk_rows) -> tuple[int, int, int | None]
     def integer(value) -> bool:
         return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
     if not integer(repeats) or not 1 <= repeats <= MAX_REPEATS:
-        raise InputError(f"repeats: {repeats!r} must be an integer from 1 to {MAX_REPEATS}")
+        raise OptionError("repeats", f"{repeats!r} must be an integer from 1 to {MAX_REPEATS}")
     if not integer(seed) or not 0 <= seed < 2 ** 64:
-        raise InputError(f"seed: {seed!r} must be an integer from 0 to 2**64 - 1")
+        raise OptionError("seed", f"{seed!r} must be an integer from 0 to 2**64 - 1")
     if chunk_rows is not None and (not integer(chunk_rows) or chunk_rows < 1):
-        raise InputError(f"chunk_rows: {chunk_rows!r} must be a positive integer")
+        raise OptionError("chunk_rows", f"{chunk_rows!r} must be a positive integer")
     return int(repeats), int(seed), None if chunk_rows is None else int(chunk_rows)
 
 
@@ -129,7 +129,7 @@ def market_ap(distances, q_labels, g_labels, q_cams, g_cams, top: int, chunk_row
     per_query = result.per_query.sort_by("query")
     counted = np.asarray(per_query.column("n_relevant")) > 0
     if not counted.any():
-        raise InputError("query_labels: no query's identity appears in the gallery under another camera, so no "
+        raise OptionError("query_labels", "no query's identity appears in the gallery under another camera, so no "
                          "query can be evaluated")
     rows = np.asarray(per_query.column("query"), dtype=np.int64)[counted]
     return np.asarray(per_query.column("ap"), dtype=np.float64)[counted], rows

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, input_error
 from evalcore.types import EMPTY_QUERIES, PROTOCOLS, SIMILARITIES, TIES
 
 #: The largest value of an integer option (--ks, --max-rank, --map-at, --depth, --rel-level, --chunk-rows,
@@ -63,9 +63,9 @@ def check_integer(option: str, value: object, high: int = MAX_INTEGER_OPTION) ->
             and float(value).is_integer():
         n = int(float(value))
     if n is None or n < 1:
-        raise InputError(f"{option}: {shown(value)} must be a positive integer")
+        raise input_error(option, f"{shown(value)} must be a positive integer")
     if n > high:
-        raise InputError(f"{option}: {shown(value)} is too large: at most {high:,}")
+        raise input_error(option, f"{shown(value)} is too large: at most {high:,}")
     return n
 
 
@@ -78,11 +78,11 @@ class Choice:
 
     values: tuple[str, ...]
 
-    def problem(self, option: str, value: object) -> str | None:
+    def problem(self, option: str, value: object) -> InputError | None:
         """value in values, else "OPTION: 'x' is not a or b"."""
         if value in self.values:
             return None
-        return f"{option}: {value!r} is not {' or '.join(self.values)}"
+        return input_error(option, f"{value!r} is not {' or '.join(self.values)}")
 
 
 @dataclass(frozen=True)
@@ -91,12 +91,12 @@ class PositiveInteger:
 
     high: int = MAX_INTEGER_OPTION
 
-    def problem(self, option: str, value: object) -> str | None:
+    def problem(self, option: str, value: object) -> InputError | None:
         """1 <= value <= high, a whole number, else the message of ``check_integer``."""
         try:
             check_integer(option, value, self.high)
         except InputError as exc:
-            return str(exc)
+            return exc
         return None
 
 
@@ -106,33 +106,33 @@ class Number:
 
     low: float | None = None
 
-    def problem(self, option: str, value: object) -> str | None:
+    def problem(self, option: str, value: object) -> InputError | None:
         """isfinite(value) and value >= low, else "OPTION: v must be a finite number[ >= low]"."""
         ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
             and (self.low is None or float(value) >= self.low)
         if ok:
             return None
-        return f"{option}: {value} must be a finite number" + ("" if self.low is None else f" >= {self.low:g}")
+        return input_error(option, f"{value} must be a finite number" + ("" if self.low is None else f" >= {self.low:g}"))
 
 
 @dataclass(frozen=True)
 class Fraction:
     """A rate in [0, 1] (a false-positive identification rate)."""
 
-    def problem(self, option: str, value: object) -> str | None:
+    def problem(self, option: str, value: object) -> InputError | None:
         """0 <= value <= 1, else "OPTION: v must lie in [0, 1]"."""
         if isinstance(value, numbers.Real) and 0 <= float(value) <= 1:
             return None
-        return f"{option}: {value} must lie in [0, 1]"
+        return input_error(option, f"{value} must lie in [0, 1]")
 
 
 @dataclass(frozen=True)
 class Switch:
     """On or off (a flag alone on the command line, true or false in a job file)."""
 
-    def problem(self, option: str, value: object) -> str | None:
+    def problem(self, option: str, value: object) -> InputError | None:
         """value is a bool, else "OPTION must be true or false"."""
-        return None if isinstance(value, bool) else f"{option} must be true or false"
+        return None if isinstance(value, bool) else InputError(f"{option} must be true or false")
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class Checked:
 
     by: str
 
-    def problem(self, option: str, value: object) -> str | None:
+    def problem(self, option: str, value: object) -> InputError | None:
         """Checked where it is used (``by``): nothing to say here."""
         return None
 
@@ -195,8 +195,8 @@ class Declaration:
         order = ("nargs", "const", "choices", "default", "action", "metavar", "help")
         return {k: given[k] for k in order if given[k] is not None}
 
-    def problem(self, value: object, option: str | None = None) -> str | None:
-        """The constraint's message for ``value`` (named ``option``, else the flag, else the name), or None."""
+    def problem(self, value: object, option: str | None = None) -> InputError | None:
+        """The constraint's error for ``value`` (named ``option``, else the flag, else the name), or None."""
         return self.constraint.problem(option or self.flag or self.name, value)
 
 

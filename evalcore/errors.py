@@ -4,9 +4,14 @@ Bad input is the one exception family the command line turns into exit status 2.
 
 Every message starts with the name of what is wrong: an option
 (``--max-rank: ...``, or ``max_rank: ...`` from the Python API), an array
-(``gallery/label: rows 3, 7 ...``) or a file. ``InputError(message)`` becomes
-the matching subclass on its own, so code can tell the kinds apart without
-reading the message:
+(``gallery/label: rows 3, 7 ...``) or a file. The class and the fields are
+chosen where the error is raised, never read back from the message:
+
+    raise OptionError("--ks", "0 must list positive integers")
+    raise ArrayError("query/emb", f"rows {rows_text(bad)} contain NaN or Inf", rows=bad)
+    raise InputError("output x.zarr: already exists")      # names what is wrong in its own words
+
+so code can tell the kinds apart without reading the message:
 
     try:
         evalcore.evaluate("ds.zarr")
@@ -16,54 +21,128 @@ reading the message:
         ...
     except evalcore.OptionError as exc:       # exc.option == "--ks"
         ...
+
+The command line's words (``--max-rank``, ``query/label``) are the ones raised; the Python API shows the same
+error in its parameters' words (``max_rank``, ``query_labels``) with ``reworded``, field by field.
 """
 from __future__ import annotations
 
-import re
-
-#: a command-line flag, or a Python parameter name (the API words its errors so)
-_OPTION = re.compile(r"^(--[a-z][a-z0-9-]*|[a-z][a-z0-9_]*)(?=:)")
-#: a dataset array, or the API parameter it came from (``gallery_labels``)
-_ARRAY = re.compile(r"^((?:query|gallery|qrels|ranking|scores)/[a-z_]+)(?=[:\s])")
-_LEAD = re.compile(r"^([^\s:]+)")
-_ROWS = re.compile(r"\brows? ((?:\d+, )*\d+)")
+from collections.abc import Callable, Iterable
 
 
 class InputError(ValueError):
-    """Bad input or usage: the message names the array, file or option and what is wrong."""
+    """Bad input or usage: the message names the array, file or option and what is wrong.
 
-    def __new__(cls, message: str = "", *args):
-        if cls is InputError:
-            cls = _kind(str(message))
+    ``subject`` is what is wrong (an option, an array, a file; None when ``detail`` names it in its own words),
+    ``detail`` what is wrong with it, ``rows`` the rows the message names (maybe the first few); the message is
+    ``"{subject}: {detail}"``."""
+
+    def __new__(cls, *args, **kwargs):
         base = FileNotFoundError if issubclass(cls, FileNotFoundError) else ValueError  # OSError has its own layout
-        return base.__new__(cls, message, *args)
+        return base.__new__(cls)
+
+    def __init__(self, message: str = "", *, subject: str | None = None, rows: Iterable[int] = ()) -> None:
+        self.subject = subject
+        self.detail = message
+        self.rows = [int(r) for r in rows]
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        return f"{self.subject}: {self.detail}" if self.subject else self.detail
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):
+        # the fields, not the constructor's arguments, cross to and from Dask worker processes
+        return _rebuild, (type(self), self.subject, self.detail, self.rows)
+
+    def reworded(self, word: Callable[[str], str]) -> InputError:
+        """The same error (class, rows) with ``word`` applied to its subject and its detail: how the Python API
+        shows an error raised in the command line's words."""
+        return _rebuild(type(self), None if self.subject is None else word(self.subject), word(self.detail),
+                        self.rows)
+
+
+    def followed_by(self, more: int, advice: str = "") -> InputError:
+        """This error, its detail saying how many more problems were found: ``... (and 2 more problem(s))``,
+        with ``advice`` (``; run `evalcore validate```) before the closing parenthesis."""
+        if more <= 0:
+            return self
+        return _rebuild(type(self), self.subject, f"{self.detail} (and {more} more problem(s){advice})", self.rows)
+
+
+def first_problem(problems: list[InputError], advice: str = "") -> InputError:
+    """The first of ``problems`` (not empty), saying how many more there are."""
+    return problems[0].followed_by(len(problems) - 1, advice)
+
+
+def _rebuild(cls: type[InputError], subject: str | None, detail: str, rows: Iterable[int]) -> InputError:
+    exc = cls.__new__(cls)
+    InputError.__init__(exc, detail, subject=subject, rows=rows)
+    return exc
 
 
 class OptionError(InputError):
     """A bad option or parameter; ``.option`` names it (``--max-rank``, or ``max_rank`` from Python)."""
 
+    def __init__(self, option: str, detail: str) -> None:
+        super().__init__(detail, subject=option)
+
     @property
     def option(self) -> str | None:
-        found = _LEAD.match(str(self))
-        return found.group(1) if found else None
+        return self.subject
 
 
 class ArrayError(InputError):
     """A bad dataset array; ``.array`` names it, ``.rows`` lists the rows the message names (maybe the first few)."""
 
-    @property
-    def array(self) -> str | None:
-        found = _LEAD.match(str(self))
-        return found.group(1) if found else None
+    def __init__(self, array: str, detail: str, rows: Iterable[int] = ()) -> None:
+        super().__init__(detail, subject=array, rows=rows)
 
     @property
-    def rows(self) -> list[int]:
-        found = _ROWS.search(str(self))
-        return [int(r) for r in found.group(1).split(", ")] if found else []
+    def array(self) -> str | None:
+        return self.subject
+
+
+class UnknownNameError(OptionError):
+    """An option names something evalcore does not have (a metric, a measure): ``.name`` is the name given,
+    so a caller can offer the closest known one."""
+
+    def __init__(self, option: str, name: str, detail: str) -> None:
+        super().__init__(option, detail)
+        self.name = name
+
+    def __reduce__(self):
+        return _unknown_name, (self.subject, self.name, self.detail)
+
+
+def _unknown_name(option: str, name: str, detail: str) -> UnknownNameError:
+    return UnknownNameError(option, name, detail)
 
 
 class DatasetNotFoundError(InputError, FileNotFoundError):
-    """No dataset at the path or URL given."""
+    """No dataset at the path or URL given (``subject`` is ``dataset <path>``)."""
+
+    def __init__(self, subject: str, detail: str) -> None:
+        super().__init__(detail, subject=subject)
+
+
+#: the sides a dataset array's name starts with (``query/emb``): a subject of this form is an array
+ARRAY_SIDES = ("query", "gallery", "qrels", "ranking", "scores")
+
+
+def input_error(subject: str, detail: str, rows: Iterable[int] = ()) -> InputError:
+    """The error about ``subject`` where the subject is only known at run time (``f"{name}: ..."``): an
+    ``ArrayError`` for a dataset array (``gallery/label``), an ``OptionError`` for a flag (``--ks``) or a Python
+    parameter (``gallery_labels``), else an ``InputError`` naming it."""
+    side, _, rest = subject.partition("/")
+    if side in ARRAY_SIDES and rest.isidentifier():
+        return ArrayError(subject, detail, rows)
+    if (subject.startswith("--") and subject[2:].replace("-", "_").isidentifier()) or subject.isidentifier():
+        return OptionError(subject, detail)
+    return InputError(detail, subject=subject, rows=rows)
 
 
 class EvalcoreWarning(UserWarning):
@@ -90,16 +169,6 @@ class WorkerFailed(ClusterError):
 class WorkerStalled(ClusterError):
     """A worker held a task far longer than the run's stall limit and the task could not run elsewhere
     (no other worker answered, or it stalled on more than one): the message names the worker and the queries."""
-
-
-def _kind(message: str) -> type[InputError]:
-    if _ARRAY.match(message):
-        return ArrayError
-    if message.startswith("dataset ") and "no Zarr group found" in message:
-        return DatasetNotFoundError
-    if _OPTION.match(message):
-        return OptionError
-    return InputError
 
 
 def rows_text(rows, limit: int = 5) -> str:

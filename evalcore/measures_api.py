@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from evalcore.core import ann, recognition
-from evalcore.errors import EvalcoreWarning, InputError
+from evalcore.errors import EvalcoreWarning, OptionError, input_error
 
 #: how many offending entries a message names before it says "..."
 _SHOWN = 3
@@ -58,7 +58,7 @@ def _truth_entries(truth) -> tuple[list, list[frozenset]]:
         try:
             values = list(np.asarray(truth).tolist()) if isinstance(truth, np.ndarray) else list(truth)
         except TypeError:
-            raise InputError(f"truth: {type(truth).__name__} is not a mapping or a sequence of landmarks") from None
+            raise OptionError("truth", f"{type(truth).__name__} is not a mapping or a sequence of landmarks") from None
         keys = list(range(len(values)))
     sets = []
     for key, value in zip(keys, values):
@@ -67,7 +67,7 @@ def _truth_entries(truth) -> tuple[list, list[frozenset]]:
             try:
                 sets.append(frozenset(m for m in members if not _is_none(m)))
             except TypeError:
-                raise InputError(f"truth: query {key!r}: landmarks {value!r} are not landmark ids "
+                raise OptionError("truth", f"query {key!r}: landmarks {value!r} are not landmark ids "
                                  "(hashable values)") from None
         elif _is_none(value):
             sets.append(frozenset())
@@ -75,7 +75,7 @@ def _truth_entries(truth) -> tuple[list, list[frozenset]]:
             try:
                 sets.append(frozenset([value]))
             except TypeError:
-                raise InputError(f"truth: query {key!r}: landmark {value!r} is not a landmark id "
+                raise OptionError("truth", f"query {key!r}: landmark {value!r} is not a landmark id "
                                  "(a hashable value) or a collection of them") from None
     return keys, sets
 
@@ -90,16 +90,16 @@ def _one_prediction(key, value) -> tuple[Any, float] | None:
         try:
             landmark, confidence = value
         except (TypeError, ValueError):
-            raise InputError(f"predictions: query {key!r}: prediction {value!r} is not a pair "
+            raise OptionError("predictions", f"query {key!r}: prediction {value!r} is not a pair "
                              "(landmark, confidence) or None") from None
     if _is_none(landmark):
         return None
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not math.isfinite(confidence):
-        raise InputError(f"predictions: query {key!r}: confidence {confidence!r} is not a finite number")
+        raise OptionError("predictions", f"query {key!r}: confidence {confidence!r} is not a finite number")
     try:
         hash(landmark)
     except TypeError:
-        raise InputError(f"predictions: query {key!r}: landmark {landmark!r} is not a landmark id "
+        raise OptionError("predictions", f"query {key!r}: landmark {landmark!r} is not a landmark id "
                          "(a hashable value)") from None
     return landmark, float(confidence)
 
@@ -116,10 +116,10 @@ def _prediction_entries(predictions) -> dict:
             confidences = np.asarray(confidences).tolist() if isinstance(confidences, np.ndarray) \
                 else list(confidences)
         except (TypeError, ValueError):
-            raise InputError("predictions: give a mapping {query: (landmark, confidence)} or a pair of "
+            raise OptionError("predictions", "give a mapping {query: (landmark, confidence)} or a pair of "
                              "sequences (landmarks, confidences)") from None
         if len(landmarks) != len(confidences):
-            raise InputError(f"predictions: {len(landmarks)} landmarks but {len(confidences)} confidences")
+            raise OptionError("predictions", f"{len(landmarks)} landmarks but {len(confidences)} confidences")
         items = list(enumerate(zip(landmarks, confidences)))
     out = {}
     for key, value in items:
@@ -183,15 +183,15 @@ def gap(predictions, truth, *, ignore_non_landmark: bool = False) -> Recognition
         try:
             index[key] = i
         except TypeError:
-            raise InputError(f"truth: query {key!r} is not a usable key (not hashable)") from None
+            raise OptionError("truth", f"query {key!r} is not a usable key (not hashable)") from None
     predicted = _prediction_entries(predictions)
     unknown = [key for key in predicted if key not in index]
     if unknown:
-        raise InputError(f"predictions: queries {_shown(unknown)} are not in truth")
+        raise OptionError("predictions", f"queries {_shown(unknown)} are not in truth")
     has_landmark = np.array([bool(s) for s in sets], dtype=bool)
     m = int(np.count_nonzero(has_landmark))
     if m == 0:
-        raise InputError("truth: no query has a landmark, so GAP and top-1 accuracy are undefined")
+        raise OptionError("truth", "no query has a landmark, so GAP and top-1 accuracy are undefined")
 
     rows = np.array([index[key] for key in predicted], dtype=np.int64)
     if ignore_non_landmark:
@@ -247,22 +247,22 @@ def _id_matrix(name: str, value) -> np.ndarray:
     try:
         ids = np.asarray(value)
     except Exception:
-        raise InputError(f"{name}: not an array of gallery indices") from None
+        raise input_error(name, "not an array of gallery indices") from None
     if ids.ndim != 2:
-        raise InputError(f"{name}: shape {ids.shape}; expected (queries, k) gallery indices")
+        raise input_error(name, f"shape {ids.shape}; expected (queries, k) gallery indices")
     if ids.dtype.kind not in "iu":
-        raise InputError(f"{name}: dtype {ids.dtype}; expected integer gallery indices (-1 for none)")
+        raise input_error(name, f"dtype {ids.dtype}; expected integer gallery indices (-1 for none)")
     ids = ids.astype(np.int64)
     bad = np.flatnonzero((ids < -1).any(axis=1))
     if bad.size:
-        raise InputError(f"{name}: rows {_shown(bad.tolist())} hold indices below -1 (-1 means none)")
+        raise input_error(name, f"rows {_shown(bad.tolist())} hold indices below -1 (-1 means none)")
     return ids
 
 
 def _check_k(k, width: int) -> int:
     k = width if k is None else k
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= int(k) <= width:
-        raise InputError(f"k: {k!r} must be an integer from 1 to the ANN list's {width} columns")
+        raise OptionError("k", f"{k!r} must be an integer from 1 to the ANN list's {width} columns")
     return int(k)
 
 
@@ -284,14 +284,14 @@ def _neighbor_table(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """(ids, scores), each (Q, depth), from ``evalcore.neighbors``' table: rows by query, then rank 1..depth."""
     missing = [c for c in ("query", "rank", "item", "score") if c not in table.column_names]
     if missing:
-        raise InputError(f"exact_ids: the table lacks {', '.join(missing)} (give evalcore.neighbors' table)")
+        raise OptionError("exact_ids", f"the table lacks {', '.join(missing)} (give evalcore.neighbors' table)")
     query = table.column("query").to_numpy(zero_copy_only=False)
     rank = table.column("rank").to_numpy(zero_copy_only=False)
     n = int(query.max()) + 1 if len(query) else 0
     depth = len(query) // n if n else 0
     if not n or n * depth != len(query) or (query != np.repeat(np.arange(n), depth)).any() or \
             (rank != np.tile(np.arange(1, depth + 1), n)).any():
-        raise InputError("exact_ids: the table's rows are not queries 0..Q-1 each with ranks 1..depth in order")
+        raise OptionError("exact_ids", "the table's rows are not queries 0..Q-1 each with ranks 1..depth in order")
     return (table.column("item").to_numpy(zero_copy_only=False).reshape(n, depth),
             table.column("score").to_numpy(zero_copy_only=False).reshape(n, depth))
 
@@ -323,16 +323,16 @@ def ann_recall(ann_ids, *, query=None, gallery=None, k: int | None = None, simil
     embeddings = query is not None or gallery is not None
     precomputed = exact_ids is not None or exact_scores is not None
     if embeddings and precomputed:
-        raise InputError("exact_ids: give query and gallery embeddings or exact_ids and exact_scores, not both")
+        raise OptionError("exact_ids", "give query and gallery embeddings or exact_ids and exact_scores, not both")
     if embeddings:
         if query is None or gallery is None:
-            raise InputError(f"{'query' if query is None else 'gallery'}: missing (the exact neighbours need "
+            raise input_error('query' if query is None else 'gallery', "missing (the exact neighbours need "
                              "query and gallery embeddings)")
         n_query, n_gallery = np.shape(query)[0], np.shape(gallery)[0]
         if n_query != len(ids):
-            raise InputError(f"ann_ids: {len(ids)} rows but query has {n_query}")
+            raise OptionError("ann_ids", f"{len(ids)} rows but query has {n_query}")
         if (ids >= n_gallery).any():
-            raise InputError(f"ann_ids: indices beyond the gallery's {n_gallery} rows")
+            raise OptionError("ann_ids", f"indices beyond the gallery's {n_gallery} rows")
         kth, q, g = _kth_scores(query, gallery, k, similarity, threads)
         from evalcore.core.scan.embeddings import pair_scores
 
@@ -344,23 +344,23 @@ def ann_recall(ann_ids, *, query=None, gallery=None, k: int | None = None, simil
     elif precomputed:
         if isinstance(exact_ids, pa.Table):
             if exact_scores is not None:
-                raise InputError("exact_scores: the neighbours table given as exact_ids carries the scores")
+                raise OptionError("exact_scores", "the neighbours table given as exact_ids carries the scores")
             exact_ids, exact_scores = _neighbor_table(exact_ids)
         if exact_ids is None or exact_scores is None:
-            raise InputError(f"{'exact_ids' if exact_ids is None else 'exact_scores'}: missing (give both)")
+            raise input_error('exact_ids' if exact_ids is None else 'exact_scores', "missing (give both)")
         true_ids = _id_matrix("exact_ids", exact_ids)
         true_scores = np.asarray(exact_scores)
         if true_scores.shape != true_ids.shape:
-            raise InputError(f"exact_scores: shape {true_scores.shape}, not exact_ids' {true_ids.shape}")
+            raise OptionError("exact_scores", f"shape {true_scores.shape}, not exact_ids' {true_ids.shape}")
         if true_scores.dtype.kind not in "fiu" or not np.isfinite(true_scores).all():
-            raise InputError("exact_scores: must be finite numbers")
+            raise OptionError("exact_scores", "must be finite numbers")
         if len(true_ids) != len(ids):
-            raise InputError(f"exact_ids: {len(true_ids)} rows but ann_ids has {len(ids)}")
+            raise OptionError("exact_ids", f"{len(true_ids)} rows but ann_ids has {len(ids)}")
         if true_ids.shape[1] < k:
-            raise InputError(f"exact_ids: {true_ids.shape[1]} columns, fewer than k={k}")
+            raise OptionError("exact_ids", f"{true_ids.shape[1]} columns, fewer than k={k}")
         if isinstance(tolerance, bool) or not isinstance(tolerance, numbers.Real) or \
                 not (math.isfinite(tolerance) and tolerance >= 0):
-            raise InputError(f"tolerance: {tolerance!r} must be a finite number >= 0")
+            raise OptionError("tolerance", f"{tolerance!r} must be a finite number >= 0")
         end = ann.tie_end(true_scores, k, float(tolerance))
         reaching = np.count_nonzero(end == true_ids.shape[1]) if true_ids.shape[1] > k else 0
         if reaching:
@@ -369,6 +369,6 @@ def ann_recall(ann_ids, *, query=None, gallery=None, k: int | None = None, simil
                           stacklevel=2)
         hits = ann.hits_in_ground_truth(ids, true_ids, end)
     else:
-        raise InputError("query: missing (give query and gallery embeddings, or exact_ids and exact_scores)")
+        raise OptionError("query", "missing (give query and gallery embeddings, or exact_ids and exact_scores)")
     per_query = ann.recall_at_k(hits, k)
     return AnnRecall(float(per_query.mean()) if len(per_query) else math.nan, per_query, hits, k)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evalcore.errors import InputError
+from evalcore.errors import OptionError, input_error
 
 #: trec_eval measure -> (evalcore metric, its per-query column); ``{k}``: a cut-off, ``{level}``: a fixed level
 ENGINE_MEASURES = {
@@ -100,10 +100,10 @@ def parse_measures(measures, option: str = "measures") -> dict[str, tuple[int, .
     if isinstance(measures, str):
         measures = [measures]
     if not isinstance(measures, Iterable) or isinstance(measures, (bytes, Mapping)):
-        raise InputError(f"{option}: give trec_eval measure names as a list of strings")
+        raise input_error(option, "give trec_eval measure names as a list of strings")
     named = list(measures)
     if not named or any(not isinstance(m, str) for m in named):
-        raise InputError(f"{option}: give trec_eval measure names as a list of strings (such as map, P.5,10)")
+        raise input_error(option, "give trec_eval measure names as a list of strings (such as map, P.5,10)")
     given: dict[str, set[int]] = {}
     defaults: set[str] = set()
     for raw in named:
@@ -118,18 +118,18 @@ def parse_measures(measures, option: str = "measures") -> dict[str, tuple[int, .
         if base not in MEASURE_ORDER:
             known = base in NOT_COMPUTED or base.split("_")[0] in NOT_COMPUTED
             why = "is a trec_eval measure evalcore does not compute" if known else "is not a trec_eval measure"
-            raise InputError(f"{option}: {raw!r} {why} (it computes: {', '.join(MEASURE_ORDER)}, official, all_trec)")
+            raise input_error(option, f"{raw!r} {why} (it computes: {', '.join(MEASURE_ORDER)}, official, all_trec)")
         if not params:
             defaults.add(base)
             continue
         if base in FIXED_LEVELS:
-            raise InputError(f"{option}: {raw!r}: evalcore computes {base} at trec_eval's default levels only "
+            raise input_error(option, f"{raw!r}: evalcore computes {base} at trec_eval's default levels only "
                              f"({', '.join(FIXED_LEVELS[base])}): give {base}")
         if base not in DEFAULT_CUTOFFS:
-            raise InputError(f"{option}: {raw!r}: {base} takes no parameters")
+            raise input_error(option, f"{raw!r}: {base} takes no parameters")
         given.setdefault(base, set()).update(_cutoffs(params, raw, option))
         if len(given[base]) > MAX_CUTOFFS:
-            raise InputError(f"{option}: {base} given more than {MAX_CUTOFFS} cut-offs")
+            raise input_error(option, f"{base} given more than {MAX_CUTOFFS} cut-offs")
     chosen = {**{m: None for m in defaults}, **given}
     return {m: (tuple(sorted(given[m])) if m in given else DEFAULT_CUTOFFS.get(m)) for m in MEASURE_ORDER
             if m in chosen}
@@ -138,11 +138,11 @@ def parse_measures(measures, option: str = "measures") -> dict[str, tuple[int, .
 def _cutoffs(params: str, raw: str, option: str) -> set[int]:
     words = params.split(",")
     if len(words) > MAX_CUTOFFS:   # before any parsing: each cut-off costs a column of every query
-        raise InputError(f"{option}: {raw[:40]!r}...: {len(words)} cut-offs, more than {MAX_CUTOFFS}")
+        raise input_error(option, f"{raw[:40]!r}...: {len(words)} cut-offs, more than {MAX_CUTOFFS}")
     out = set()
     for word in words:
         if not word.isdigit() or not 0 < int(word) <= MAX_CUTOFF:
-            raise InputError(f"{option}: {raw!r}: cut-off {word!r} is not an integer in 1..{MAX_CUTOFF}")
+            raise input_error(option, f"{raw!r}: cut-off {word!r} is not an integer in 1..{MAX_CUTOFF}")
         out.add(int(word))
     return out
 
@@ -249,7 +249,7 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
     chosen = parse_measures(measures)
     for name, value in (("complete", complete), ("judged_only", judged_only)):
         if not isinstance(value, (bool, np.bool_)):
-            raise InputError(f"{name}: {value!r} is not True or False")
+            raise input_error(name, f"{value!r} is not True or False")
     if "evalcore.api" in sys.modules:
         arrays, attrs = trec_tables.trec_arrays(qrels, run, complete=bool(complete), qrels_name=qrels_name,
                                                 run_name=run_name)
@@ -282,7 +282,7 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
 
 def _checked_depth(depth) -> None:
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or not 1 <= depth <= MAX_CUTOFF:
-        raise InputError(f"depth: {depth!r} is not an integer from 1 to {MAX_CUTOFF}")
+        raise OptionError("depth", f"{depth!r} is not an integer from 1 to {MAX_CUTOFF}")
 
 
 def _memory_dataset(arrays, attrs):

@@ -5,32 +5,70 @@ import numpy as np
 import pytest
 
 import evalcore
-from evalcore.errors import ArrayError, DatasetNotFoundError, InputError, OptionError, rows_text
+from evalcore.errors import (
+    ArrayError,
+    DatasetNotFoundError,
+    InputError,
+    OptionError,
+    UnknownNameError,
+    first_problem,
+    input_error,
+    rows_text,
+)
 
 
-@pytest.mark.parametrize("message, kind, name", [
-    ("--ks: 0 must list positive integers", OptionError, "--ks"),
-    ("max_rank: 0 must be a positive integer", OptionError, "max_rank"),
-    ("gallery/label: chunk 2 (rows 2000-2999) is missing from the store", ArrayError, "gallery/label"),
-    ("query/emb: rows 3, 7, 9 contain NaN or Inf", ArrayError, "query/emb"),
-    ("dataset x.zarr: no Zarr group found there", DatasetNotFoundError, None),
-    ("output x.zarr: already exists (pass --overwrite to replace it)", InputError, None),
+@pytest.mark.parametrize("made, kind, name, message", [
+    (lambda: OptionError("--ks", "0 must list positive integers"), OptionError, "--ks", "--ks: 0 must list positive integers"),
+    (lambda: input_error("max_rank", "0 must be a positive integer"), OptionError, "max_rank",
+     "max_rank: 0 must be a positive integer"),
+    (lambda: input_error("gallery/label", "chunk 2 (rows 2000-2999) is missing from the store"), ArrayError,
+     "gallery/label", "gallery/label: chunk 2 (rows 2000-2999) is missing from the store"),
+    (lambda: ArrayError("query/emb", "rows 3, 7, 9 contain NaN or Inf", rows=[3, 7, 9]), ArrayError, "query/emb",
+     "query/emb: rows 3, 7, 9 contain NaN or Inf"),
+    (lambda: DatasetNotFoundError("dataset x.zarr", "no Zarr group found there"), DatasetNotFoundError, None,
+     "dataset x.zarr: no Zarr group found there"),
+    (lambda: InputError("output x.zarr: already exists (pass --overwrite to replace it)"), InputError, None,
+     "output x.zarr: already exists (pass --overwrite to replace it)"),
+    (lambda: input_error("output x.zarr", "already exists"), InputError, None, "output x.zarr: already exists"),
+    (lambda: UnknownNameError("--metrics", "mapp", "unknown metric 'mapp'"), UnknownNameError, "--metrics",
+     "--metrics: unknown metric 'mapp'"),
 ])
-def test_an_input_error_becomes_the_kind_its_message_names(message, kind, name):
-    exc = InputError(message)
+def test_an_input_error_has_the_kind_and_fields_it_was_raised_with(made, kind, name, message):
+    exc = made()
     assert type(exc) is kind and str(exc) == message and isinstance(exc, ValueError)
-    if kind is OptionError:
+    if issubclass(kind, OptionError):
         assert exc.option == name
     if kind is ArrayError:
         assert exc.array == name
     back = pickle.loads(pickle.dumps(exc))  # errors travel back from Dask workers
     assert type(back) is kind and str(back) == message
+    assert (back.subject, back.detail, back.rows) == (exc.subject, exc.detail, exc.rows)
+    if kind is UnknownNameError:
+        assert back.name == "mapp"
 
 
-def test_array_errors_carry_the_rows_they_name():
-    assert InputError("query/emb: rows 3, 7, 9 contain NaN or Inf").rows == [3, 7, 9]
-    assert InputError(f"gallery/emb: rows {rows_text(range(10, 40))} are all-zero vectors").rows == [10, 11, 12, 13, 14]
-    assert InputError("ranking/item: missing").rows == []
+def test_the_message_never_chooses_the_class():
+    # a free-text error that happens to start like an option or an array stays what it was raised as
+    assert type(InputError("--ks: looks like an option")) is InputError
+    assert type(InputError("query/emb: looks like an array")) is InputError
+    assert InputError("query/emb: rows 3, 7 contain NaN").rows == []
+
+
+def test_array_errors_carry_the_rows_they_were_given():
+    assert ArrayError("query/emb", "rows 3, 7, 9 contain NaN or Inf", rows=np.array([3, 7, 9])).rows == [3, 7, 9]
+    bad = range(10, 40)
+    exc = ArrayError("gallery/emb", f"rows {rows_text(bad)} are all-zero vectors", rows=bad)
+    assert exc.rows == list(bad) and str(exc) == "gallery/emb: rows 10, 11, 12, 13, 14, ... (30 rows) are all-zero vectors"
+    assert ArrayError("ranking/item", "missing").rows == []
+
+
+def test_reworded_keeps_the_class_and_the_rows_and_words_each_field():
+    exc = ArrayError("gallery/emb", "rows 2 contain NaN (see --max-rank)", rows=[2])
+    shown = exc.reworded(lambda text: text.replace("gallery/emb", "gallery").replace("--max-rank", "max_rank"))
+    assert type(shown) is ArrayError and shown.array == "gallery" and shown.rows == [2]
+    assert str(shown) == "gallery: rows 2 contain NaN (see max_rank)"
+    assert first_problem([exc, OptionError("--ks", "bad")]).detail == "rows 2 contain NaN (see --max-rank) (and 1 more problem(s))"
+    assert first_problem([exc]) is exc
 
 
 def test_rows_text_shows_a_few_rows_and_the_count():

@@ -50,7 +50,7 @@ def test_a_missing_chunk_is_an_error_naming_the_array_and_rows(write, name, simi
     with pytest.raises(InputError, match=f"^{name}: chunk 2 \\({rows}\\) is missing"):
         evaluate(path, Options(protocol="reid", similarity=similarity, ks=KS))
     problems = validate(ds.open_dataset(path), "reid", similarity=similarity)
-    assert any(p.startswith(f"{name}: chunk 2 ({rows}) is missing") for p in problems.items), problems.items
+    assert any(p.startswith(f"{name}: chunk 2 ({rows}) is missing") for p in problems.messages()), problems.items
     result = run("validate", path, "--protocol", "reid")
     assert result.returncode == 2 and "is missing" in result.stdout + result.stderr, result
 
@@ -181,7 +181,7 @@ def test_dot_products_that_overflow_float32_are_an_input_error(write):
     with pytest.raises(InputError, match=r"^gallery/emb: rows 7, 2999 .*query/emb rows 3, 250 .*scale the "):
         evaluate(path, Options(protocol="reid", ks=KS, similarity="dot"))
     problems = validate(ds.open_dataset(path), "reid", similarity="dot")
-    assert any(p.startswith("gallery/emb: rows 7, 2999") and "query/emb rows 3, 250" in p for p in problems.items)
+    assert any(p.startswith("gallery/emb: rows 7, 2999") and "query/emb rows 3, 250" in p for p in problems.messages())
     assert not validate(ds.open_dataset(path), "reid", similarity="cosine")  # cosine normalises first
 
 
@@ -209,7 +209,7 @@ def test_validate_names_rows_that_rank_one_item_twice(write):
     path = write({"ranking/item": items, "query/label": np.zeros(10, np.int64),
                   "gallery/label": np.zeros(20, np.int64)})
     problems = validate(ds.open_dataset(path), "class")
-    assert any(p.startswith("ranking/item: rows 3, 7 name a gallery item more than once") for p in problems.items), \
+    assert any(p.startswith("ranking/item: rows 3, 7 name a gallery item more than once") for p in problems.messages()), \
         problems.items
 
 

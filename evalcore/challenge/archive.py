@@ -13,7 +13,7 @@ import stat
 import zipfile
 from pathlib import Path
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, input_error
 
 MEMBERS = ("query.npy", "gallery.npy")
 #: bytes read from an archive at a time while unpacking
@@ -48,13 +48,13 @@ def check_listing(archive: str, infos: list[zipfile.ZipInfo], limit: int) -> dic
         if name not in MEMBERS:
             continue
         if stat.S_ISLNK(info.external_attr >> 16):
-            raise InputError(f"{info.filename}: a symbolic link in the archive; links are not accepted")
+            raise input_error(info.filename, "a symbolic link in the archive; links are not accepted")
         if name in found:
-            raise InputError(f"{name}: given twice in the archive ({found[name].filename}, {info.filename})")
+            raise input_error(name, f"given twice in the archive ({found[name].filename}, {info.filename})")
         found[name] = info
     for name in MEMBERS:
         if name not in found:
-            raise InputError(f"{name}: missing from the archive {archive}")
+            raise input_error(name, f"missing from the archive {archive}")
     stated = sum(found[name].file_size for name in MEMBERS)
     if stated > limit:
         raise InputError(f"submission {archive}: its members say they hold {stated} bytes unpacked, more than "

@@ -26,7 +26,7 @@ from evalcore import __version__
 from evalcore.cli import import_cmd, job_commands, recognition_cmd, trec_cmd
 from evalcore.cli.usage import PlainHelp, command_parser, reworded, unknown_argument, unknown_choice
 from evalcore.engine.options import Options
-from evalcore.errors import ClusterError, InputError
+from evalcore.errors import ClusterError, InputError, OptionError
 from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
@@ -129,7 +129,7 @@ def cmd_validate(args) -> int:
     similarity = args.similarity or attributes.get("similarity") or "cosine"
     problems = validate(group, protocol, similarity=similarity)
     if problems:
-        for line in problems.items:
+        for line in problems.messages():
             print(f"evalcore: {args.dataset}: {line}", file=sys.stderr)
         print(f"{len(problems.items)} problem(s) found", file=sys.stderr)
         return EXIT_INPUT
@@ -218,7 +218,7 @@ def demo_threshold(dataset: str, settings: RunSettings) -> float:
                              on_progress=on_progress)
     threshold = first.metrics.get("threshold_at_target_fpir")
     if threshold is None:
-        raise InputError("demo: the sweep found no threshold (no unknown queries)")
+        raise OptionError("demo", "the sweep found no threshold (no unknown queries)")
     print(f"open-set threshold {threshold:.4f}: the lowest threshold at which FPIR <= {DEMO_TARGET_FPIR} in this "
           "data's own sweep (--threshold T sets one)", flush=True)
     return float(threshold)
@@ -305,13 +305,13 @@ def cmd_neighbors(args) -> int:
 def cmd_bench(args) -> int:
     if args.compare:
         if args.sweep:
-            raise InputError("--compare: not with --sweep")
+            raise OptionError("--compare", "not with --sweep")
         from evalcore.jobs import bench_compare
 
         return bench_compare.run(args)
     for option in ("resamples", "permutations", "scipy_columns", "scipy_resamples"):
         if getattr(args, option) is not None:
-            raise InputError(f"--{option.replace('_', '-')}: only with --compare")
+            raise OptionError(f"--{option.replace('_', '-')}", "only with --compare")
     if args.shape == "trec":  # import trec-run + evaluate as whole processes, beside pytrec_eval
         from evalcore.jobs import bench_trec
 

@@ -33,7 +33,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from evalcore.errors import InputError
+    from evalcore.errors import input_error
     from evalcore.io import landmark_csv
     from evalcore.measures_api import gap
 
@@ -49,6 +49,6 @@ def run(args) -> int:
         lines.append(f"{name.lower():<8}gap {r.gap:.6f}  top1_accuracy {r.top1_accuracy:.6f}  "
                      f"images {len(truth)}  landmark_images {r.n_landmark_queries}")
     if not lines:
-        raise InputError(f"{args.solution}: no Public or Private image has a landmark, so GAP is undefined")
+        raise input_error(args.solution, "no Public or Private image has a landmark, so GAP is undefined")
     print("\n".join(lines))
     return 0

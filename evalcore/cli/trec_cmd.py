@@ -50,13 +50,13 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def _integer(flag: str, text: str | None, default: int | None) -> int | None:
-    from evalcore.errors import InputError
+    from evalcore.errors import input_error
 
     if text is None:
         return default
     word = text.strip()
     if not (word.isascii() and word.isdigit()) or not 1 <= int(word) <= MAX_INTEGER:
-        raise InputError(f"{flag}: {text!r} is not an integer from 1 to {MAX_INTEGER}")
+        raise input_error(flag, f"{text!r} is not an integer from 1 to {MAX_INTEGER}")
     return int(word)
 
 

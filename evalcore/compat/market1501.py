@@ -59,7 +59,7 @@ import numpy as np
 
 from evalcore.api import evaluate
 from evalcore.cuhk03_api import REPEATS, SingleShot, single_shot_protocol
-from evalcore.errors import EvalcoreWarning, InputError
+from evalcore.errors import EvalcoreWarning, InputError, OptionError, input_error
 from evalcore.io.identities import NO_IDENTITY, code_identities
 
 #: evalcore's parameter names -> the tools' (errors from evalcore.evaluate are re-worded with these)
@@ -90,11 +90,11 @@ def market1501(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50) -> Mark
                               gallery_cams=g_cams, protocol="reid", ks=(1,), max_rank=top, ties="pessimistic",
                               empty_queries="skip", metrics=["map", "minp", "first_rank"])
     except InputError as exc:
-        raise type(exc)(their_words(str(exc))).with_traceback(None) from None
+        raise exc.reworded(their_words).with_traceback(None) from None
     per_query = result.per_query.sort_by("query")
     counted = np.asarray(per_query.column("n_relevant")) > 0
     if not counted.any():
-        raise InputError("q_pids: no query's identity appears in the gallery under another camera, so no query "
+        raise OptionError("q_pids", "no query's identity appears in the gallery under another camera, so no query "
                          "can be evaluated (torchreid: 'all query identities do not appear in gallery')")
     points = sorted((row["k"], row["cmc"]) for row in result.cmc.to_pylist() if row["group"] == "all")
     cmc = np.array([value for _, value in points], dtype=np.float64)
@@ -111,7 +111,7 @@ def cuhk03(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50, seed=0) -> 
         return single_shot_protocol(distances, q_codes, g_codes, q_cams, g_cams, repeats=REPEATS, seed=seed,
                                     max_rank=top, chunk_rows=None)
     except InputError as exc:
-        raise type(exc)(their_words(str(exc))).with_traceback(None) from None
+        raise exc.reworded(their_words).with_traceback(None) from None
 
 
 def their_inputs(distmat, q_pids, g_pids, q_camids, g_camids, max_rank):
@@ -123,8 +123,8 @@ def their_inputs(distmat, q_pids, g_pids, q_camids, g_camids, max_rank):
     for name, cams in (("q_camids", q_cams), ("g_camids", g_cams)):
         missing = np.flatnonzero(cams == NO_IDENTITY)
         if missing.size:
-            raise InputError(f"{name}: row {int(missing[0])} has no camera (None or NaN); the same-camera rule "
-                             "needs every image's camera")
+            raise input_error(name, f"row {int(missing[0])} has no camera (None or NaN); the same-camera rule "
+                             "needs every image's camera", rows=[int(missing[0])])
     return distances, top, q_codes, g_codes, q_cams, g_cams
 
 
@@ -133,15 +133,15 @@ def distance_matrix(distmat) -> np.ndarray:
     try:
         distances = np.asarray(distmat)
     except (TypeError, ValueError, RuntimeError) as exc:  # a CUDA or grad-holding torch tensor, ragged lists
-        raise InputError(f"distmat: cannot be read as an array ({exc})") from None
+        raise OptionError("distmat", f"cannot be read as an array ({exc})") from None
     if distances.ndim != 2:
-        raise InputError(f"distmat: must be 2-D (queries, gallery items), got shape {distances.shape}")
+        raise OptionError("distmat", f"must be 2-D (queries, gallery items), got shape {distances.shape}")
     if distances.dtype.kind in "iu":
         if distances.size and max(abs(int(distances.min())), abs(int(distances.max()))) > EXACT_INTEGER:
-            raise InputError("distmat: integer distances beyond 2**53 cannot be compared exactly as floats")
+            raise OptionError("distmat", "integer distances beyond 2**53 cannot be compared exactly as floats")
         distances = distances.astype(np.float64)
     if distances.dtype.kind != "f":
-        raise InputError(f"distmat: dtype {distances.dtype} is not a float or integer type")
+        raise OptionError("distmat", f"dtype {distances.dtype} is not a float or integer type")
     return without_infinities(distances)
 
 
@@ -159,7 +159,7 @@ def without_infinities(distances: np.ndarray) -> np.ndarray:
     top = np.finfo(distances.dtype).max
     finite = distances[~infinite]
     if np.abs(finite).max(initial=0) == top:
-        raise InputError(f"distmat: holds infinite distances and finite ones at +-{top} (the dtype's limit), "
+        raise OptionError("distmat", f"holds infinite distances and finite ones at +-{top} (the dtype's limit), "
                          "which cannot be told apart exactly")
     return np.where(infinite, np.copysign(top, distances), distances).astype(distances.dtype)
 
@@ -167,14 +167,15 @@ def without_infinities(distances: np.ndarray) -> np.ndarray:
 def checked_max_rank(max_rank, n_gallery: int) -> int:
     """min(max_rank, G), as the tools cut it; max_rank must be a positive integer and the gallery not empty."""
     if isinstance(max_rank, (bool, np.bool_)) or not isinstance(max_rank, (int, np.integer)) or max_rank < 1:
-        raise InputError(f"max_rank: {max_rank!r} must be a positive integer")
+        raise OptionError("max_rank", f"{max_rank!r} must be a positive integer")
     if n_gallery == 0:
-        raise InputError("g_pids: the gallery is empty, so no query identity can appear in it")
+        raise OptionError("g_pids", "the gallery is empty, so no query identity can appear in it")
     return int(min(max_rank, n_gallery))
 
 
-def their_words(message: str) -> str:
-    """An evalcore error message with the tools' parameter names (``query_labels`` -> ``q_pids``)."""
+def their_words(text: str) -> str:
+    """Words of an evalcore error (its subject, its detail) in the tools' parameter names (``query_labels`` ->
+    ``q_pids``)."""
     for ours, theirs in THEIR_NAMES.items():
-        message = re.sub(rf"(?<![\w/]){ours}(?![\w/])", theirs, message)
-    return message
+        text = re.sub(rf"(?<![\w/]){ours}(?![\w/])", theirs, text)
+    return text

@@ -62,7 +62,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from evalcore.api import evaluate as evalcore_evaluate
-from evalcore.errors import EvalcoreWarning, InputError
+from evalcore.errors import EvalcoreWarning, OptionError, input_error
 
 __all__ = ["MTEB_K_VALUES", "evaluate", "information_retrieval_scores", "mteb_metric_names"]
 
@@ -112,7 +112,7 @@ def information_retrieval_scores(relevant_docs: Mapping, *, query=None, corpus=N
     ``f"{score_function}_{metric}@{k}"``. ``relevant_docs``: ``{qid: set of docids}`` as the evaluator takes
     it, or ``{qid: {docid: grade}}`` (grade >= 1 relevant). ``score_function``: ``cosine`` or ``dot``."""
     if score_function not in ("cosine", "dot"):
-        raise InputError(f"score_function: {score_function!r} is not cosine or dot")
+        raise OptionError("score_function", f"{score_function!r} is not cosine or dot")
     asked = {"accuracy": _cutoffs(accuracy_at_k, "accuracy_at_k"),
              "precision": _cutoffs(precision_recall_at_k, "precision_recall_at_k"),
              "recall": _cutoffs(precision_recall_at_k, "precision_recall_at_k"),
@@ -130,7 +130,7 @@ def binary_qrels(relevant_docs: Mapping) -> dict[str, dict[str, int]]:
     """sentence-transformers' relevance: ``{qid: {docid: 1}}`` for every listed document (a set or list) or
     every document graded >= 1 (a mapping of grades)."""
     if not isinstance(relevant_docs, Mapping):
-        raise InputError(f"relevant_docs: {type(relevant_docs).__name__} is not a mapping {{query id: document ids}}")
+        raise OptionError("relevant_docs", f"{type(relevant_docs).__name__} is not a mapping {{query id: document ids}}")
     out: dict[str, dict[str, int]] = {}
     for qid, docs in relevant_docs.items():
         if isinstance(docs, Mapping):
@@ -138,11 +138,11 @@ def binary_qrels(relevant_docs: Mapping) -> dict[str, dict[str, int]]:
         elif isinstance(docs, (set, frozenset, list, tuple)):
             kept = list(docs)
         else:
-            raise InputError(f"relevant_docs: query {qid!r} holds {type(docs).__name__}, not a set of document ids")
+            raise OptionError("relevant_docs", f"query {qid!r} holds {type(docs).__name__}, not a set of document ids")
         if kept:
             out[qid] = {d: 1 for d in kept}
     if not out:
-        raise InputError("relevant_docs: no query has a relevant document")
+        raise OptionError("relevant_docs", "no query has a relevant document")
     return out
 
 
@@ -150,9 +150,9 @@ def _cutoffs(values: Iterable[int], name: str) -> list[int]:
     try:
         ks = list(values)
     except TypeError:
-        raise InputError(f"{name}: {values!r} is not a list of cut-offs") from None
+        raise input_error(name, f"{values!r} is not a list of cut-offs") from None
     if not ks or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in ks):
-        raise InputError(f"{name}: {ks!r} must be positive integers")
+        raise input_error(name, f"{ks!r} must be positive integers")
     return [int(k) for k in dict.fromkeys(ks)]
 
 
@@ -161,10 +161,10 @@ def _summary(qrels, query, corpus, query_ids, corpus_ids, scores, metrics: list[
     """The "all" row of one exact evaluation of the whole corpus (peer warnings silenced: the peers say
     nothing of queries left out either)."""
     if scores is not None and (query is not None or corpus is not None):
-        raise InputError("scores: give scores or the query and corpus embeddings, not both")
+        raise OptionError("scores", "give scores or the query and corpus embeddings, not both")
     if ignore_identical_ids:
         if scores is None:
-            raise InputError("ignore_identical_ids: needs scores= (with embeddings every query ranks the "
+            raise OptionError("ignore_identical_ids", "needs scores= (with embeddings every query ranks the "
                              "whole corpus; drop the identical ids from corpus_ids instead)")
         scores = identical_ids_last(scores, query_ids, corpus_ids, largest_k)
     data = {"scores": scores} if scores is not None else {"query": query, "gallery": corpus,
@@ -181,9 +181,9 @@ def identical_ids_last(scores, query_ids: Sequence[str], corpus_ids: Sequence[st
     every other document, which equals its removal for every cut-off below the corpus size."""
     matrix = np.array(scores, dtype=np.float64)
     if matrix.ndim != 2:
-        raise InputError(f"scores: must be 2-D (queries, corpus documents), got shape {matrix.shape}")
+        raise OptionError("scores", f"must be 2-D (queries, corpus documents), got shape {matrix.shape}")
     if largest_k >= matrix.shape[1]:
-        raise InputError(f"k_values: {largest_k} is not below the corpus size {matrix.shape[1]}, where "
+        raise OptionError("k_values", f"{largest_k} is not below the corpus size {matrix.shape[1]}, where "
                          "ignore_identical_ids would count the identical document as retrieved")
     column = {str(d): j for j, d in enumerate(corpus_ids)}
     for row, qid in enumerate(query_ids):

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from evalcore import trec_api
-from evalcore.errors import InputError
+from evalcore.errors import OptionError, input_error
 from evalcore.io import trec_tables
 
 __all__ = ["RelevanceEvaluator", "compute_aggregated_measure", "parse_qrel", "parse_run", "supported_measures",
@@ -53,13 +53,13 @@ def trec_eval_names(measures: Iterable[str]) -> list[str]:
     """pytrec_eval's measure names as ``evalcore.trec`` takes them (nicknames expanded, ``P_5,10`` -> ``P.5,10``);
     ``ValueError`` (``InputError``) ``unsupported measure X`` as pytrec_eval says it."""
     if isinstance(measures, str) or not isinstance(measures, Iterable):
-        raise InputError(f"measures: give a set of measure names, not {type(measures).__name__}")
+        raise OptionError("measures", f"give a set of measure names, not {type(measures).__name__}")
     out = []
     for measure in measures:
         if not isinstance(measure, str):
-            raise InputError(f"measures: {measure!r} is not a measure name")
+            raise OptionError("measures", f"{measure!r} is not a measure name")
         if measure.split(".")[0] in DIFFERENT_DEFINITION:
-            raise InputError(f"measures: unsupported measure {measure} (pytrec_eval's trec_eval 9 truncates its "
+            raise OptionError("measures", f"unsupported measure {measure} (pytrec_eval's trec_eval 9 truncates its "
                              "recall levels, trec_eval 10 and evalcore.trec round them)")
         if measure in supported_nicknames:
             out.extend(sorted(supported_nicknames[measure]))
@@ -71,7 +71,7 @@ def trec_eval_names(measures: Iterable[str]) -> list[str]:
             if found is None:
                 why = " (a trec_eval measure evalcore does not compute)" \
                     if measure.split(".")[0].rstrip("_0123456789") in trec_api.NOT_COMPUTED else ""
-                raise InputError(f"measures: unsupported measure {measure}{why}")
+                raise OptionError("measures", f"unsupported measure {measure}{why}")
             out.append(f"{found[0]}.{found[1].group(1)}")
     return out
 
@@ -83,14 +83,14 @@ class RelevanceEvaluator:
                  relevance_level: int = 1, judged_docs_only_flag: bool = False) -> None:
         relevance = trec_tables.as_mapping(query_relevance, "query_relevance")
         if not isinstance(relevance, Mapping):
-            raise InputError("query_relevance: give a mapping {query id: {document id: grade}}")
+            raise OptionError("query_relevance", "give a mapping {query id: {document id: grade}}")
         self.query_relevance = {q: docs for q, docs in relevance.items() if not isinstance(docs, Mapping) or docs}
         if self.query_relevance:   # its problems now, as pytrec_eval reports them on construction
             trec_tables.mapping_lines(self.query_relevance, "query_relevance", "qrels")
         names = trec_eval_names(measures)
         self.measures = trec_api.parse_measures(names, option="measures") if names else {}
         if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer)):
-            raise InputError(f"relevance_level: {relevance_level!r} is not an integer")
+            raise OptionError("relevance_level", f"{relevance_level!r} is not an integer")
         self.relevance_level = int(relevance_level)
         self.judged_docs_only_flag = bool(judged_docs_only_flag)
 
@@ -98,7 +98,7 @@ class RelevanceEvaluator:
         """``{qid: {measure: value}}`` for every judged query of ``scores`` (one with no results scores 0)."""
         run = trec_tables.as_mapping(scores, "scores")
         if not isinstance(run, Mapping):
-            raise InputError("scores: give a mapping {query id: {document id: score}}")
+            raise OptionError("scores", "give a mapping {query id: {document id: score}}")
         judged = {q: self.query_relevance[q] for q in run if q in self.query_relevance}
         if not judged:
             return {}
@@ -161,12 +161,12 @@ def _parse(lines: Iterable[str], fields: int, value: int, kind, name: str) -> di
     for number, line in enumerate(lines, start=1):
         words = line.split()
         if len(words) != fields:
-            raise InputError(f"{name}: line {number}: {len(words)} fields, expected {fields}")
+            raise input_error(name, f"line {number}: {len(words)} fields, expected {fields}")
         docs = out.setdefault(words[0], {})
         if words[2] in docs:
-            raise InputError(f"{name}: line {number}: {words[2]!r} listed twice for query {words[0]!r}")
+            raise input_error(name, f"line {number}: {words[2]!r} listed twice for query {words[0]!r}")
         try:
             docs[words[2]] = kind(words[value])
         except ValueError:
-            raise InputError(f"{name}: line {number}: {words[value]!r} is not a{'n integer' if kind is int else ' number'}") from None
+            raise input_error(name, f"line {number}: {words[value]!r} is not a{'n integer' if kind is int else ' number'}") from None
     return out

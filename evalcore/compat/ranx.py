@@ -33,7 +33,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from evalcore import trec_api
-from evalcore.errors import InputError
+from evalcore.errors import OptionError, input_error
 from evalcore.io import trec_tables
 
 __all__ = ["evaluate"]
@@ -58,21 +58,21 @@ BURGES_MAX_GRADE = 6
 def parse_metric(metric) -> tuple[str, int, int]:
     """A ranx metric name as (name, k, level); k = 0: the whole run."""
     if not isinstance(metric, str):
-        raise InputError(f"metrics: {metric!r} is not a metric name")
+        raise OptionError("metrics", f"{metric!r} is not a metric name")
     found = _METRIC.fullmatch(metric.strip())
     name = found.group("name") if found else metric
     if not found or name not in _NEEDS:
         why = " (ranx's, not computed by evalcore: its bpref counts negative grades as judged non-relevant; " \
               "evalcore.trec has trec_eval's)" if name in ("bpref", "dcg", "dcg_burges", "rbp") else ""
-        raise InputError(f"metrics: {metric!r} is not supported{why} (supported: {', '.join(_NEEDS)}, "
+        raise OptionError("metrics", f"{metric!r} is not supported{why} (supported: {', '.join(_NEEDS)}, "
                          "each with @k and -lL)")
     k, level = int(found.group("k") or 0), int(found.group("level") or 1)
     if found.group("k") is not None and k == 0:
-        raise InputError(f"metrics: {metric!r}: k must be at least 1")
+        raise OptionError("metrics", f"{metric!r}: k must be at least 1")
     if not 1 <= level <= trec_api.MAX_CUTOFF or k > trec_api.MAX_CUTOFF:
-        raise InputError(f"metrics: {metric!r}: k and the level must lie in 0..{trec_api.MAX_CUTOFF}")
+        raise OptionError("metrics", f"{metric!r}: k and the level must lie in 0..{trec_api.MAX_CUTOFF}")
     if name in ("ndcg", "ndcg_burges") and level > 1:
-        raise InputError(f"metrics: {metric!r}: ranx's nDCG with a relevance level counts only grades >= L as "
+        raise OptionError("metrics", f"{metric!r}: ranx's nDCG with a relevance level counts only grades >= L as "
                          "gains, which evalcore does not compute (trec_eval's ignores the level)")
     return name, k, level
 
@@ -85,11 +85,11 @@ def evaluate(qrels, run, metrics, return_mean: bool = True, return_std: bool = F
     if make_comparable:   # ranx: empty results for the queries the run lacks, the others dropped
         ranked = {q: ranked.get(q, {}) for q in judged}
     elif set(judged) != set(ranked):
-        raise InputError("run: Qrels and Run query ids do not match. Pass `make_comparable=True` to add empty "
+        raise OptionError("run", "Qrels and Run query ids do not match. Pass `make_comparable=True` to add empty "
                          "results for queries missing from the run and remove those not appearing in qrels.")
     names = [metrics] if isinstance(metrics, str) else list(metrics)
     if not names:
-        raise InputError("metrics: give at least one metric name")
+        raise OptionError("metrics", "give at least one metric name")
     parsed = {m: parse_metric(m) for m in names}
     order = list(judged)
     # one evaluation for every metric of a relevance level (and gain): ranx's metrics are its measures' columns
@@ -113,7 +113,7 @@ def evaluate(qrels, run, metrics, return_mean: bool = True, return_std: bool = F
 def _mapping(value, name: str) -> Mapping:
     found = trec_tables.as_mapping(value, name)
     if not isinstance(found, Mapping):
-        raise InputError(f"{name}: give a ranx {'Qrels' if name == 'qrels' else 'Run'} or a mapping "
+        raise input_error(name, f"give a ranx {'Qrels' if name == 'qrels' else 'Run'} or a mapping "
                          "{query id: {document id: value}}")
     return found
 
@@ -164,7 +164,7 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _burges_gain(grade, qid, docid):
     if isinstance(grade, (int, np.integer)) and not isinstance(grade, bool) and grade > BURGES_MAX_GRADE:
-        raise InputError(f"qrels: grade {grade} of query {qid!r}, document {docid!r} is above {BURGES_MAX_GRADE}, "
+        raise OptionError("qrels", f"grade {grade} of query {qid!r}, document {docid!r} is above {BURGES_MAX_GRADE}, "
                          "the most ndcg_burges takes (its gain 2^grade - 1 is held as a grade of at most 127)")
     return 2 ** grade - 1 if isinstance(grade, (int, np.integer)) and grade > 0 else grade
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from evalcore.core import intervals, registry
 from evalcore.declarations import number_options, recorded_value
-from evalcore.errors import InputError
+from evalcore.errors import OptionError, input_error
 
 #: run options that change the numbers: runs compared across them get a warning naming them (those declared so)
 NUMBER_OPTIONS = number_options()
@@ -120,16 +120,16 @@ def check_counts(run: RunTable) -> None:
     for column in ("n_relevant", "n_judged"):
         if column not in run.per_query.column_names:
             if column == "n_relevant":
-                raise InputError(f"{run.name}: its per-query table has no n_relevant column, so its known "
+                raise input_error(run.name, "its per-query table has no n_relevant column, so its known "
                                  "queries cannot be told")
             continue
         values = run.per_query.column(column)
         if not pa.types.is_integer(values.type):
-            raise InputError(f"{run.name}: column {column} holds {values.type}, not whole numbers")
+            raise input_error(run.name, f"column {column} holds {values.type}, not whole numbers")
         counts = values.to_numpy(zero_copy_only=False)
         bad = np.flatnonzero(np.asarray(values.is_null()) | (np.nan_to_num(counts, nan=-1) < 0))
         if bad.size:
-            raise InputError(f"{run.name}: column {column}, query {_key(run, bad[0])!r}: "
+            raise input_error(run.name, f"column {column}, query {_key(run, bad[0])!r}: "
                              f"{'null' if values[int(bad[0])].as_py() is None else values[int(bad[0])].as_py()}, "
                              "not a count (>= 0)")
 
@@ -142,7 +142,7 @@ def _key(run: RunTable, row) -> str:
 def _keys(run: RunTable) -> tuple[np.ndarray, np.ndarray]:
     """(keys, rows) of the known queries of a run."""
     if "key" not in run.per_query.column_names:
-        raise InputError(f"{run.name}: its per-query table has no key column, so its queries cannot be paired")
+        raise input_error(run.name, "its per-query table has no key column, so its queries cannot be paired")
     check_counts(run)
     rows = np.flatnonzero(known_queries(run.per_query, run.options))
     keys = np.asarray(run.per_query.column("key").to_pylist(), dtype=object)[rows]
@@ -159,19 +159,19 @@ def pair_queries(baseline: RunTable, run: RunTable, intersect: bool = False) -> 
     keys_b, rows_b = _keys(run)
     for name, keys in ((baseline.name, keys_a), (run.name, keys_b)):
         if len(set(keys.tolist())) != len(keys):
-            raise InputError(f"{name}: query keys repeat, so queries cannot be paired by key")
+            raise input_error(name, "query keys repeat, so queries cannot be paired by key")
     where_b = {k: i for i, k in zip(rows_b.tolist(), keys_b.tolist())}
     set_a = set(keys_a.tolist())
     only_a = [k for k in keys_a.tolist() if k not in where_b]
     only_b = [k for k in keys_b.tolist() if k not in set_a]
     if (only_a or only_b) and not intersect:
         first = f"{only_a[0]!r} is in {baseline.name} only" if only_a else f"{only_b[0]!r} is in {run.name} only"
-        raise InputError(f"{run.name}: its known queries are not those of {baseline.name} ({len(keys_b)} and "
+        raise input_error(run.name, f"its known queries are not those of {baseline.name} ({len(keys_b)} and "
                          f"{len(keys_a)} known queries; {first}); pass --intersect (intersect=True) to compare "
                          "the common ones")
     keep = [(i, where_b[k], k) for i, k in zip(rows_a.tolist(), keys_a.tolist()) if k in where_b]
     if not keep:
-        raise InputError(f"{run.name}: no known query in common with {baseline.name}")
+        raise input_error(run.name, f"no known query in common with {baseline.name}")
     return Pairing(np.asarray([x[0] for x in keep], np.int64), np.asarray([x[1] for x in keep], np.int64),
                    [x[2] for x in keep])
 
@@ -225,7 +225,7 @@ def dataset_check(baseline: RunTable, run: RunTable) -> list[str]:
               "chunking or attributes differ)"
               if baseline.fingerprint and run.fingerprint and baseline.fingerprint != run.fingerprint else "")
     if positional and difference:
-        raise InputError(f"{run.name}: its queries have the default keys q0, q1, ... as {baseline.name}'s do, so they "
+        raise input_error(run.name, f"its queries have the default keys q0, q1, ... as {baseline.name}'s do, so they "
                          f"pair by position, and {difference}: they are different queries{prints}; give the "
                          "datasets query/key to pair queries by name")
     if prints:
@@ -249,7 +249,7 @@ def check_finite(run: RunTable, columns, rows: np.ndarray) -> None:
             row = int(rows[bad[0]])
             v = numbers[bad[0]]
             what = "null" if values[row].as_py() is None else "NaN" if v != v else "inf" if v > 0 else "-inf"
-            raise InputError(f"{run.name}: column {column}, query {_key(run, row)!r}: {what}; a query with relevant "
+            raise input_error(run.name, f"column {column}, query {_key(run, row)!r}: {what}; a query with relevant "
                              "items has a finite value in every report evalcore writes, so this report was "
                              "altered or damaged")
 
@@ -271,11 +271,11 @@ def metric_columns(runs: Sequence[RunTable], metrics: Sequence[str] | None = Non
         chosen = [(c, s) for c, s in out if registry.lookup(c) is not None and (
             registry.lookup(c).spec in wanted or registry.lookup(c).metric.base in wanted)]  # type: ignore[union-attr]
         if not chosen:
-            raise InputError(f"--metrics: none of {', '.join(wanted)} is in every run "
+            raise OptionError("--metrics", f"none of {', '.join(wanted)} is in every run "
                              f"(they have {', '.join(s for _, s in out)})")
         out = chosen
     if not out:
-        raise InputError("runs: they have no metric column in common")
+        raise OptionError("runs", "they have no metric column in common")
     return out
 
 
@@ -318,10 +318,10 @@ def compare_runs(runs: Sequence[RunTable], method: intervals.Method, metrics: Se
     ``cmc_ks``: also the CMC of both runs of each pair at these k with their intervals (when every run has
     ``first_rank``), from the same resamples as the ``all`` row's differences: one bootstrap, not three."""
     if len(runs) < 2:
-        raise InputError("runs: give at least two runs to compare (the first is the baseline)")
+        raise OptionError("runs", "give at least two runs to compare (the first is the baseline)")
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
-        raise InputError(f"runs: two runs have the same name {next(n for n in names if names.count(n) > 1)!r}")
+        raise OptionError("runs", f"two runs have the same name {next(n for n in names if names.count(n) > 1)!r}")
     method = method.checked()
     baseline = runs[0]
     columns = metric_columns(runs, metrics)

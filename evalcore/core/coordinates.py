@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalcore.errors import rows_text
+from evalcore.errors import InputError, input_error, rows_text
 
 #: the largest absolute value, in degrees, of a geographic coordinate (x and y have no bound)
 DEGREES = {"lat": 90.0, "lon": 180.0}
@@ -23,15 +23,16 @@ def bad_coordinates(values: np.ndarray, limit: float | None) -> tuple[np.ndarray
         return np.flatnonzero(~finite), np.flatnonzero(finite & (np.abs(values) > limit))
 
 
-def coordinate_problems(name: str, values: np.ndarray, row0: int = 0) -> list[str]:
+def coordinate_problems(name: str, values: np.ndarray, row0: int = 0) -> list[InputError]:
     """NaN / infinite coordinates, latitudes outside [-90, 90], longitudes outside [-180, 180]."""
     limit = DEGREES.get(name.rsplit("/", 1)[-1])
     nonfinite, outside = bad_coordinates(values, limit)
-    found = []
+    found: list[InputError] = []
     if nonfinite.size:
-        found.append(f"{name}: rows {rows_text(nonfinite + row0)} are NaN or infinite")
+        found.append(input_error(name, f"rows {rows_text(nonfinite + row0)} are NaN or infinite", rows=nonfinite + row0))
     if outside.size:
-        found.append(f"{name}: rows {rows_text(outside + row0)} lie outside [-{limit:g}, {limit:g}] degrees")
+        found.append(input_error(name, f"rows {rows_text(outside + row0)} lie outside [-{limit:g}, {limit:g}] degrees",
+                                 rows=outside + row0))
     return found
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 from threadpoolctl import threadpool_limits
 
-from evalcore.errors import InputError
+from evalcore.errors import input_error
 
 #: resamples (or permutations) per block: bounds the counts matrix at BLOCK x n float64
 BLOCK = 256
@@ -57,17 +57,17 @@ class Method:
         name = (lambda s: prefix + s.replace("_", "-")) if prefix == "--" else (lambda s: s)
         if isinstance(self.level, bool) or not isinstance(self.level, (int, float)) or \
                 not (math.isfinite(self.level) and 0 < self.level < 1):
-            raise InputError(f"{name('ci')}: {self.level!r} must be a confidence level strictly between 0 and 1 "
+            raise input_error(name('ci'), f"{self.level!r} must be a confidence level strictly between 0 and 1 "
                              "(0.95)")
         for field_name in ("resamples", "permutations"):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise InputError(f"{name(field_name)}: {value!r} must be a positive integer")
+                raise input_error(name(field_name), f"{value!r} must be a positive integer")
             if value > MAX_DRAWS:
-                raise InputError(f"{name(field_name)}: {value!r} is more than {MAX_DRAWS}, the most it takes "
+                raise input_error(name(field_name), f"{value!r} is more than {MAX_DRAWS}, the most it takes "
                                  "(the default 10000 gives intervals and p-values to 0.0001)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise InputError(f"{name('seed')}: {self.seed!r} must be a non-negative integer")
+            raise input_error(name('seed'), f"{self.seed!r} must be a non-negative integer")
         return self
 
     def record(self) -> dict:

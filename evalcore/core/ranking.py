@@ -43,7 +43,7 @@ from evalcore.core.scan.embeddings import (
     tie_boundaries,
     tile_scores,
 )
-from evalcore.errors import InputError, rows_text
+from evalcore.errors import ArrayError, InputError, first_problem, rows_text
 
 __all__ = [
     "F32_MAX", "F32_TINY", "NEG_INF", "TILE_COLS", "TILE_ROWS", "U32", "UNIT_NORM", "GalleryTile", "Ranked",
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> list[str]:
+def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> list[InputError]:
     """What makes precomputed lists unusable, naming ``ranking/item`` / ``ranking/score`` and rows.
 
     * an item named twice in one row: a duplicate would count as a second hit
@@ -67,7 +67,7 @@ def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> 
     ``q0`` is the global row of ``items[0]``. One compiled pass a row
     (``list_kernels.list_row_problems``); the messages are built here.
     """
-    found: list[str] = []
+    found: list[InputError] = []
     items = np.ascontiguousarray(items)
     if items.dtype.kind not in "iu":
         items = items.astype(np.int64)
@@ -91,29 +91,32 @@ def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> 
         ordered = np.sort(np.where(row >= 0, row, -1 - np.arange(k)))
         item = int(ordered[1:][ordered[1:] == ordered[:-1]][0])
         where = np.flatnonzero(row == item)
-        found.append(f"ranking/item: rows {rows_text(dup_rows + q0)} name a gallery item more than once "
-                     f"(row {int(dup_rows[0]) + q0}: item {item} at positions {', '.join(map(str, where))}); "
-                     "each item may appear once per list")
+        found.append(ArrayError("ranking/item", f"rows {rows_text(dup_rows + q0)} name a gallery item more than "
+                                f"once (row {int(dup_rows[0]) + q0}: item {item} at positions "
+                                f"{', '.join(map(str, where))}); each item may appear once per list",
+                                rows=dup_rows + q0))
     if s is not None:
         nan_rows = np.flatnonzero(nan)
         if nan_rows.size:
-            found.append(f"ranking/score: rows {rows_text(nan_rows + q0)} hold NaN scores for listed items")
+            found.append(ArrayError("ranking/score", f"rows {rows_text(nan_rows + q0)} hold NaN scores for listed "
+                                    "items", rows=nan_rows + q0))
         else:
             bad = np.flatnonzero(rises)
             if bad.size:
-                found.append(f"ranking/score: rows {rows_text(bad + q0)} rise along the list (ranking/item is "
-                             "best first, so scores must not increase; store distances negated)")
+                found.append(ArrayError("ranking/score", f"rows {rows_text(bad + q0)} rise along the list "
+                                        "(ranking/item is best first, so scores must not increase; store distances "
+                                        "negated)", rows=bad + q0))
     return found
 
 
-def item_range_problems(items: np.ndarray, n_gallery: int, q0: int = 0) -> list[str]:
+def item_range_problems(items: np.ndarray, n_gallery: int, q0: int = 0) -> list[InputError]:
     """Rows of ``ranking/item`` holding an index outside [0, G) other than the pad -1 (``q0``: global row of
     ``items[0]``)."""
     if not items.size or (int(items.min()) >= -1 and int(items.max()) < n_gallery):
         return []
     bad = np.nonzero(((items < -1) | (items >= n_gallery)).any(axis=1))[0]
-    return [f"ranking/item: rows {rows_text(bad + q0)} hold gallery indices outside [0, {n_gallery}) "
-            "(use -1 only to pad)"]
+    return [ArrayError("ranking/item", f"rows {rows_text(bad + q0)} hold gallery indices outside [0, {n_gallery}) "
+            "(use -1 only to pad)", rows=bad + q0)]
 
 
 def _csr_or_empty(indptr: np.ndarray | None, members: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -158,7 +161,7 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     problems = item_range_problems(items, n_gallery, q0) if n_gallery is not None else []
     problems += list_problems(items, scores, q0)
     if problems:
-        raise InputError(problems[0] + (f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""))
+        raise first_problem(problems)
     n, k = items.shape
     junk_indptr, junk_items = _csr_or_empty(truth.junk_indptr, truth.junk_items, n)
     allowed_indptr, allowed_items = _csr_or_empty(truth.allowed_indptr, truth.allowed_items, n)

@@ -28,7 +28,7 @@ import numpy as np
 
 from evalcore.core import metrics as m
 from evalcore.core.lists import RankLists, binary_lists
-from evalcore.errors import InputError, OptionError
+from evalcore.errors import InputError, OptionError, UnknownNameError, input_error
 
 Direction = Literal["higher", "lower"]
 #: the option that supplies the cut-off k of a metric whose name does not give one
@@ -376,7 +376,7 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
         if spelt not in PARAMETER_SPELLINGS:
             base = spelt.split("(")[0]
             known = sorted(x for x in PARAMETER_SPELLINGS if x.startswith(base + "("))
-            raise InputError(f"{option}: {raw!r}: " + (f"evalcore computes {base} with {', '.join(known)} only"
+            raise input_error(option, f"{raw!r}: " + (f"evalcore computes {base} with {', '.join(known)} only"
                                                        if known else "no metric takes parameters so spelt") +
                              " (evalcore metrics lists the names)")
         name = PARAMETER_SPELLINGS[spelt] + (call.group(2) or "")
@@ -388,16 +388,16 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
     if found and (found.group(1) in _BASES or found.group(1) in _EXACT):
         base, k = found.group(1), int(found.group(2))
         if base not in _BASES:
-            raise InputError(f"{option}: {raw!r}: {_EXACT[base].name} takes no cut-off")
+            raise input_error(option, f"{raw!r}: {_EXACT[base].name} takes no cut-off")
         if k < 1:
-            raise InputError(f"{option}: {raw!r}: the cut-off must be a positive integer")
+            raise input_error(option, f"{raw!r}: the cut-off must be a positive integer")
         return _BASES[base], k
     if name in _BASES and _BASES[name].parameter == "ks":
         return _BASES[name], None
     free_metric = _free(name)
     if free_metric is not None:
         return free_metric, None
-    raise InputError(f"{option}: unknown metric {raw!r}; known: {', '.join(known_names())} "
+    raise UnknownNameError(option, raw, f"unknown metric {raw!r}; known: {', '.join(known_names())} "
                      "(evalcore metrics describes them)")
 
 
@@ -415,10 +415,10 @@ def select(names: str | Iterable[str], option: str = "--metrics") -> tuple[str, 
     given: list = names.split(",") if isinstance(names, str) else \
         list(names) if isinstance(names, Iterable) and not isinstance(names, (bytes, Mapping)) else [None]
     if any(not isinstance(n, str) for n in given):
-        raise InputError(f"{option}: give metric names as a list of strings or a comma-separated string")
+        raise input_error(option, "give metric names as a list of strings or a comma-separated string")
     items = [n for n in given if n.strip()]
     if not items:
-        raise InputError(f"{option}: give at least one metric name (evalcore metrics lists them)")
+        raise input_error(option, "give at least one metric name (evalcore metrics lists them)")
 
     def checked(name: str) -> str:
         try:
@@ -429,14 +429,14 @@ def select(names: str | Iterable[str], option: str = "--metrics") -> tuple[str, 
             found = _WITH_K.match(raw.lower())
             base, cut = (found.group(1), "@" + found.group(2)) if found else (raw.lower(), "")
             close = difflib.get_close_matches(base, sorted({*_EXACT, *_BASES, *known_names()}), n=1)
-            if not str(exc).startswith(f"{option}: unknown metric") or not close:
+            if not isinstance(exc, UnknownNameError) or not close:
                 raise
             guess = close[0] + cut if close[0] in _BASES else close[0]
             try:
                 parse(guess)
             except InputError:
                 raise exc from None
-            raise InputError(f"{option}: unknown metric {raw!r} (did you mean {guess!r}?); known: "
+            raise input_error(option, f"unknown metric {raw!r} (did you mean {guess!r}?); known: "
                              f"{', '.join(known_names())} (evalcore metrics describes them)") from None
 
     return tuple(dict.fromkeys(checked(n) for n in items))
@@ -522,9 +522,9 @@ def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_
         ties = [c.metric.name for c in columns if c.metric.name in missing and "tie_groups" in c.metric.needs]
         ties = list(dict.fromkeys(ties))
         if ties:
-            raise InputError(f"--metrics: {', '.join(ties)} need(s) the tie groups of a precomputed ranking "
+            raise OptionError("--metrics", f"{', '.join(ties)} need(s) the tie groups of a precomputed ranking "
                              "(ranking/item with ranking/score): a scan of the whole gallery does not keep them")
-        raise InputError(f"--metrics: {', '.join(dict.fromkeys(missing))} need(s) to know which retrieved items "
+        raise OptionError("--metrics", f"{', '.join(dict.fromkeys(missing))} need(s) to know which retrieved items "
                          "are judged: under qrels, evaluate precomputed rankings (ranking/item) or --judged-only, "
                          "not a scan of the whole gallery")
     out = {c.name: c.compute(indptr, ranks, n_relevant, lists) for c in columns}

@@ -17,7 +17,7 @@ from distributed.scheduler import KilledWorker
 from distributed.worker_memory import parse_memory_limit
 
 from evalcore.engine.faults import task_queries  # task keys are built and read there
-from evalcore.errors import ClusterError, ClusterUnreachable, InputError, WorkerFailed
+from evalcore.errors import ClusterError, ClusterUnreachable, InputError, OptionError, WorkerFailed, input_error
 
 ADDRESS = re.compile(r"^(tcp|tls|ucx|inproc)://([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
 CONNECT_TIMEOUT = "15s"
@@ -49,7 +49,7 @@ SUGGESTED_WORKER_MEMORY = "512MiB"
 def check_address(address: str) -> str:
     """A well-formed scheduler address, else an InputError naming --scheduler."""
     if not ADDRESS.match(address or ""):
-        raise InputError(f"--scheduler: {address!r} is not an address like tcp://HOST:PORT")
+        raise OptionError("--scheduler", f"{address!r} is not an address like tcp://HOST:PORT")
     return address
 
 
@@ -156,7 +156,7 @@ def check_scheduler_answers(address: str, option: str = "--scheduler", connect_t
     try:
         read_greeting(sock, time.monotonic() + greeting_timeout)
     except TimeoutError:
-        raise InputError(f"{option}: {address} accepted the connection but sent no Dask greeting within "
+        raise input_error(option, f"{address} accepted the connection but sent no Dask greeting within "
                          f"{greeting_timeout:g} s: not a Dask scheduler (`dask scheduler` listens on 8786; "
                          "8787 is its dashboard), or one too busy to answer") from None
     except (_NotDask, OSError) as exc:
@@ -182,11 +182,11 @@ def max_local_workers() -> int:
 def check_local_workers(n, option: str = "--workers") -> int:
     """A number of local worker processes this machine can start, else an InputError naming ``option``."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InputError(f"{option}: {n!r} must be at least 1")
+        raise input_error(option, f"{n!r} must be at least 1")
     most = max_local_workers()
     if n > most:
         shown = str(n) if n.bit_length() <= 128 else f"an integer of {n.bit_length()} bits"
-        raise InputError(f"{option}: {shown} worker processes cannot start here: each holds about "
+        raise input_error(option, f"{shown} worker processes cannot start here: each holds about "
                          f"{IDLE_WORKER_MEMORY >> 20} MiB before any work, and this machine's memory allows "
                          f"at most {most}")
     return n
@@ -320,7 +320,7 @@ def check_memory_limit(memory_limit, n_workers: int) -> None:
     except (ValueError, TypeError):
         return  # the option's own check says what is wrong with its spelling
     if limit and limit < MIN_WORKER_MEMORY:
-        raise InputError(f"--memory-limit: {memory_limit} per worker is too small: an idle worker process "
+        raise OptionError("--memory-limit", f"{memory_limit} per worker is too small: an idle worker process "
                          f"already holds about {IDLE_WORKER_MEMORY >> 20} MiB (Python, numpy, numba, zarr, "
                          f"Dask), so it is restarted before it can register; give at least "
                          f"{SUGGESTED_WORKER_MEMORY}")

@@ -22,7 +22,7 @@ from evalcore.core.scan.embeddings import normalize_rows, row_norms
 from evalcore.core.scan.neighbors import ArrayColumns, Neighbors, concat, search
 from evalcore.engine.options import Options
 from evalcore.engine.plan import DatasetShape
-from evalcore.errors import InputError
+from evalcore.errors import input_error
 from evalcore.io import dataset as ds
 
 QE = "--query-expansion"
@@ -39,10 +39,10 @@ def check_shape(shape: DatasetShape, options: Options) -> None:
         if value is None:
             continue
         if shape.ranked_by != "embeddings":
-            raise InputError(f"{option}: needs query/emb and gallery/emb (this dataset is ranked by {shape.ranked_by})")
+            raise input_error(option, f"needs query/emb and gallery/emb (this dataset is ranked by {shape.ranked_by})")
         if value[0] > most:
             whom = "other gallery rows" if option == DBA else "gallery rows"
-            raise InputError(f"{option}: K = {value[0]} exceeds the {most} {whom}")
+            raise input_error(option, f"K = {value[0]} exceeds the {most} {whom}")
 
 
 def read_normalized(group, name: str) -> np.ndarray:
@@ -51,7 +51,7 @@ def read_normalized(group, name: str) -> np.ndarray:
     norms = row_norms(raw)
     problems = ds.check_embeddings(name, 0, raw, True, norms=norms)
     if problems:
-        raise InputError(problems[0])
+        raise problems[0]
     return normalize_rows(raw, "cosine", norms)
 
 
@@ -89,8 +89,8 @@ def expand_into(target: zarr.Array, rows: np.ndarray, neighbours: np.ndarray, fo
         block = expand_rows(rows[a:b], neighbours, ids, scores, expansion.alpha)
         bad = np.nonzero(~np.isfinite(block).all(axis=1))[0]
         if bad.size:
-            raise InputError(f"{option}: the expanded vector of row {a + int(bad[0])} is zero (its neighbours "
-                             "cancel it); use ALPHA > 0")
+            raise input_error(option, f"the expanded vector of row {a + int(bad[0])} is zero (its neighbours "
+                             "cancel it); use ALPHA > 0", rows=[a + int(bad[0])])
         target[a:b] = block
 
 

@@ -52,7 +52,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Literal, cast
 
-from evalcore.errors import InputError
+from evalcore.errors import input_error
 
 #: seconds a task of the run may be held by one worker (or the run may go without a finished task)
 #: before the worker is called stuck, unless STALL_FACTOR x the longest held task so far is longer
@@ -139,9 +139,9 @@ def check_stall_timeout(value, option: str = "--stall-timeout") -> float:
     if value is None:
         return STALL_TIMEOUT
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{option}: {value!r} is not a number of seconds")
+        raise input_error(option, f"{value!r} is not a number of seconds")
     if not (math.isfinite(value) and value > 0):
-        raise InputError(f"{option}: {value} must be a number of seconds > 0")
+        raise input_error(option, f"{value} must be a number of seconds > 0")
     return float(value)
 
 

@@ -118,7 +118,7 @@ class GalleryBlocks:
         dot a possible float32 overflow with the queries."""
         problems = ds.check_embeddings("gallery/emb", g0, block, self.similarity == "cosine", norms=norms)
         if problems:
-            raise InputError(problems[0])
+            raise problems[0]
         self._check_dot(g0, norms)
 
     def _keep(self, g0: int, block: np.ndarray, norms: np.ndarray) -> None:
@@ -132,7 +132,7 @@ class GalleryBlocks:
         if self.similarity == "dot" and self.query_norms is not None:
             problems = dot_overflow_problems(*self.query_norms, g0, norms, self.array.shape[1])
             if problems:
-                raise InputError(problems[0])
+                raise problems[0]
 
     def blocks(self, start: int = 0, stop: int | None = None):
         """(g0, normalised rows g0..) covering rows start..stop; ``start`` is tile-aligned."""
@@ -167,13 +167,13 @@ def row_runs(n_rows: int, block_rows: int, pieces: int) -> list[Span]:
 
 
 def dot_overflow_problems(q0: int, query_norms: np.ndarray, g0: int, gallery_norms: np.ndarray,
-                          dims: int) -> list[str]:
-    """Under dot: the query and gallery rows whose products can overflow float32, as one message."""
+                          dims: int) -> list[InputError]:
+    """Under dot: the query and gallery rows whose products can overflow float32, as one error."""
     q_rows, g_rows = dot_overflow_rows(query_norms, gallery_norms, dims)
     if not g_rows.size:
         return []
-    return [ds.dot_overflow_message(q_rows + q0, query_norms[q_rows].max(), g_rows + g0,
-                                    gallery_norms[g_rows].max())]
+    return [ds.dot_overflow_error(q_rows + q0, query_norms[q_rows].max(), g_rows + g0,
+                                  gallery_norms[g_rows].max())]
 
 
 #: bytes of a chunk's given scores read at a time (whole Zarr chunks of columns, at least one)
@@ -205,7 +205,7 @@ class ScoreBlocks:
         finite = np.isfinite(values)
         if not finite.all():
             bad = rows[~finite.all(axis=1)] if values.ndim == 2 else np.unique(rows[~finite])
-            raise InputError(ds.nonfinite_score_message(bad))
+            raise ds.nonfinite_score_error(bad)
         return values
 
     def blocks(self, start: int = 0, stop: int | None = None):

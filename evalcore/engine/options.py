@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from evalcore.declarations import MAX_INTEGER_OPTION as MAX_INTEGER_OPTION
 from evalcore.declarations import check_integer, named
 from evalcore.declarations import shown as _shown
-from evalcore.errors import InputError
+from evalcore.errors import InputError, OptionError, input_error
 from evalcore.types import EmptyQueries, Protocol, Similarity, Ties
 
 if TYPE_CHECKING:
@@ -57,28 +57,28 @@ class Options:
         self.check_declared("similarity", "ties")  # each value against its declaration (evalcore.declarations)
         self.check_integers()
         if len(set(self.ks)) != len(self.ks):
-            raise InputError(f"--ks: {','.join(map(str, self.ks))} repeats a value")
+            raise OptionError("--ks", f"{','.join(map(str, self.ks))} repeats a value")
         self.check_declared("threshold", "radius")
         problem = protocols.option_problems(self, self.empty_queries)  # options another protocol takes
         if problem:
-            raise InputError(problem)
+            raise problem
         self.check_declared("empty_queries")
         metrics = None if self.metrics is None else registry.select(self.metrics)
         if self.ci is not None:
             self.interval_method()
         rerank = None if self.rerank is None else check_rerank(self.rerank)
         if rerank is not None and self.similarity != "cosine":
-            raise InputError(f"--rerank: needs --similarity cosine (it works on distances of L2-normalised "
+            raise OptionError("--rerank", f"needs --similarity cosine (it works on distances of L2-normalised "
                              f"rows), not {self.similarity!r}")
         if rerank is not None and self.judged_only:
-            raise InputError("--rerank: does not apply with --judged-only (each query is ranked among its own "
+            raise OptionError("--rerank", "does not apply with --judged-only (each query is ranked among its own "
                              "judged items there)")
         qe = None if self.query_expansion is None else check_expansion("--query-expansion", self.query_expansion)
         dba = None if self.database_augmentation is None else \
             check_expansion("--database-augmentation", self.database_augmentation)
         for option, value in (("--database-augmentation", dba), ("--query-expansion", qe)):
             if value is not None and self.similarity != "cosine":
-                raise InputError(f"{option}: needs --similarity cosine (it sums L2-normalised rows), "
+                raise input_error(option, f"needs --similarity cosine (it sums L2-normalised rows), "
                                  f"not {self.similarity!r}")
         return replace(self, rerank=rerank, query_expansion=qe, database_augmentation=dba, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank),
                        metrics=metrics, rel_level=int(self.rel_level), depth=None if self.depth is None else int(self.depth))
@@ -89,16 +89,16 @@ class Options:
         try:
             ks = list(self.ks)
         except TypeError:
-            raise InputError(f"--ks: {self.ks!r} must be positive integers") from None
+            raise OptionError("--ks", f"{self.ks!r} must be positive integers") from None
         if not ks:
-            raise InputError("--ks:  must be positive integers")
+            raise OptionError("--ks", " must be positive integers")
         for k in ks:
             try:
                 check_integer("--ks", k)
-            except InputError as exc:
-                if "too large" in str(exc):
-                    raise
-                raise InputError(f"--ks: {','.join(map(_shown, ks))} must be positive integers") from None
+            except InputError:
+                if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+                    raise  # a whole number past the limit: check_integer's message gives the limit
+                raise OptionError("--ks", f"{','.join(map(_shown, ks))} must be positive integers") from None
         self.check_declared("max_rank", "map_at", "depth", "rel_level")
 
     def check_declared(self, *names: str) -> None:
@@ -110,7 +110,7 @@ class Options:
             value = getattr(self, d.name)
             problem = None if value is None and d.name in optional else d.problem(value)
             if problem:
-                raise InputError(problem)
+                raise problem
 
     def interval_method(self) -> intervals.Method:
         """The intervals' method (checked: an InputError naming --ci, --resamples or --seed)."""
@@ -133,13 +133,13 @@ def check_rerank(value) -> tuple[int, int, float]:
         k1, k2, lam = value
         k1f, k2f, lamf = float(k1), float(k2), float(lam)
     except (TypeError, ValueError):
-        raise InputError(f"--rerank: {value!r} is not three numbers k1,k2,lambda (e.g. 20,6,0.3)") from None
+        raise OptionError("--rerank", f"{value!r} is not three numbers k1,k2,lambda (e.g. 20,6,0.3)") from None
     if not (math.isfinite(k1f) and k1f == int(k1f) and k1f >= 1):
-        raise InputError(f"--rerank: k1 = {k1} must be an integer >= 1")
+        raise OptionError("--rerank", f"k1 = {k1} must be an integer >= 1")
     if not (math.isfinite(k2f) and k2f == int(k2f) and k2f >= 1):
-        raise InputError(f"--rerank: k2 = {k2} must be an integer >= 1")
+        raise OptionError("--rerank", f"k2 = {k2} must be an integer >= 1")
     if not (math.isfinite(lamf) and 0 <= lamf <= 1):
-        raise InputError(f"--rerank: lambda = {lam} must be a number in [0, 1]")
+        raise OptionError("--rerank", f"lambda = {lam} must be a number in [0, 1]")
     return int(k1f), int(k2f), lamf
 
 
@@ -149,7 +149,7 @@ def parse_rerank(text: str) -> tuple[int, int, float]:
         return (20, 6, 0.3)
     parts = [x.strip() for x in str(text).split(",")]
     if len(parts) != 3:
-        raise InputError(f"--rerank: {text!r} is not k1,k2,lambda (three numbers, e.g. 20,6,0.3)")
+        raise OptionError("--rerank", f"{text!r} is not k1,k2,lambda (three numbers, e.g. 20,6,0.3)")
     return check_rerank(parts)
 
 
@@ -160,11 +160,11 @@ def check_expansion(option: str, value) -> tuple[int, float]:
         k, alpha = value
         kf, alphaf = float(k), float(alpha)
     except (TypeError, ValueError):
-        raise InputError(f"{option}: {value!r} is not two numbers K,ALPHA (e.g. 2,3)") from None
+        raise input_error(option, f"{value!r} is not two numbers K,ALPHA (e.g. 2,3)") from None
     if isinstance(k, bool) or not (math.isfinite(kf) and kf == int(kf) and kf >= 1):
-        raise InputError(f"{option}: K = {k} must be an integer >= 1")
+        raise input_error(option, f"K = {k} must be an integer >= 1")
     if isinstance(alpha, bool) or not (math.isfinite(alphaf) and alphaf >= 0):
-        raise InputError(f"{option}: ALPHA = {alpha} must be a finite number >= 0")
+        raise input_error(option, f"ALPHA = {alpha} must be a finite number >= 0")
     return int(kf), alphaf
 
 
@@ -172,5 +172,5 @@ def parse_expansion(option: str, text: str) -> tuple[int, float]:
     """``K,ALPHA`` as given on the command line for ``option``."""
     parts = [x.strip() for x in str(text).split(",")]
     if len(parts) != 2:
-        raise InputError(f"{option}: {text!r} is not K,ALPHA (two numbers, e.g. 2,3)")
+        raise input_error(option, f"{text!r} is not K,ALPHA (two numbers, e.g. 2,3)")
     return check_expansion(option, parts)

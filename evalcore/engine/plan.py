@@ -12,7 +12,7 @@ import psutil
 
 from evalcore.core.ranking import TILE_COLS, TILE_ROWS
 from evalcore.engine.options import Options
-from evalcore.errors import InputError
+from evalcore.errors import OptionError, input_error
 from evalcore.io import dataset as ds
 
 RankedBy = Literal["embeddings", "ranking/item", "scores/value"]
@@ -63,7 +63,7 @@ def describe(group, options: Options) -> DatasetShape:
     by_lists = ds.has(group, "ranking/item")
     if not by_lists and not (ds.has(group, "query/emb") and ds.has(group, "gallery/emb")):
         missing = "query/emb" if not ds.has(group, "query/emb") else "gallery/emb"
-        raise InputError(f"{missing}: missing (needed to rank; or give ranking/item or scores/value)")
+        raise input_error(missing, "missing (needed to rank; or give ranking/item or scores/value)")
     n_queries = group["ranking/item" if by_lists else "query/emb"].shape[0]
     n_gallery = None
     for name in ("gallery/emb", "gallery/label", "gallery/key", "gallery/lat", "gallery/x", "gallery/cam"):
@@ -71,11 +71,11 @@ def describe(group, options: Options) -> DatasetShape:
             n_gallery = group[name].shape[0]
             break
     if n_gallery is None:
-        raise InputError("gallery: no array tells the gallery size (give gallery/emb, gallery/label or gallery/key)")
+        raise OptionError("gallery", "no array tells the gallery size (give gallery/emb, gallery/label or gallery/key)")
     if by_lists:
         k = group["ranking/item"].shape[1]
         if options.threshold is not None and not ds.has(group, "ranking/score"):
-            raise InputError("--threshold: needs ranking/score (the precomputed lists have no scores)")
+            raise OptionError("--threshold", "needs ranking/score (the precomputed lists have no scores)")
         return DatasetShape(int(n_queries), int(n_gallery), "ranking/item", list_length=int(k),
                             list_scores=bool(ds.has(group, "ranking/score")))
     return DatasetShape(int(n_queries), int(n_gallery), "embeddings", dims=int(group["query/emb"].shape[1]),
@@ -86,10 +86,10 @@ def describe_scores(group, options: Options) -> DatasetShape:
     """The shape of a dataset ranked by its given score matrix (``scores/value``, Q x G)."""
     values = group[ds.SCORES]
     if len(values.shape) != 2:
-        raise InputError(f"{ds.SCORES}: shape {values.shape} is not (queries, gallery items)")
+        raise input_error(ds.SCORES, f"shape {values.shape} is not (queries, gallery items)")
     higher_is_better = ds.higher_is_better(group)
     if options.threshold is not None and not higher_is_better:
-        raise InputError("--threshold: open-set decisions need scores, where higher is better; these are distances "
+        raise OptionError("--threshold", "open-set decisions need scores, where higher is better; these are distances "
                          "(higher_is_better false): negate them and give them as scores")
     return DatasetShape(int(values.shape[0]), int(values.shape[1]), "scores/value", score_dtype=str(values.dtype),
                         higher_is_better=higher_is_better)

@@ -27,7 +27,7 @@ from evalcore.core.scan.neighbors import (
     symmetric_search,
 )
 from evalcore.engine.plan import DatasetShape
-from evalcore.errors import InputError
+from evalcore.errors import OptionError, input_error
 from evalcore.io import dataset as ds
 
 #: rows of the union one search task (or thread) takes
@@ -70,7 +70,7 @@ def read_side_into(group, name: str, out: np.ndarray) -> None:
         norms = row_norms(piece)
         problems = ds.check_embeddings(name, a, piece, True, norms=norms)
         if problems:
-            raise InputError(problems[0])
+            raise problems[0]
         normalize_rows(piece, "cosine", norms, copy=False)
 
 
@@ -94,10 +94,10 @@ def union_rows(group) -> np.ndarray:
 def check_shape(shape: DatasetShape, params: RerankParams) -> None:
     """InputError when the dataset cannot be re-ranked: no embeddings, or fewer rows than the lists need."""
     if shape.ranked_by != "embeddings":
-        raise InputError(f"--rerank: needs query/emb and gallery/emb (this dataset is ranked by {shape.ranked_by})")
+        raise OptionError("--rerank", f"needs query/emb and gallery/emb (this dataset is ranked by {shape.ranked_by})")
     n = shape.n_queries + shape.n_gallery
     if params.list_length > n:
-        raise InputError(f"--rerank: k1 + 1 = {params.k1 + 1} and k2 = {params.k2} must not exceed the "
+        raise OptionError("--rerank", f"k1 + 1 = {params.k1 + 1} and k2 = {params.k2} must not exceed the "
                          f"{n} query and gallery rows")
 
 
@@ -216,17 +216,17 @@ def gallery_neighbors(group, k: int, *, similarity: str = "cosine", map_fn=map) 
     """Each query's ``k`` nearest gallery items and its farthest one, exactly (``evalcore neighbors``)."""
     for name in ("query/emb", "gallery/emb"):
         if not ds.has(group, name):
-            raise InputError(f"{name}: missing (the neighbour search needs query and gallery embeddings)")
+            raise input_error(name, "missing (the neighbour search needs query and gallery embeddings)")
     n_gallery = group["gallery/emb"].shape[0]
     if int(k) != k or not 1 <= k <= n_gallery:
-        raise InputError(f"--k: {k} must be an integer from 1 to the {n_gallery} gallery rows")
+        raise OptionError("--k", f"{k} must be an integer from 1 to the {n_gallery} gallery rows")
     sides = []
     for name in ("query/emb", "gallery/emb"):
         raw = ds.read_array(group[name], name, slice(None))
         norms = row_norms(raw)
         problems = ds.check_embeddings(name, 0, raw, similarity == "cosine", norms=norms)
         if problems:
-            raise InputError(problems[0])
+            raise problems[0]
         sides.append(normalize_rows(raw, similarity, norms))
     query, gallery = sides
     columns = ArrayColumns(gallery)

@@ -29,7 +29,7 @@ from evalcore.engine import progress
 from evalcore.engine.gallery import GalleryBlocks, ScoreBlocks, gallery_side
 from evalcore.engine.options import Options
 from evalcore.engine.plan import TaskContext, describe
-from evalcore.errors import InputError
+from evalcore.errors import InputError, OptionError
 from evalcore.io import dataset as ds
 from evalcore.io import truth as truth_io
 
@@ -39,12 +39,16 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class TaskInputError:
     """An input error a task returns as a value (a retry would not make the data any better); the driver
-    raises it as an ``InputError`` with the same message (``raise_it``)."""
+    raises it (``raise_it``): the error itself, its class and fields pickled across the worker processes."""
 
-    message: str
+    error: InputError
+
+    @property
+    def message(self) -> str:
+        return str(self.error)
 
     def raise_it(self) -> None:
-        raise InputError(self.message)
+        raise self.error.with_traceback(None)
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ def as_value(task: Callable[[], T]) -> T | TaskInputError:
     try:
         return task()
     except InputError as exc:
-        return TaskInputError(str(exc))
+        return TaskInputError(exc)
 
 
 def load_truth(group, options: Options, q0: int, q1: int, n_gallery: int, run_id: str = "") -> p.Truth:
@@ -171,7 +175,7 @@ def chunk_inputs(group, options: Options, q0: int, q1: int, ctx: TaskContext, sp
     norms = row_norms(query)
     problems = ds.check_embeddings("query/emb", q0, query, options.similarity == "cosine", norms=norms)
     if problems:
-        raise InputError(problems[0])
+        raise problems[0]
     budget = ctx.cache_bytes if cache else 0
     gallery = GalleryBlocks(group, options.similarity, ctx.run_id, budget, span=span)
     gallery.query_norms = (q0, norms)  # dot: each gallery block is checked against these for float32 overflow
@@ -278,7 +282,7 @@ def evaluate_chunk(path: str, options: Options, q0: int, q1: int, storage_option
         ranked = rank_chunk(group, options, ctx, truth, q0, q1, threads, map_fn, rerank, estimates)
         table = per_query_table(group, options, truth, ranked, q0, q1, ctx.shape.n_gallery)
     except InputError as exc:  # returned, not raised: a retry would not make the data any better
-        return ChunkResult(q0, q1, None, seconds=time.perf_counter() - started, input_error=TaskInputError(str(exc)))
+        return ChunkResult(q0, q1, None, seconds=time.perf_counter() - started, input_error=TaskInputError(exc))
     return ChunkResult(q0, q1, table, near_ties=ranked.near_ties, seconds=time.perf_counter() - started,
                        from_estimates=estimates is not None)
 
@@ -302,7 +306,7 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
     zero_empty = truth.columns["n_judged"] > 0 if options.empty_queries == "zero" else None
     metric_columns = options.columns(first_rank=True)  # the registry's; first_rank for the open set and CMC
     if lists.judged_before is None and any(c.metric.judged for c in metric_columns):
-        raise InputError("--metrics: bpref needs to know the judged non-relevant items ranked above each relevant "
+        raise OptionError("--metrics", "bpref needs to know the judged non-relevant items ranked above each relevant "
                          "one: evaluate precomputed rankings (ranking/item) or --judged-only qrels")
     values = registry.compute(metric_columns, lists.indptr, lists.ranks, lists.n_relevant, zero_empty, lists)
     for c in metric_columns:

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, OptionError, input_error
 from evalcore.io import dataset as ds
 from evalcore.io.dataset import is_url
 from evalcore.io.files import atomic_write, locked
@@ -82,12 +82,12 @@ def check_dtype(name: str, dtype) -> np.dtype:
     try:
         dtype = np.dtype(dtype)
     except TypeError:
-        raise InputError(f"{name}: dtype {dtype!r} is not float16, float32 or float64") from None
+        raise input_error(name, f"dtype {dtype!r} is not float16, float32 or float64") from None
     if dtype.hasobject:
-        raise InputError(f"{name}: holds Python objects (a pickled array); only float16, float32 or float64 "
+        raise input_error(name, "holds Python objects (a pickled array); only float16, float32 or float64 "
                          "numbers are accepted")
     if dtype.names is not None or dtype.subdtype is not None or dtype.newbyteorder("=") not in FLOAT_DTYPES:
-        raise InputError(f"{name}: dtype {dtype} is not float16, float32 or float64")
+        raise input_error(name, f"dtype {dtype} is not float16, float32 or float64")
     return dtype
 
 
@@ -95,29 +95,29 @@ def check_shape(name: str, shape, n_rows: int, dims: int, what: str) -> None:
     """(n_rows, dims) exactly; ``what`` names the rows ("queries", "gallery images")."""
     shape = tuple(shape)
     if len(shape) != 2:
-        raise InputError(f"{name}: shape {shape} is not (rows, {dims})")
+        raise input_error(name, f"shape {shape} is not (rows, {dims})")
     check_rows(name, shape[0], n_rows, what)
     if shape[1] != dims:
-        raise InputError(f"{name}: {shape[1]} dimensions, the challenge asks for {dims}")
+        raise input_error(name, f"{shape[1]} dimensions, the challenge asks for {dims}")
 
 
 def check_rows(name: str, rows: int, expected: int, what: str) -> None:
     """One vector per row of the truth: missing or extra rows are refused."""
     if rows < expected:
-        raise InputError(f"{name}: {rows} rows, but the truth has {expected} {what} "
+        raise input_error(name, f"{rows} rows, but the truth has {expected} {what} "
                          f"({expected - rows} missing)")
     if rows > expected:
-        raise InputError(f"{name}: {rows} rows, but the truth has {expected} {what} ({rows - expected} extra)")
+        raise input_error(name, f"{rows} rows, but the truth has {expected} {what} ({rows - expected} extra)")
 
 
 def check_header_size(name: str, shape: tuple, dtype: np.dtype, data_offset: int, file_size: int) -> None:
     """The file holds exactly the bytes the header promises (a lying header or a truncated file is refused)."""
     want = data_offset + math.prod(shape) * dtype.itemsize
     if file_size < want:
-        raise InputError(f"{name}: truncated or the header lies: shape {tuple(shape)} of {dtype} needs "
+        raise input_error(name, f"truncated or the header lies: shape {tuple(shape)} of {dtype} needs "
                          f"{want} bytes, the file has {file_size}")
     if file_size > want:
-        raise InputError(f"{name}: the header lies: shape {tuple(shape)} of {dtype} needs {want} bytes, "
+        raise input_error(name, f"the header lies: shape {tuple(shape)} of {dtype} needs {want} bytes, "
                          f"the file has {file_size} ({file_size - want} bytes too many)")
 
 
@@ -141,10 +141,12 @@ class NormCheck:
 
     def raise_if_any(self, name: str, tolerance: float = NORM_TOLERANCE) -> None:
         if self.nonfinite:
-            raise InputError(f"{name}: {self.nonfinite} row(s) contain NaN or Inf (first: row {self.first_nonfinite})")
+            raise input_error(name, f"{self.nonfinite} row(s) contain NaN or Inf (first: row {self.first_nonfinite})",
+                              rows=[int(self.first_nonfinite or 0)])
         if self.off:
-            raise InputError(f"{name}: {self.off} row(s) are not L2-normalised: norm off 1 by more than "
-                             f"{tolerance:g} (first: row {self.first_off}, norm {self.first_off_norm:.6g})")
+            raise input_error(name, f"{self.off} row(s) are not L2-normalised: norm off 1 by more than "
+                             f"{tolerance:g} (first: row {self.first_off}, norm {self.first_off_norm:.6g})",
+                              rows=[int(self.first_off or 0)])
 
 
 def check_norms(block: np.ndarray, start: int, tolerance: float = NORM_TOLERANCE) -> NormCheck:
@@ -195,7 +197,7 @@ def check_codecs(name: str, metadata) -> None:
     """Only plain numeric codecs (no pickle, msgpack, JSON, vlen...): decoding must not run foreign code."""
     unsafe = [c for c in codec_names(metadata) if c.lower() not in SAFE_CODECS]
     if unsafe:
-        raise InputError(f"{name}: uses codec {unsafe[0]!r}; only plain numeric Zarr codecs are accepted "
+        raise input_error(name, f"uses codec {unsafe[0]!r}; only plain numeric Zarr codecs are accepted "
                          f"({', '.join(sorted(c for c in SAFE_CODECS if '.' not in c))})")
 
 
@@ -215,10 +217,10 @@ def check_label(option: str, text: str) -> str:
     if isinstance(text, str):
         text = normalized(text)
     if not isinstance(text, str) or not TEAM.match(text) or not text.strip():
-        raise InputError(f"{option}: {text!r} must be 1 to 100 printable characters")
+        raise input_error(option, f"{text!r} must be 1 to 100 printable characters")
     bad = unprintable(text)
     if bad:
-        raise InputError(f"{option}: {text!r} must be 1 to 100 printable characters "
+        raise input_error(option, f"{text!r} must be 1 to 100 printable characters "
                          f"(holds {', '.join(dict.fromkeys(bad))})")
     return text.strip()
 
@@ -241,32 +243,32 @@ def check_npy_header(name: str, path) -> tuple[tuple, np.dtype, bool, int]:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise InputError(f"{name}: missing ({path})") from None
+        raise input_error(name, f"missing ({path})") from None
 
     if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{name}: not a regular file ({path})")
+        raise input_error(name, f"not a regular file ({path})")
     fmt = np.lib.format
     with open(path, "rb") as fh:
         try:
             version = fmt.read_magic(fh)
         except ValueError as exc:
-            raise InputError(f"{name}: not a .npy file ({exc})") from None
+            raise input_error(name, f"not a .npy file ({exc})") from None
         try:
             if version == (1, 0):
                 shape, fortran, dtype = fmt.read_array_header_1_0(fh)
             elif version == (2, 0):
                 shape, fortran, dtype = fmt.read_array_header_2_0(fh)
             else:
-                raise InputError(f"{name}: .npy format version {version[0]}.{version[1]} is not accepted "
+                raise input_error(name, f".npy format version {version[0]}.{version[1]} is not accepted "
                                  "(write it with numpy.save: version 1.0 or 2.0)")
         except (ValueError, SyntaxError, TypeError) as exc:
-            raise InputError(f"{name}: the .npy header cannot be read ({exc})") from None
+            raise input_error(name, f"the .npy header cannot be read ({exc})") from None
         offset = fh.tell()
     dtype = check_dtype(name, dtype)
     if not isinstance(shape, tuple) or not all(isinstance(s, int) and s >= 0 for s in shape):
-        raise InputError(f"{name}: the header's shape {shape!r} is not a tuple of sizes")
+        raise input_error(name, f"the header's shape {shape!r} is not a tuple of sizes")
     if len(shape) != 2:
-        raise InputError(f"{name}: shape {shape} is not (rows, dims)")
+        raise input_error(name, f"shape {shape} is not (rows, dims)")
     check_header_size(name, shape, dtype, offset, st.st_size)
     return shape, dtype, bool(fortran), offset
 
@@ -276,16 +278,16 @@ def check_zarr_array(name: str, array) -> np.dtype:
     try:
         meta = array.metadata.to_dict()
     except Exception as exc:  # noqa: BLE001 - anything odd in untrusted metadata is a refusal
-        raise InputError(f"{name}: unreadable Zarr metadata ({exc.__class__.__name__})") from None
+        raise input_error(name, f"unreadable Zarr metadata ({exc.__class__.__name__})") from None
     raw = meta.get("data_type", meta.get("dtype"))
     if not isinstance(raw, str):
-        raise InputError(f"{name}: dtype {raw!r} is not float16, float32 or float64")
+        raise input_error(name, f"dtype {raw!r} is not float16, float32 or float64")
     if raw in ("|O", "object") or raw.startswith("|O"):
         check_dtype(name, np.dtype(object))
     try:
         dtype = np.dtype(raw)
     except TypeError:
-        raise InputError(f"{name}: dtype {raw!r} is not float16, float32 or float64") from None
+        raise input_error(name, f"dtype {raw!r} is not float16, float32 or float64") from None
     check_dtype(name, dtype)
     check_codecs(name, meta)
     return dtype
@@ -356,7 +358,7 @@ def open_submission(path) -> Submission:
                 sub.arrays[side] = NpyRows(str(root / name), shape, dtype, offset) if not fortran \
                     else np.load(root / name, mmap_mode="r", allow_pickle=False)
             except (ValueError, OSError) as exc:
-                raise InputError(f"{name}: cannot be read ({exc})") from None
+                raise input_error(name, f"cannot be read ({exc})") from None
             sub.names[side] = name
         return sub
 
@@ -377,12 +379,12 @@ def open_submission(path) -> Submission:
             arr = None
         except Exception as exc:  # noqa: BLE001 - untrusted metadata zarr itself refuses
             detail = " ".join(str(exc).split())[:200]
-            raise InputError(f"{name}: unreadable Zarr metadata ({exc.__class__.__name__}: {detail})") from None
+            raise input_error(name, f"unreadable Zarr metadata ({exc.__class__.__name__}: {detail})") from None
         if not isinstance(arr, zarr.Array):
-            raise InputError(f"{name}: missing from the submission {path}")
+            raise input_error(name, f"missing from the submission {path}")
         check_zarr_array(name, arr)
         if len(arr.shape) != 2:
-            raise InputError(f"{name}: shape {arr.shape} is not (rows, dims)")
+            raise input_error(name, f"shape {arr.shape} is not (rows, dims)")
         sub.arrays[side] = arr
         sub.names[side] = name
     return sub
@@ -426,7 +428,7 @@ def check_submission(sub: Submission, n_query: int, n_gallery: int, dims: int = 
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - a corrupt chunk of an untrusted Zarr group
-            raise InputError(f"{name}: cannot be read ({exc.__class__.__name__}: {exc})") from None
+            raise input_error(name, f"cannot be read ({exc.__class__.__name__}: {exc})") from None
         found.raise_if_any(name, tolerance)
     return digest.hexdigest()
 
@@ -441,13 +443,13 @@ def truth_shape(group) -> tuple[int, int, int]:
     """(queries, gallery images, dims) of a truth bundle; InputError naming what is missing."""
     attrs = ds.dataset_attributes(group)
     if attrs.get("protocol", "qrels") != "qrels":
-        raise InputError(f"truth: attribute evalcore.protocol is {attrs.get('protocol')!r}, not 'qrels'")
+        raise OptionError("truth", f"attribute evalcore.protocol is {attrs.get('protocol')!r}, not 'qrels'")
     for name in TRUTH_ARRAYS:
         if not ds.has(group, name):
-            raise InputError(f"truth: {name} is missing")
+            raise OptionError("truth", f"{name} is missing")
     dims = attrs.get("dims", DEFAULT_DIMS)
     if not isinstance(dims, int) or isinstance(dims, bool) or dims < 1:
-        raise InputError(f"truth: attribute evalcore.dims {dims!r} is not a positive integer")
+        raise OptionError("truth", f"attribute evalcore.dims {dims!r} is not a positive integer")
     return int(group["query/key"].shape[0]), int(group["gallery/key"].shape[0]), int(dims)
 
 
@@ -531,9 +533,9 @@ def truth_splits(group, n_query: int) -> np.ndarray:
         return np.full(n_query, "public", dtype=object)
     values = ds.read(group, "query/split")
     if values.ndim != 1 or values.shape[0] != n_query:
-        raise InputError(f"truth: query/split has shape {values.shape}, the truth has {n_query} queries")
+        raise OptionError("truth", f"query/split has shape {values.shape}, the truth has {n_query} queries")
     out = np.asarray([str(v) for v in values], dtype=object)
     bad = [i for i, v in enumerate(out) if not v.strip() or unprintable(v) or len(v) > 100]
     if bad:
-        raise InputError(f"truth: query/split: {len(bad)} row(s) are empty or not printable (first: row {bad[0]})")
+        raise OptionError("truth", f"query/split: {len(bad)} row(s) are empty or not printable (first: row {bad[0]})")
     return out

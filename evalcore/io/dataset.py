@@ -20,7 +20,7 @@ import zarr.abc.store
 from zarr.core.buffer.cpu import NDBuffer
 from zarr.core.sync import sync
 
-from evalcore.errors import InputError, rows_text
+from evalcore.errors import ArrayError, DatasetNotFoundError, InputError, input_error, rows_text
 from evalcore.types import PROTOCOLS, SIMILARITIES
 
 #: dtypes writers use (``score``: float64 scores stay float64); readers accept the kinds in ``ACCEPTED_KINDS``.
@@ -84,7 +84,7 @@ def open_dataset(path, storage_options: Mapping | None = None) -> zarr.Group:
             warnings.simplefilter("ignore")
             return zarr.open_group(str(path), mode="r", **_store_options(path, storage_options))
     except (FileNotFoundError, _GROUP_NOT_FOUND):
-        raise InputError(f"dataset {path}: no Zarr group found there") from None
+        raise DatasetNotFoundError(f"dataset {path}", "no Zarr group found there") from None
     except RecursionError:  # json's reader gives up on values nested ~1,000 deep
         raise InputError(f"dataset {path}: its zarr.json holds values nested too deeply to read") from None
     except (KeyError, ValueError, TypeError) as exc:
@@ -92,7 +92,7 @@ def open_dataset(path, storage_options: Mapping | None = None) -> zarr.Group:
 
 
 def metadata_too_large(where: str, size: int) -> InputError:
-    return InputError(f"{where}: {size:,} bytes of metadata, more than the {MAX_METADATA_BYTES:,} evalcore reads "
+    return input_error(where, f"{size:,} bytes of metadata, more than the {MAX_METADATA_BYTES:,} evalcore reads "
                       "(a dataset's zarr.json files are a few kB)")
 
 
@@ -146,7 +146,7 @@ def check_chunk_grid(name: str, arr: zarr.Array) -> None:
     """InputError naming ``name`` when its chunk grid, from the declared shape, exceeds MAX_CHUNKS."""
     count = chunk_count(arr.shape, arr.chunks)
     if count > MAX_CHUNKS:
-        raise InputError(f"{name}: {count:,} chunks (shape {arr.shape} in chunks of {arr.chunks}), more than the "
+        raise input_error(name, f"{count:,} chunks (shape {arr.shape} in chunks of {arr.chunks}), more than the "
                          f"{MAX_CHUNKS:,} evalcore reads per array; rewrite it with larger chunks")
 
 
@@ -154,7 +154,7 @@ def array(group: zarr.Group, name: str) -> zarr.Array:
     """The array ``name`` of the group; InputError when it is missing or a group."""
     found = group.get(name)
     if not isinstance(found, zarr.Array):
-        raise InputError(f"{name}: missing (not an array of the dataset)")
+        raise input_error(name, "missing (not an array of the dataset)")
     return found
 
 
@@ -162,7 +162,7 @@ def member_array(group: zarr.Group, name: str) -> zarr.Array:
     """``group[name]`` typed as an array: KeyError when missing, as ``group[name]``; InputError when it is a group."""
     found = group[name]
     if not isinstance(found, zarr.Array):
-        raise InputError(f"{name}: a group, not an array of the dataset")
+        raise input_error(name, "a group, not an array of the dataset")
     return found
 
 
@@ -170,7 +170,7 @@ def member_group(group: zarr.Group, name: str) -> zarr.Group:
     """``group[name]`` typed as a group: KeyError when missing, as ``group[name]``; InputError when it is an array."""
     found = group[name]
     if not isinstance(found, zarr.Group):
-        raise InputError(f"{name}: an array, not a group of the dataset")
+        raise input_error(name, "an array, not a group of the dataset")
     return found
 
 
@@ -189,7 +189,7 @@ def has(group: zarr.Group, name: str) -> bool:
     except OSError:
         raise  # the store did not answer: not the data's fault (exit 1)
     except Exception as exc:  # noqa: BLE001 - any parse failure of the metadata is bad input
-        raise InputError(f"{name}: its Zarr metadata cannot be read ({_reason(exc)})") from None
+        raise input_error(name, f"its Zarr metadata cannot be read ({_reason(exc)})") from None
     if not isinstance(found, zarr.Array):
         return False
     check_chunk_grid(name, found)  # before anything lists, checks or reads its chunks
@@ -232,7 +232,7 @@ def missing_chunks(arr: zarr.Array) -> list[tuple[int, ...]]:
             if arr.metadata.encode_chunk_key(coords) not in stored]
 
 
-def chunk_problems(group: zarr.Group, name: str) -> list[str]:
+def chunk_problems(group: zarr.Group, name: str) -> list[InputError]:
     """``name: chunk 3 (rows 3000-3999) is missing`` for every chunk the store lacks."""
     arr = member_array(group, name)
     lost = missing_chunks(arr)
@@ -241,9 +241,9 @@ def chunk_problems(group: zarr.Group, name: str) -> list[str]:
     rows = sorted({c[0] if c else 0 for c in lost})
     shown = ", ".join(chunk_rows_text(arr, r) for r in rows[:3])
     more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
-    return [f"{name}: {shown}{more} {'is' if len(rows) == 1 else 'are'} missing from the store "
+    return [input_error(name, f"{shown}{more} {'is' if len(rows) == 1 else 'are'} missing from the store "
             "(Zarr would read the fill value there; restore the chunk files, or rewrite the array "
-            "with every chunk stored)"]
+            "with every chunk stored)")]
 
 
 def _read_rows(arr: zarr.Array, rows) -> np.ndarray:
@@ -307,7 +307,7 @@ def _decoded(arr: zarr.Array, name: str, rows, read):
     except Exception as exc:  # noqa: BLE001 - a decode failure of stored bytes is bad input
         bad = _bad_chunk(arr, rows)
         where = chunk_rows_text(arr, bad) + " " if bad is not None else ""
-        raise InputError(f"{name}: {where}cannot be read, the stored data is corrupt ({_reason(exc)})") from None
+        raise input_error(name, f"{where}cannot be read, the stored data is corrupt ({_reason(exc)})") from None
 
 
 def read_points(arr: zarr.Array, name: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -323,20 +323,21 @@ def read_points(arr: zarr.Array, name: str, rows: np.ndarray, cols: np.ndarray) 
     except Exception as exc:  # noqa: BLE001 - a decode failure of stored bytes is bad input
         bad = _bad_chunk(arr, np.unique(rows))
         where = chunk_rows_text(arr, bad) + " " if bad is not None else ""
-        raise InputError(f"{name}: {where}cannot be read, the stored data is corrupt ({_reason(exc)})") from None
+        raise input_error(name, f"{where}cannot be read, the stored data is corrupt ({_reason(exc)})") from None
 
 
 def higher_is_better(group: zarr.Group) -> bool:
     """The ``higher_is_better`` attribute of ``scores/value``: true (scores, the default) or false (distances)."""
     value = group[SCORES].attrs.get("higher_is_better", True)
     if not isinstance(value, bool):
-        raise InputError(f"{SCORES}: attribute higher_is_better is {value!r}, not true or false")
+        raise input_error(SCORES, f"attribute higher_is_better is {value!r}, not true or false")
     return value
 
 
-def nonfinite_score_message(rows: np.ndarray) -> str:
+def nonfinite_score_error(rows: np.ndarray) -> ArrayError:
     """The input error for rows of scores/value holding NaN or infinite values (``rows``: global rows)."""
-    return f"{SCORES}: rows {rows_text(rows)} hold NaN or infinite values (every value must be a finite number)"
+    return ArrayError(SCORES, f"rows {rows_text(rows)} hold NaN or infinite values (every value must be a finite "
+                      "number)", rows=rows)
 
 
 def read(group: zarr.Group, name: str, rows: slice | np.ndarray | None = None) -> np.ndarray:
@@ -382,10 +383,10 @@ def checked_attribute(value) -> dict:
     MAX_ATTRIBUTE_DEPTH (a malformed attribute must not quietly become the defaults)."""
     where = f"attribute {SHARED_ATTRIBUTE}"
     if not isinstance(value, Mapping):
-        raise InputError(f"{where}: is {_json_word(value)} ({_shown(value)}), not an object such as "
+        raise input_error(where, f"is {_json_word(value)} ({_shown(value)}), not an object such as "
                          '{"version": 1, "protocol": "reid"}')
     if nesting_depth(value, MAX_ATTRIBUTE_DEPTH) > MAX_ATTRIBUTE_DEPTH:
-        raise InputError(f"{where}: values nested more than {MAX_ATTRIBUTE_DEPTH} levels deep")
+        raise input_error(where, f"values nested more than {MAX_ATTRIBUTE_DEPTH} levels deep")
     version = value.get("version", ATTRIBUTE_VERSION)
     if isinstance(version, bool) or version != ATTRIBUTE_VERSION:
         raise InputError(f"{where}.version: {_shown(version)} is not {ATTRIBUTE_VERSION}, the version this release "
@@ -438,13 +439,13 @@ def _as_written(name: str, values) -> np.ndarray:
     if dtype is not None and np.dtype(dtype).kind == "i" and data.dtype.kind == "f":
         bad = np.nonzero(~np.isfinite(data) | (data != np.round(data)))[0]
         if bad.size:
-            raise InputError(f"{name}: rows {rows_text(bad)} are not integers ({data.reshape(-1)[bad[0]]!r})")
+            raise input_error(name, f"rows {rows_text(bad)} are not integers ({data.reshape(-1)[bad[0]]!r})", rows=bad)
     if dtype is not None and np.dtype(dtype).kind == "i" and data.dtype.kind in "iuf" and data.size:
         info = np.iinfo(np.dtype(dtype))  # int8 qrels/rel: a grade above 127 would wrap around
         out = np.nonzero((data.reshape(-1) < info.min) | (data.reshape(-1) > info.max))[0]
         if out.size:
-            raise InputError(f"{name}: rows {rows_text(out)} hold {data.reshape(-1)[out[0]]!r}, outside "
-                             f"[{info.min}, {info.max}]")
+            raise input_error(name, f"rows {rows_text(out)} hold {data.reshape(-1)[out[0]]!r}, outside "
+                             f"[{info.min}, {info.max}]", rows=out)
     return data.astype(dtype, copy=False) if dtype is not None else data  # no second copy of a large ranking
 
 
@@ -526,7 +527,7 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
         if name == SCORES:
             data, dtype = matrix_like(values)
             if dtype.kind != "f" or dtype.name not in SCORE_DTYPES:
-                raise InputError(f"{SCORES}: dtype {dtype} is not float16, float32 or float64")
+                raise input_error(SCORES, f"dtype {dtype} is not float16, float32 or float64")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 created[name] = (root.create_array(name, shape=tuple(data.shape), dtype=dtype,
@@ -586,19 +587,19 @@ def bad_rows(block: np.ndarray | None, norms: np.ndarray | None = None) -> tuple
     return np.nonzero(~np.isfinite(block).all(axis=1))[0], np.nonzero(~np.any(block != 0, axis=1))[0]
 
 
-def embedding_problems(name: str, nonfinite: np.ndarray, zero: np.ndarray, cosine: bool) -> list[str]:
-    """The messages for bad embedding rows (zero rows only matter under cosine)."""
-    found = []
+def embedding_problems(name: str, nonfinite: np.ndarray, zero: np.ndarray, cosine: bool) -> list[InputError]:
+    """The errors for bad embedding rows (zero rows only matter under cosine)."""
+    found: list[InputError] = []
     if nonfinite.size:
-        found.append(f"{name}: rows {rows_text(nonfinite)} contain NaN or Inf")
+        found.append(ArrayError(name, f"rows {rows_text(nonfinite)} contain NaN or Inf", rows=nonfinite))
     if cosine and zero.size:
-        found.append(f"{name}: rows {rows_text(zero)} are all-zero vectors "
-                     "(cosine similarity is undefined for them; use --similarity dot or fix the rows)")
+        found.append(ArrayError(name, f"rows {rows_text(zero)} are all-zero vectors (cosine similarity is undefined "
+                                "for them; use --similarity dot or fix the rows)", rows=zero))
     return found
 
 
 def check_embeddings(name: str, rows_start: int, block: np.ndarray, cosine: bool,
-                     norms: np.ndarray | None = None) -> list[str]:
+                     norms: np.ndarray | None = None) -> list[InputError]:
     """Problems of one block of embedding rows starting at ``rows_start``."""
     nonfinite, zero = bad_rows(block, norms)
     return embedding_problems(name, nonfinite + rows_start, zero + rows_start, cosine)
@@ -606,10 +607,10 @@ def check_embeddings(name: str, rows_start: int, block: np.ndarray, cosine: bool
 
 
 
-def dot_overflow_message(query_rows: np.ndarray, query_norm: float, gallery_rows: np.ndarray,
-                         gallery_norm: float) -> str:
+def dot_overflow_error(query_rows: np.ndarray, query_norm: float, gallery_rows: np.ndarray,
+                       gallery_norm: float) -> ArrayError:
     """The input error for embeddings whose dot products can overflow float32."""
-    return (f"gallery/emb: rows {rows_text(gallery_rows)} (norm up to {gallery_norm:.3g}) with query/emb rows "
+    return ArrayError("gallery/emb", f"rows {rows_text(gallery_rows)} (norm up to {gallery_norm:.3g}) with query/emb rows "
             f"{rows_text(query_rows)} (norm up to {query_norm:.3g}) give dot products that can exceed "
             f"float32's largest value ({float(np.finfo(np.float32).max):.3g}) under --similarity dot; "
-            "scale the embeddings down (or use --similarity cosine)")
+            "scale the embeddings down (or use --similarity cosine)", rows=gallery_rows)

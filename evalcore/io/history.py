@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, input_error
 from evalcore.io.files import atomic_write, locked
 
 LOCK = ".lock"
@@ -53,7 +53,7 @@ def check_date(text, what: str = "--date") -> str:
             raise ValueError
         return _dt.date.fromisoformat(str(text)).isoformat()
     except ValueError:
-        raise InputError(f"{what}: {text!r} is not a date YYYY-MM-DD") from None
+        raise input_error(what, f"{text!r} is not a date YYYY-MM-DD") from None
 
 
 def history_lock(history_dir):
@@ -104,7 +104,7 @@ def _joined(tables: list[pa.Table], where: str) -> pa.Table:
     try:
         table = pa.concat_tables(tables, promote_options="permissive")
     except pa.ArrowException as exc:
-        raise InputError(f"{where}: runs whose columns do not join ({exc})") from None
+        raise input_error(where, f"runs whose columns do not join ({exc})") from None
     return table.sort_by([("run_date", "ascending"), ("evaluation", "ascending")])  # stable: groups keep order
 
 

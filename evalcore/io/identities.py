@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from evalcore.errors import InputError
+from evalcore.errors import input_error
 
 #: the code of a row without identity (evalcore: a negative label is never relevant)
 NO_IDENTITY = -1
@@ -70,19 +70,19 @@ def one_dimensional(values, name: str) -> np.ndarray:
     except ValueError:  # a ragged list, such as one holding tuples and strings: one object per element
         array = None
     except (TypeError, RuntimeError) as exc:  # a CUDA or grad-holding torch tensor
-        raise InputError(f"{name}: cannot be read as an array ({exc})") from None
+        raise input_error(name, f"cannot be read as an array ({exc})") from None
     if isinstance(values, (list, tuple)) and (array is None or array.ndim != 1):
         array = np.empty(len(values), dtype=object)  # tuples in a list are identities, not rows of a matrix
         for row, value in enumerate(values):
             array[row] = value
     if array is None:
-        raise InputError(f"{name}: cannot be read as a 1-D array of identities")
+        raise input_error(name, "cannot be read as a 1-D array of identities")
     if array.ndim != 1:
-        raise InputError(f"{name}: must be 1-D, got shape {array.shape}")
+        raise input_error(name, f"must be 1-D, got shape {array.shape}")
     if array.dtype.kind == "T":  # numpy's StringDType: no missing values unless na_object is set; objects are exact
         array = array.astype(object)
     if array.dtype.kind not in "biufUSO":
-        raise InputError(f"{name}: dtype {array.dtype} cannot hold identities (give integers, strings or objects)")
+        raise input_error(name, f"dtype {array.dtype} cannot hold identities (give integers, strings or objects)")
     return array
 
 
@@ -137,8 +137,8 @@ def object_codes(q: np.ndarray, g: np.ndarray, negative_is_identity: bool,
             try:
                 out[row] = seen.setdefault(value, len(seen))
             except TypeError:
-                raise InputError(f"{name}: row {row} is a {type(value).__name__}, which is not hashable; "
-                                 "identities must be hashable values (strings, numbers, tuples)") from None
+                raise input_error(name, f"row {row} is a {type(value).__name__}, which is not hashable; "
+                                 "identities must be hashable values (strings, numbers, tuples)", rows=[row]) from None
         codes.append(out)
     try:  # sorted order where the values sort (the same codes whatever the row order); else first appearance
         ranked = sorted(seen)

@@ -14,7 +14,7 @@ import csv
 import math
 import os
 
-from evalcore.errors import InputError
+from evalcore.errors import input_error
 
 #: the largest file read (GLDv2's solution is ~10 MB; a submission ~5 MB)
 MAX_FILE_BYTES = 1 << 30
@@ -28,9 +28,9 @@ def _rows(path: str):
     try:
         size = os.path.getsize(path)
     except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        raise input_error(path, f"cannot be read ({exc.strerror or exc})") from None
     if size > MAX_FILE_BYTES:
-        raise InputError(f"{path}: {size:,} bytes, more than the {MAX_FILE_BYTES:,} evalcore reads")
+        raise input_error(path, f"{size:,} bytes, more than the {MAX_FILE_BYTES:,} evalcore reads")
     previous = csv.field_size_limit(MAX_FIELD_CHARS)  # a process-wide setting: put back when done
     try:
         with open(path, newline="", encoding="utf-8") as f:
@@ -39,11 +39,11 @@ def _rows(path: str):
             for row in reader:
                 yield reader.line_num, row
     except csv.Error as exc:
-        raise InputError(f"{path}: not a readable CSV file ({exc})") from None
+        raise input_error(path, f"not a readable CSV file ({exc})") from None
     except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
+        raise input_error(path, "not UTF-8 text") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        raise input_error(path, f"cannot be read ({exc.strerror or exc})") from None
     finally:
         csv.field_size_limit(previous)
 
@@ -52,7 +52,7 @@ def _landmark(path: str, line: int, text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise InputError(f"{path}: line {line}: landmark {text[:40]!r} is not an integer") from None
+        raise input_error(path, f"line {line}: landmark {text[:40]!r} is not an integer") from None
 
 
 def read_solution(path: str) -> tuple[dict[str, dict[str, set[int]]], set[str]]:
@@ -63,12 +63,12 @@ def read_solution(path: str) -> tuple[dict[str, dict[str, set[int]]], set[str]]:
         if not row:
             continue
         if len(row) < 3:
-            raise InputError(f"{path}: line {line}: {len(row)} fields; expected id,landmarks,Usage")
+            raise input_error(path, f"line {line}: {len(row)} fields; expected id,landmarks,Usage")
         image, landmarks, usage = row[0], row[1], row[2]
         if usage not in USAGES:
-            raise InputError(f"{path}: line {line}: Usage {usage[:40]!r} is not Public, Private or Ignored")
+            raise input_error(path, f"line {line}: Usage {usage[:40]!r} is not Public, Private or Ignored")
         if image in ignored or any(image in s for s in subsets.values()):
-            raise InputError(f"{path}: line {line}: image {image[:40]!r} is repeated")
+            raise input_error(path, f"line {line}: image {image[:40]!r} is repeated")
         if usage == "Ignored":
             ignored.add(image)
         else:
@@ -85,22 +85,22 @@ def read_predictions(path: str, known: set[str], ignored: set[str]) -> dict[str,
             continue
         image = row[0]
         if image in seen:
-            raise InputError(f"{path}: line {line}: image {image[:40]!r} is repeated")
+            raise input_error(path, f"line {line}: image {image[:40]!r} is repeated")
         seen.add(image)
         if image in ignored:
             continue
         if image not in known:
-            raise InputError(f"{path}: line {line}: image {image[:40]!r} is not in the solution")
+            raise input_error(path, f"line {line}: image {image[:40]!r} is not in the solution")
         fields = row[1].split() if len(row) > 1 else []
         if not fields:
             continue
         if len(fields) != 2:
-            raise InputError(f"{path}: line {line}: {len(fields)} values in landmarks; expected 'LANDMARK SCORE'")
+            raise input_error(path, f"line {line}: {len(fields)} values in landmarks; expected 'LANDMARK SCORE'")
         try:
             score = float(fields[1])
         except ValueError:
             score = math.nan
         if not math.isfinite(score):
-            raise InputError(f"{path}: line {line}: score {fields[1][:40]!r} is not a finite number")
+            raise input_error(path, f"line {line}: score {fields[1][:40]!r} is not a finite number")
         out[image] = (_landmark(path, line, fields[0]), score)
     return out

@@ -27,7 +27,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, OptionError, input_error
 from evalcore.io.files import atomic_write, locked
 
 STATUSES = ("scored", "rejected", "failed", "timed_out")
@@ -80,7 +80,7 @@ def submission_id(phase: str, team: str, submission: str) -> str:
 
 def check_status(status: str) -> str:
     if status not in STATUSES:
-        raise InputError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
+        raise OptionError("status", f"{status!r} is not one of {', '.join(STATUSES)}")
     return status
 
 
@@ -127,7 +127,7 @@ def _float(value) -> float | None:
 def entries_from_table(table: pa.Table, where: str) -> list[Entry]:
     missing = [c for c in BASE_COLUMNS if c not in table.column_names]
     if missing:
-        raise InputError(f"{where}: not a ledger of evalcore score-service (no column {missing[0]})")
+        raise input_error(where, f"not a ledger of evalcore score-service (no column {missing[0]})")
     splits = [c[len(SPLIT_PREFIX):] for c in table.column_names if c.startswith(SPLIT_PREFIX)]
     out = []
     for row in table.to_pylist():
@@ -179,10 +179,10 @@ def pick_phase(entries: list[Entry], phase: str | None, where: str) -> str:
     known = phases(entries)
     if phase is not None:
         if phase not in known:
-            raise InputError(f"--phase: {phase!r} has no submission in {where} (phases: {', '.join(known) or 'none'})")
+            raise OptionError("--phase", f"{phase!r} has no submission in {where} (phases: {', '.join(known) or 'none'})")
         return phase
     if len(known) > 1:
-        raise InputError(f"--phase: {where} holds phases {', '.join(known)}; name one")
+        raise OptionError("--phase", f"{where} holds phases {', '.join(known)}; name one")
     if not known:
         raise InputError(f"LEADERBOARD {where}: holds no submission yet")
     return known[0]

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, input_error
 
 #: the first bytes of every .npy file
 MAGIC = b"\x93NUMPY"
@@ -52,14 +52,14 @@ def read_header(name: str, fh: BinaryIO) -> NpyHeader:
         elif version == (2, 0):
             shape, fortran, dtype = fmt.read_array_header_2_0(fh)
         else:
-            raise InputError(f"{name}: .npy format version {version[0]}.{version[1]} is not read "
+            raise input_error(name, f".npy format version {version[0]}.{version[1]} is not read "
                              "(numpy.save writes 1.0 or 2.0 for numeric arrays)")
     except InputError:
         raise
     except (ValueError, SyntaxError, TypeError, EOFError, OSError) as exc:
-        raise InputError(f"{name}: the .npy header cannot be read ({exc})") from None
+        raise input_error(name, f"the .npy header cannot be read ({exc})") from None
     if not isinstance(shape, tuple) or not all(isinstance(s, int) and s >= 0 for s in shape):
-        raise InputError(f"{name}: the .npy header's shape {shape!r} is not a tuple of sizes")
+        raise input_error(name, f"the .npy header's shape {shape!r} is not a tuple of sizes")
     return NpyHeader(shape, dtype, bool(fortran), fh.tell() - start)
 
 
@@ -72,7 +72,7 @@ def check_fits(name: str, header: NpyHeader, size: int) -> None:
         return
     have = max(size - header.offset, 0)
     if header.data_bytes > have:
-        raise InputError(f"{name}: the .npy header claims shape {header.shape} of {header.dtype} "
+        raise input_error(name, f"the .npy header claims shape {header.shape} of {header.dtype} "
                          f"({header.data_bytes:,} bytes of data), but the file holds {have:,} bytes after its "
                          "header (truncated, or a header that does not match its data)")
 
@@ -97,6 +97,6 @@ def check_npy_file(name: str, path) -> NpyHeader | None:
             fh.seek(0, 2)
             size = fh.tell()
     except OSError as exc:
-        raise InputError(f"{name}: cannot be read ({exc.strerror or exc})") from None
+        raise input_error(name, f"cannot be read ({exc.strerror or exc})") from None
     check_fits(name, header, size)
     return header

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalcore.core.protocols.qrels import IN_POOL, MAX_GRADE
-from evalcore.errors import InputError
+from evalcore.errors import input_error
 from evalcore.io.importers import trec as trec_files
 from evalcore.io.importers import trec_scan
 from evalcore.io.importers.checks import WARNINGS
@@ -65,9 +65,9 @@ def as_mapping(value, name: str):
         found = to_dict()
         if isinstance(found, Mapping):
             return found
-        raise InputError(f"{name}: its to_dict() returned {type(found).__name__}, not a mapping "
+        raise input_error(name, f"its to_dict() returned {type(found).__name__}, not a mapping "
                          "{query id: {document id: value}}")
-    raise InputError(f"{name}: {type(value).__name__} is not a mapping {{query id: {{document id: value}}}}, "
+    raise input_error(name, f"{type(value).__name__} is not a mapping {{query id: {{document id: value}}}}, "
                      "a pyarrow or pandas table, a TREC file path or an object with ranx's to_dict()")
 
 
@@ -82,14 +82,14 @@ def grades_as_rel(values: np.ndarray, name: str, where) -> np.ndarray:
     """
     if values.dtype.kind == "b" or values.dtype.kind not in "iuf":
         bad = _first_not_number(values)
-        raise InputError(f"{name}: grade {_shown(values[bad])!r} of {where(bad)} is not an integer")
+        raise input_error(name, f"grade {_shown(values[bad])!r} of {where(bad)} is not an integer")
     if values.dtype.kind == "f":
         wrong = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
         if wrong.size:
-            raise InputError(f"{name}: grade {_shown(values[wrong[0]])!r} of {where(int(wrong[0]))} is not an integer")
+            raise input_error(name, f"grade {_shown(values[wrong[0]])!r} of {where(int(wrong[0]))} is not an integer")
     high = np.flatnonzero(values > MAX_GRADE)
     if high.size:
-        raise InputError(f"{name}: grade {_shown(values[high[0]])!r} of {where(int(high[0]))} is above {MAX_GRADE}")
+        raise input_error(name, f"grade {_shown(values[high[0]])!r} of {where(int(high[0]))} is above {MAX_GRADE}")
     return np.where(values < 0, IN_POOL, values).astype(np.int8)
 
 
@@ -97,11 +97,11 @@ def checked_scores(values: np.ndarray, name: str, where) -> np.ndarray:
     """Scores as float64, each finite (a NaN has no place in a ranking; trec_eval would sort it anywhere)."""
     if values.dtype.kind == "b" or values.dtype.kind not in "iuf":
         bad = _first_not_number(values)
-        raise InputError(f"{name}: score {_shown(values[bad])!r} of {where(bad)} is not a number")
+        raise input_error(name, f"score {_shown(values[bad])!r} of {where(bad)} is not a number")
     scores = values.astype(np.float64)
     wrong = np.flatnonzero(~np.isfinite(scores))
     if wrong.size:
-        raise InputError(f"{name}: score {_shown(values[wrong[0]])!r} of {where(int(wrong[0]))} is not a finite number")
+        raise input_error(name, f"score {_shown(values[wrong[0]])!r} of {where(int(wrong[0]))} is not a finite number")
     return scores
 
 
@@ -164,16 +164,16 @@ def _entries(mapping: Mapping, name: str) -> tuple[list, list, list]:
     total = 0
     for qid, docs in mapping.items():
         if not isinstance(qid, str):
-            raise InputError(f"{name}: query id {qid!r} is {type(qid).__name__}, not str")
+            raise input_error(name, f"query id {qid!r} is {type(qid).__name__}, not str")
         if not isinstance(docs, Mapping):
-            raise InputError(f"{name}: query {qid!r} holds {type(docs).__name__}, not a mapping "
+            raise input_error(name, f"query {qid!r} holds {type(docs).__name__}, not a mapping "
                              "{document id: value}")
         if docs:
             qids.append(qid)
             inner.append(docs)
             total += len(docs)
     if total > MAX_ENTRIES:
-        raise InputError(f"{name}: {total} entries, more than {MAX_ENTRIES}")
+        raise input_error(name, f"{total} entries, more than {MAX_ENTRIES}")
     counts = [len(d) for d in inner]
     query = list(itertools.chain.from_iterable(itertools.repeat(q, c) for q, c in zip(qids, counts)))
     docs_ = list(itertools.chain.from_iterable(inner))
@@ -186,7 +186,7 @@ def _strings(values: list, name: str, what: str, query: list) -> pa.Array:
         return pa.array(values, type=pa.large_string())
     except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
         bad = next(i for i, v in enumerate(values) if not isinstance(v, str))
-        raise InputError(f"{name}: document id {_shown(values[bad])!r} of query {query[bad]!r} is "
+        raise input_error(name, f"document id {_shown(values[bad])!r} of query {query[bad]!r} is "
                          f"{type(values[bad]).__name__}, not str") from None
 
 
@@ -197,7 +197,7 @@ def mapping_lines(mapping: Mapping, name: str, kind: str) -> trec_files.TrecLine
         return fast
     query, docs, values = _entries(mapping, name)
     if not query:
-        raise InputError(f"{name}: no {'judgements' if kind == 'qrels' else 'results'}")
+        raise input_error(name, f"no {'judgements' if kind == 'qrels' else 'results'}")
 
     def where(i: int) -> str:
         return f"query {query[i]!r}, document {docs[i]!r}"
@@ -299,7 +299,7 @@ def _column(table: pa.Table, names: tuple[str, ...], name: str, role: str) -> st
     found = [c for c in table.column_names if c.lower() in names]
     if len(found) != 1:
         said = "no column" if not found else f"columns {', '.join(found)} both"
-        raise InputError(f"{name}: {said} for the {role} (one of {', '.join(names)}; columns: "
+        raise input_error(name, f"{said} for the {role} (one of {', '.join(names)}; columns: "
                          f"{', '.join(table.column_names)})")
     return found[0]
 
@@ -308,12 +308,12 @@ def _id_column(table: pa.Table, column: str, name: str) -> pa.Array:
     values = table.column(column).combine_chunks()
     if values.null_count:
         row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
-        raise InputError(f"{name}: column {column}, row {row}: missing id")
+        raise input_error(name, f"column {column}, row {row}: missing id", rows=[row])
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
     if pa.types.is_integer(values.type) or pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         return values.cast(pa.large_string())
-    raise InputError(f"{name}: column {column} holds {values.type}, not string or integer ids")
+    raise input_error(name, f"column {column} holds {values.type}, not string or integer ids")
 
 
 def table_lines(table, name: str, kind: str) -> trec_files.TrecLines:
@@ -323,11 +323,11 @@ def table_lines(table, name: str, kind: str) -> trec_files.TrecLines:
         try:
             table = pa.Table.from_pandas(table, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
-            raise InputError(f"{name}: the table cannot be read ({str(exc).splitlines()[0]})") from None
+            raise input_error(name, f"the table cannot be read ({str(exc).splitlines()[0]})") from None
     if table.num_rows > MAX_ENTRIES:
-        raise InputError(f"{name}: {table.num_rows} rows, more than {MAX_ENTRIES}")
+        raise input_error(name, f"{table.num_rows} rows, more than {MAX_ENTRIES}")
     if not table.num_rows:
-        raise InputError(f"{name}: no {'judgements' if kind == 'qrels' else 'results'}")
+        raise input_error(name, f"no {'judgements' if kind == 'qrels' else 'results'}")
     qcol = _column(table, QUERY_COLUMNS, name, "query id")
     dcol = _column(table, DOC_COLUMNS, name, "document id")
     vcol = _column(table, GRADE_COLUMNS if kind == "qrels" else SCORE_COLUMNS, name,
@@ -337,7 +337,7 @@ def table_lines(table, name: str, kind: str) -> trec_files.TrecLines:
     if raw.null_count or not (pa.types.is_integer(raw.type) or pa.types.is_floating(raw.type)):
         bad = int(np.flatnonzero(raw.is_null().to_numpy(zero_copy_only=False))[0]) if raw.null_count else 0
         what = "missing" if raw.null_count else f"{raw.type}, not a number"
-        raise InputError(f"{name}: column {vcol}, row {bad}: {what}")
+        raise input_error(name, f"column {vcol}, row {bad}: {what}", rows=[bad])
     numbers = raw.to_numpy(zero_copy_only=False)
 
     def where(i: int) -> str:
@@ -362,7 +362,7 @@ def _without_repeats(lines: trec_files.TrecLines, name: str, kind: str) -> trec_
         at = 0 if kind == "run" else int(np.flatnonzero(differs)[0])
         row, first = int(later[at]), int(earlier[at])
         why = "listed twice" if kind == "run" else "graded twice, differently,"
-        raise InputError(f"{name}: rows {first} and {row}: document {lines.dkeys[int(lines.dcode[row])].as_py()!r} "
+        raise input_error(name, f"rows {first} and {row}: document {lines.dkeys[int(lines.dcode[row])].as_py()!r} "
                          f"{why} for query {lines.qkeys[int(lines.qcode[row])].as_py()!r}")
     keep = np.ones(lines.qcode.size, dtype=bool)
     keep[later] = False
@@ -407,11 +407,11 @@ def id_strings(values, name: str) -> pa.Array:
     """``query_ids``/``gallery_ids`` as strings, one a row: ``str`` ids as given, integers as their decimal
     text (a table's integer ids are read so too); each id once (an id twice would make a judgement ambiguous)."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise InputError(f"{name}: {type(values).__name__} is not a list of ids")
+        raise input_error(name, f"{type(values).__name__} is not a list of ids")
     listed = values.tolist() if hasattr(values, "tolist") else list(values)
     for row, value in enumerate(listed):
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise InputError(f"{name}: row {row} holds {type(value).__name__} {value!r}, not a str or int id")
+            raise input_error(name, f"row {row} holds {type(value).__name__} {value!r}, not a str or int id", rows=[row])
     ids = pa.array([v if isinstance(v, str) else str(v) for v in listed], type=pa.large_string())
     encoded = pc.dictionary_encode(ids)
     if len(encoded.dictionary) != len(ids):
@@ -419,7 +419,7 @@ def id_strings(values, name: str) -> pa.Array:
         seen = np.zeros(len(encoded.dictionary), dtype=bool)
         for row, code in enumerate(codes):  # the first repeat, for the message
             if seen[code]:
-                raise InputError(f"{name}: id {ids[row].as_py()!r} appears twice (row {row})")
+                raise input_error(name, f"id {ids[row].as_py()!r} appears twice (row {row})", rows=[row])
             seen[code] = True
     return ids
 

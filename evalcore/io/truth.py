@@ -15,7 +15,7 @@ from evalcore.core.protocols.base import raise_first
 from evalcore.core.ranking import Ranked, dot_overflow_rows, is_member, normalize_rows, rank_pairs, row_norms
 from evalcore.core.scan.embeddings import as_reported, check_euclidean_norms, pair_scores
 from evalcore.core.scan.scores import as_given, given_values
-from evalcore.errors import InputError
+from evalcore.errors import OptionError
 from evalcore.io import dataset as ds
 
 
@@ -24,7 +24,7 @@ def n_queries_of(group) -> int:
     for name in ("ranking/item", ds.SCORES, "query/emb", "query/label", "query/key", "query/lat", "query/x"):
         if ds.has(group, name):
             return int(group[name].shape[0])
-    raise InputError("query: no array tells the number of queries (give query/emb or ranking/item)")
+    raise OptionError("query", "no array tells the number of queries (give query/emb or ranking/item)")
 
 
 def read_gallery_side(group, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -95,8 +95,8 @@ def rank_among_allowed(group, options, truth: Truth, q0: int, q1: int) -> Ranked
     if options.similarity == "dot":  # the raw rows' products must stay finite in float32
         q_rows, g_rows = dot_overflow_rows(row_norms(query), row_norms(gallery), query.shape[1])
         if g_rows.size:
-            raise InputError(ds.dot_overflow_message(q_rows + q0, row_norms(query)[q_rows].max(), uniq[g_rows],
-                                                     row_norms(gallery)[g_rows].max()))
+            raise ds.dot_overflow_error(q_rows + q0, row_norms(query)[q_rows].max(), uniq[g_rows],
+                                        row_norms(gallery)[g_rows].max())
     if options.similarity == "euclidean":  # squared distances, reported as such (``core.canonical``)
         check_euclidean_norms("query/emb", q0, row_norms(query))
         check_euclidean_norms("gallery/emb", 0, row_norms(gallery), uniq)
@@ -117,7 +117,7 @@ def _rank_given_among_allowed(group, options, truth: Truth, q0: int, indptr: np.
     raw = ds.read_points(arr, ds.SCORES, rows + q0, items)
     finite = np.isfinite(raw)
     if not finite.all():
-        raise InputError(ds.nonfinite_score_message(np.unique(rows[~finite] + q0)))
+        raise ds.nonfinite_score_error(np.unique(rows[~finite] + q0))
     higher_is_better = ds.higher_is_better(group)
     values = given_values(raw, higher_is_better)
     relevant = is_member(indptr, items, truth.rel_indptr - truth.rel_indptr[0], truth.rel_items)

@@ -9,7 +9,7 @@ import zarr
 
 from evalcore.core import protocols
 from evalcore.core.ranking import dot_overflow_rows, item_range_problems, list_problems, row_norms
-from evalcore.errors import InputError
+from evalcore.errors import ArrayError, InputError, OptionError, first_problem, input_error
 from evalcore.io import truth
 from evalcore.io.dataset import (
     ACCEPTED_KINDS,
@@ -21,33 +21,39 @@ from evalcore.io.dataset import (
     bad_rows,
     chunk_problems,
     dataset_attributes,
-    dot_overflow_message,
+    dot_overflow_error,
     embedding_problems,
     has,
     higher_is_better,
-    nonfinite_score_message,
+    nonfinite_score_error,
     read,
     read_array,
 )
 from evalcore.types import Protocol as ProtocolName
+
+#: the command line's advice when a dataset has more than one problem (the Python API words it its own way)
+VALIDATE_ADVICE = "; run `evalcore validate`"
 
 
 @dataclass
 class Problems:
     """Collects every problem found; ``raise_first`` turns them into one InputError."""
 
-    items: list[str] = field(default_factory=list)
+    items: list[InputError] = field(default_factory=list)
 
-    def add(self, message: str) -> None:
-        self.items.append(message)
+    def add(self, problem: InputError) -> None:
+        self.items.append(problem)
 
     def __bool__(self) -> bool:
         return bool(self.items)
 
+    def messages(self) -> list[str]:
+        """Each problem as one line in the command line's words (what ``evalcore validate`` prints)."""
+        return [str(problem) for problem in self.items]
+
     def raise_if_any(self) -> None:
         if self.items:
-            more = f" (and {len(self.items) - 1} more problem(s); run `evalcore validate`)" if len(self.items) > 1 else ""
-            raise InputError(self.items[0] + more)
+            raise first_problem(self.items, VALIDATE_ADVICE)
 
 
 def _check_kind(group, name, problems) -> bool:
@@ -55,10 +61,10 @@ def _check_kind(group, name, problems) -> bool:
     kinds = ACCEPTED_KINDS.get(_leaf(name))
     if kinds and arr.dtype.kind not in kinds:
         what = {"f": "floating-point", "iu": "integer", "b": "boolean", "UOT": "string"}[kinds]
-        problems.add(f"{name}: dtype {arr.dtype} is not {what}")
+        problems.add(input_error(name, f"dtype {arr.dtype} is not {what}"))
         return False
     if _leaf(name) == "emb" and np.dtype(str(arr.dtype)) not in (np.float16, np.float32, np.float64):
-        problems.add(f"{name}: dtype {arr.dtype} is not float16, float32 or float64")
+        problems.add(input_error(name, f"dtype {arr.dtype} is not float16, float32 or float64"))
         return False
     return True
 
@@ -105,11 +111,11 @@ def scan_scores(group, problems: Problems) -> None:
                 rows |= ~np.isfinite(block).all(axis=1)
             bad.append(np.flatnonzero(rows) + r0)
     except InputError as exc:
-        problems.add(str(exc))
+        problems.add(exc)
         return
     found = np.concatenate(bad) if bad else np.empty(0, np.int64)
     if found.size:
-        problems.add(nonfinite_score_message(found))
+        problems.add(nonfinite_score_error(found))
 
 
 def check_scores(group, n: dict, problems: Problems) -> None:
@@ -118,19 +124,19 @@ def check_scores(group, n: dict, problems: Problems) -> None:
     arr = group[SCORES]
     others = [name for name in ("query/emb", "gallery/emb", "ranking/item") if has(group, name)]
     if others:
-        problems.add(f"{SCORES}: give the score matrix or {' and '.join(others)} to rank by, not both")
+        problems.add(input_error(SCORES, f"give the score matrix or {' and '.join(others)} to rank by, not both"))
     if np.dtype(str(arr.dtype)).name not in SCORE_DTYPES:
-        problems.add(f"{SCORES}: dtype {arr.dtype} is not float16, float32 or float64")
+        problems.add(input_error(SCORES, f"dtype {arr.dtype} is not float16, float32 or float64"))
     try:
         higher_is_better(group)
     except InputError as exc:
-        problems.add(str(exc))
+        problems.add(exc)
     if len(arr.shape) != 2:
-        problems.add(f"{SCORES}: shape {arr.shape} is not (queries, gallery items)")
+        problems.add(input_error(SCORES, f"shape {arr.shape} is not (queries, gallery items)"))
         return
     for axis, side, what in ((0, "query", "rows"), (1, "gallery", "columns")):
         if side in n and n[side][1] != arr.shape[axis]:
-            problems.add(f"{SCORES}: {arr.shape[axis]} {what} (one per {side}), but {n[side][0]} has {n[side][1]}")
+            problems.add(input_error(SCORES, f"{arr.shape[axis]} {what} (one per {side}), but {n[side][0]} has {n[side][1]}"))
         n.setdefault(side, (SCORES, arr.shape[axis]))
 
 
@@ -147,17 +153,17 @@ def scan_decodable(group, name: str, problems: Problems, decoded: dict[str, np.n
             if decoded is not None and arr.ndim and step >= arr.shape[0]:
                 decoded[name] = data.astype(object) if data.dtype.kind in "UOT" else data
     except InputError as exc:
-        problems.add(str(exc))
+        problems.add(exc)
 
 
-def dot_overflow(query_norms: np.ndarray, gallery_norms: np.ndarray, dims: int) -> list[str]:
+def dot_overflow(query_norms: np.ndarray, gallery_norms: np.ndarray, dims: int) -> list[InputError]:
     """Under dot: the rows whose products can overflow float32 (see ``ranking.dot_limit``)."""
     finite = lambda x: np.where(np.isfinite(x), x, 0).astype(np.float64)  # noqa: E731 - NaN rows are reported already
     qn, gn = finite(query_norms), finite(gallery_norms)
     q_rows, g_rows = dot_overflow_rows(qn, gn, dims)
     if not g_rows.size:
         return []
-    return [dot_overflow_message(q_rows, qn[q_rows].max(), g_rows, gn[g_rows].max())]
+    return [dot_overflow_error(q_rows, qn[q_rows].max(), g_rows, gn[g_rows].max())]
 
 
 def keys_ascend(keys: np.ndarray) -> bool:
@@ -208,14 +214,14 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
     scores = has(group, SCORES)
     if protocol not in protocols.PROTOCOLS:
         known = protocols.names()
-        problems.add(f"--protocol: unknown protocol {protocol!r} (choose {', '.join(known[:-1])} or {known[-1]})")
+        problems.add(OptionError("--protocol", f"unknown protocol {protocol!r} (choose {', '.join(known[:-1])} or {known[-1]})"))
         return problems
     for name in ("query/emb", "gallery/emb"):
         if not rankings and not scores and not has(group, name):
-            problems.add(f"{name}: missing (needed to rank; or give ranking/item or scores/value)")
+            problems.add(input_error(name, "missing (needed to rank; or give ranking/item or scores/value)"))
     for name in protocols.get(protocol).arrays:
         if not has(group, name):
-            problems.add(f"{name}: missing (needed by protocol {protocol!r})")
+            problems.add(input_error(name, f"missing (needed by protocol {protocol!r})"))
     if problems:
         return problems
 
@@ -230,34 +236,34 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
             shape = array(group, name).shape
             if leaf == "emb":
                 if len(shape) != 2:
-                    problems.add(f"{name}: shape {shape} is not (rows, dims)")
+                    problems.add(input_error(name, f"shape {shape} is not (rows, dims)"))
                     continue
             elif len(shape) != 1:
-                problems.add(f"{name}: shape {shape} is not one-dimensional")
+                problems.add(input_error(name, f"shape {shape} is not one-dimensional"))
                 continue
             if side in n and n[side][1] != shape[0]:
-                problems.add(f"{name}: {shape[0]} rows, but {n[side][0]} has {n[side][1]}")
+                problems.add(input_error(name, f"{shape[0]} rows, but {n[side][0]} has {n[side][1]}"))
             else:
                 n.setdefault(side, (name, shape[0]))
     if has(group, "query/emb") and has(group, "gallery/emb"):
         dq, dg = array(group, "query/emb").shape[-1], array(group, "gallery/emb").shape[-1]
         if dq != dg:
-            problems.add(f"gallery/emb: {dg} dimensions, but query/emb has {dq}")
+            problems.add(ArrayError("gallery/emb", f"{dg} dimensions, but query/emb has {dq}"))
     if has(group, "ranking/item"):
         item = array(group, "ranking/item")
         if len(item.shape) != 2:
-            problems.add(f"ranking/item: shape {item.shape} is not (queries, K)")
+            problems.add(ArrayError("ranking/item", f"shape {item.shape} is not (queries, K)"))
         elif "query" in n and item.shape[0] != n["query"][1]:
-            problems.add(f"ranking/item: {item.shape[0]} rows, but {n['query'][0]} has {n['query'][1]}")
+            problems.add(ArrayError("ranking/item", f"{item.shape[0]} rows, but {n['query'][0]} has {n['query'][1]}"))
         if has(group, "ranking/score") and array(group, "ranking/score").shape != item.shape:
-            problems.add(f"ranking/score: shape {array(group, 'ranking/score').shape} differs from ranking/item {item.shape}")
+            problems.add(ArrayError("ranking/score", f"shape {array(group, 'ranking/score').shape} differs from ranking/item {item.shape}"))
         _check_kind(group, "ranking/item", problems)
     if scores:
         check_scores(group, n, problems)
     if has(group, "qrels/query"):
         lengths = {name: array(group, name).shape for name in ("qrels/query", "qrels/item", "qrels/rel") if has(group, name)}
         if len(set(lengths.values())) > 1:
-            problems.add(f"qrels: arrays differ in length ({', '.join(f'{k} {v}' for k, v in lengths.items())})")
+            problems.add(OptionError("qrels", f"arrays differ in length ({', '.join(f'{k} {v}' for k, v in lengths.items())})"))
         for name in lengths:
             _check_kind(group, name, problems)
     if problems:
@@ -277,7 +283,7 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
                 try:
                     norms[name] = scan_embeddings(group, name, similarity == "cosine", problems)
                 except InputError as exc:  # a corrupt chunk: reported like any other problem
-                    problems.add(str(exc))
+                    problems.add(exc)
         if similarity == "dot" and len(norms) == 2:
             for message in dot_overflow(norms["query/emb"], norms["gallery/emb"], array(group, "query/emb").shape[1]):
                 problems.add(message)
@@ -309,8 +315,8 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
             uniq, counts = np.unique(keys if keys.dtype.kind == "T" else keys.astype(str), return_counts=True)
             dup = uniq[counts > 1]
             if dup.size:
-                problems.add(f"{name}: duplicate keys {', '.join(map(repr, dup[:5].tolist()))}"
-                             + (f" ({dup.size} in all)" if dup.size > 5 else ""))
+                problems.add(input_error(name, f"duplicate keys {', '.join(map(repr, dup[:5].tolist()))}"
+                                         + (f" ({dup.size} in all)" if dup.size > 5 else "")))
     n_gallery = n["gallery"][1] if "gallery" in n else None
     n_query = array(group, "ranking/item").shape[0] if has(group, "ranking/item") else n.get("query", ("", None))[1]
     for message in protocols.get(protocol).validate(truth.DatasetReader(group, preloaded=decoded),

@@ -32,7 +32,7 @@ import zarr
 from threadpoolctl import threadpool_limits
 
 import evalcore
-from evalcore.errors import InputError
+from evalcore.errors import OptionError, input_error
 from evalcore.io.dataset import member_array, member_group
 from evalcore.jobs import synthetic
 from evalcore.jobs.common import check_memory_limit, parse_number
@@ -256,14 +256,14 @@ def run(args) -> int:
         return run_sweep(args)
     for option in SWEEP_ONLY:
         if getattr(args, option.lstrip("-").replace("-", "_"), None) is not None:
-            raise InputError(f"{option}: only with --sweep")
+            raise input_error(option, "only with --sweep")
     args.shape = args.shape or "market"
     workers = parse_number("--workers", args.workers or "2", int)
     if workers < 1:
-        raise InputError(f"--workers: {workers} must be at least 1")
+        raise OptionError("--workers", f"{workers} must be at least 1")
     repeat = parse_number("--repeat", str(getattr(args, "repeat", None) or DEFAULT_REPEAT), int)
     if repeat < 1:
-        raise InputError(f"--repeat: {repeat} must be at least 1")
+        raise OptionError("--repeat", f"{repeat} must be at least 1")
     # deferred: the engine brings distributed and numba, which evalcore --help should not import
     from distributed import Client, LocalCluster
 
@@ -498,7 +498,7 @@ def parse_counts(option: str, text: str, suffixes: bool = False) -> list[int]:
     """A comma-separated list of positive integers (``100000,300000``; with ``suffixes`` also ``100k,1M``)."""
     items = [t.strip() for t in str(text).split(",")]
     if not any(items) or not all(items):
-        raise InputError(f"{option}: {text!r} is not a comma-separated list of integers")
+        raise input_error(option, f"{text!r} is not a comma-separated list of integers")
     values: list[int] = []
     for item in items:
         n = parse_count(option, item, suffixes)
@@ -515,10 +515,10 @@ def parse_count(option: str, text: str, suffixes: bool = False) -> int:
     try:
         n = int(item) * scale
     except ValueError:
-        raise InputError(f"{option}: {text!r} is not {'a count like 100000 or 100k' if suffixes else 'an integer'}") \
+        raise input_error(option, f"{text!r} is not {'a count like 100000 or 100k' if suffixes else 'an integer'}") \
             from None
     if n < 1:
-        raise InputError(f"{option}: {n} must be at least 1")
+        raise input_error(option, f"{n} must be at least 1")
     return n
 
 
@@ -527,12 +527,12 @@ def check_out_file(option: str, path: str | None, suffix: str | None = None) -> 
     if path is None:
         return None
     if suffix and not path.lower().endswith(suffix):
-        raise InputError(f"{option}: {path!r} must end in {suffix}")
+        raise input_error(option, f"{path!r} must end in {suffix}")
     if os.path.isdir(path):
-        raise InputError(f"{option}: {path} is a folder")
+        raise input_error(option, f"{path} is a folder")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise InputError(f"{option}: folder {folder} does not exist")
+        raise input_error(option, f"folder {folder} does not exist")
     return path
 
 
@@ -540,15 +540,15 @@ def sweep_settings(args) -> dict:
     """Every sweep option checked before any work: an InputError naming the first bad one."""
     for option, attr in (("--shape", "shape"), ("--skip-conventional", "skip_conventional")):
         if getattr(args, attr, None):
-            raise InputError(f"{option}: not with --sweep (the sweep's shapes come from --sizes, --queries, --dims)")
+            raise input_error(option, "not with --sweep (the sweep's shapes come from --sizes, --queries, --dims)")
     if args.workers_list is not None and args.workers is not None:
-        raise InputError("--workers-list: give the worker counts once, with --workers-list or --workers")
+        raise OptionError("--workers-list", "give the worker counts once, with --workers-list or --workers")
     workers_option = "--workers" if args.workers is not None else "--workers-list"
     workers_text = args.workers if args.workers is not None else args.workers_list
     shards = parse_count("--gallery-shards", args.gallery_shards) if args.gallery_shards is not None else None
     data_dir = args.data_dir
     if data_dir is not None and os.path.exists(data_dir) and not os.path.isdir(data_dir):
-        raise InputError(f"--data-dir: {data_dir} exists and is not a folder")
+        raise OptionError("--data-dir", f"{data_dir} exists and is not a folder")
     return {
         "sizes": parse_counts("--sizes", args.sizes, suffixes=True) if args.sizes is not None else list(SWEEP_SIZES),
         "queries": parse_count("--queries", args.queries, suffixes=True) if args.queries is not None
@@ -579,7 +579,7 @@ def sweep_dataset(folder: str, nq: int, ng: int, dims: int) -> tuple[str, float 
         found = (member_array(root, "query/emb").shape, member_array(root, "gallery/emb").shape,
                  str(member_array(root, "gallery/emb").dtype))
         if found != ((nq, dims), (ng, dims), SWEEP_DTYPE):
-            raise InputError(f"--data-dir: {path} holds query {found[0]}, gallery {found[1]} {found[2]}, not the "
+            raise OptionError("--data-dir", f"{path} holds query {found[0]}, gallery {found[1]} {found[2]}, not the "
                              f"({nq}, {dims}) x ({ng}, {dims}) {SWEEP_DTYPE} its name says; remove it")
         return path, None
     os.makedirs(folder, exist_ok=True)

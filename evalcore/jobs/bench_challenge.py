@@ -82,7 +82,7 @@ def generate(folder: Path, n_query: int, n_gallery: int, dims: int, seed: int = 
 
 def run(args) -> int:
     """Generate the shape (or reuse it under ``--data-dir``), then time both ways and print the figures."""
-    from evalcore.errors import InputError
+    from evalcore.errors import OptionError
     from evalcore.jobs import service
     from evalcore.jobs.bench import DEFAULT_REPEAT, Peak, whole_process
     from evalcore.jobs.common import parse_number
@@ -91,10 +91,10 @@ def run(args) -> int:
     nq, ng, dims = SHAPES[args.shape]
     repeat = parse_number("--repeat", str(getattr(args, "repeat", None) or DEFAULT_REPEAT), int)
     if repeat < 1:
-        raise InputError(f"--repeat: {repeat} must be at least 1")
+        raise OptionError("--repeat", f"{repeat} must be at least 1")
     workers = None if args.workers is None else parse_number("--workers", args.workers, int)
     if workers is not None and workers < 1:
-        raise InputError(f"--workers: {workers} must be at least 1")
+        raise OptionError("--workers", f"{workers} must be at least 1")
     tmp = None if args.data_dir else tempfile.TemporaryDirectory(prefix="evalcore-bench-challenge-")
     folder = Path(args.data_dir or tmp.name) / f"bench-{args.shape}"  # type: ignore[union-attr]
     where = f"a local cluster of {workers} worker processes" if workers else "in process (threads)"

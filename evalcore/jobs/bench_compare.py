@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from evalcore.core import registry
-from evalcore.errors import InputError
+from evalcore.errors import input_error
 from evalcore.io import report
 from evalcore.jobs.common import parse_number
 
@@ -114,7 +114,7 @@ def run(args) -> int:
                           ("--repeat", repeat), ("--scipy-columns", scipy_columns),
                           ("--scipy-resamples", scipy_resamples)):
         if value < 1:
-            raise InputError(f"{option}: {value} must be at least 1")
+            raise input_error(option, f"{value} must be at least 1")
     with tempfile.TemporaryDirectory(prefix="evalcore-bench-compare-") as folder:
         print(f"writing two reports of {n:,} queries ...", flush=True)
         baseline, other, columns = write_reports(folder, n)

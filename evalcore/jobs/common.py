@@ -22,7 +22,7 @@ from evalcore import declarations
 from evalcore.declarations import MAX_INTEGER_OPTION, check_integer
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.engine.options import Options, parse_expansion, parse_rerank
-from evalcore.errors import InputError
+from evalcore.errors import InputError, OptionError, input_error
 from evalcore.types import SIMILARITIES, Protocol, Similarity
 
 # The command line builds its parsers from this module, so it imports only the standard library and evalcore's
@@ -38,9 +38,9 @@ def parse_ks(text: str) -> tuple[int, ...]:
     try:
         ks = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise InputError(f"--ks: {text!r} is not a comma-separated list of integers") from None
+        raise OptionError("--ks", f"{text!r} is not a comma-separated list of integers") from None
     if not ks or any(k < 1 for k in ks):
-        raise InputError(f"--ks: {text!r} must list positive integers")
+        raise OptionError("--ks", f"{text!r} must list positive integers")
     return ks
 
 
@@ -57,7 +57,7 @@ def parse_number(option: str, text: str, kind: Any = float) -> Any:
     try:
         value = kind(text)
     except ValueError:
-        raise InputError(f"{option}: {text!r} is not a{'n integer' if kind is int else ' number'}") from None
+        raise input_error(option, f"{text!r} is not a{'n integer' if kind is int else ' number'}") from None
     return value
 
 
@@ -75,7 +75,7 @@ def parse_storage_options(pairs: list[str] | None) -> dict:
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise InputError(f"--storage-option: {pair!r} is not KEY=VALUE")
+            raise OptionError("--storage-option", f"{pair!r} is not KEY=VALUE")
         parsed: str | bool = value.lower() == "true" if value.lower() in ("true", "false") else value
         if key in CLIENT_KWARGS:
             out.setdefault("client_kwargs", {})[key] = parsed
@@ -100,13 +100,13 @@ def check_storage_options(table, where: str) -> dict:
         if isinstance(v, list):
             return [value(x, f"{at}[{i}]") for i, x in enumerate(v)]
         if isinstance(v, float) and not math.isfinite(v):
-            raise InputError(f"{at}: {v!r} is not a finite number")
+            raise input_error(at, f"{v!r} is not a finite number")
         if isinstance(v, (str, bool, int, float)):
             return v
-        raise InputError(f"{at}: {v!r} is a TOML {type(v).__name__}; give a string, number, boolean, array or table")
+        raise input_error(at, f"{v!r} is a TOML {type(v).__name__}; give a string, number, boolean, array or table")
 
     if not isinstance(table, dict):
-        raise InputError(f"{where}: must be a table of KEY = VALUE (nested tables allowed), not {table!r}")
+        raise input_error(where, f"must be a table of KEY = VALUE (nested tables allowed), not {table!r}")
     out = value(table, where)
     shortcut = {k: out.pop(k) for k in CLIENT_KWARGS if k in out}
     if shortcut:
@@ -115,7 +115,7 @@ def check_storage_options(table, where: str) -> dict:
             raise InputError(f"{where}.client_kwargs: must be a table")
         twice = sorted(set(shortcut) & set(client))
         if twice:
-            raise InputError(f"{where}: {twice[0]} is given both at the top and in client_kwargs; give it once")
+            raise input_error(where, f"{twice[0]} is given both at the top and in client_kwargs; give it once")
         client.update(shortcut)
     return out
 
@@ -175,11 +175,11 @@ def check_memory_limit(text, option: str = "--memory-limit"):
     try:
         n = parse_bytes(str(text))
     except (ValueError, TypeError, OverflowError):  # 1e400: a float too large for an int
-        raise InputError(f"{option}: {text!r} is not a size like 4GiB, 500MB or auto") from None
+        raise input_error(option, f"{text!r} is not a size like 4GiB, 500MB or auto") from None
     if n < 1:
-        raise InputError(f"{option}: {text!r} must be a positive size like 4GiB (or auto)")
+        raise input_error(option, f"{text!r} must be a positive size like 4GiB (or auto)")
     if n > MAX_MEMORY_LIMIT:  # dask would quietly use the machine's memory instead
-        raise InputError(f"{option}: {text!r} is more memory than any machine has (at most 8 EiB); "
+        raise input_error(option, f"{text!r} is more memory than any machine has (at most 8 EiB); "
                          "give a size like 4GiB, or auto")
     # deferred: the floor lives beside the cluster code, which imports distributed (not for evalcore --help)
     from evalcore.engine import cluster
@@ -187,7 +187,7 @@ def check_memory_limit(text, option: str = "--memory-limit"):
     try:
         cluster.check_memory_limit(str(text), 1)
     except InputError as exc:
-        raise InputError(option + str(exc).removeprefix("--memory-limit")) from None
+        raise OptionError(option, exc.detail) from None
     return text
 
 
@@ -198,10 +198,10 @@ def check_scheduler(address, option: str = "--scheduler") -> str:
     try:
         check_address(address)
     except InputError:
-        raise InputError(f"{option}: {address!r} is not an address like tcp://HOST:PORT") from None
+        raise input_error(option, f"{address!r} is not an address like tcp://HOST:PORT") from None
     port = re.search(r"\]?:(\d{1,5})$", address.split("://", 1)[1])
     if not port or not 0 < int(port.group(1)) < 65536:
-        raise InputError(f"{option}: {address!r} has no port; give tcp://HOST:PORT "
+        raise input_error(option, f"{address!r} has no port; give tcp://HOST:PORT "
                          "(`dask scheduler` listens on 8786 by default)")
     return address
 
@@ -210,9 +210,9 @@ def check_workers(n: int | None, option: str = "--workers") -> int | None:
     """A number of worker processes (None: the default), else an InputError naming the option
     (``--workers``, or a job file's ``workers`` key)."""
     if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
-        raise InputError(f"{option}: {n!r} must be a positive integer")
+        raise input_error(option, f"{n!r} must be a positive integer")
     if n is not None and n < 1:
-        raise InputError(f"{option}: {n} must be at least 1")
+        raise input_error(option, f"{n} must be at least 1")
     if n is not None and n > 1:  # as many processes as the memory can start (deferred: distributed)
         from evalcore.engine.cluster import check_local_workers
 
@@ -223,7 +223,7 @@ def check_workers(n: int | None, option: str = "--workers") -> int | None:
 def check_count(option: str, n: int | None) -> int | None:
     """--chunk-rows, --gallery-shards: a count from 1 to MAX_INTEGER_OPTION (None: the default)."""
     if n is not None and n < 1:
-        raise InputError(f"{option}: {n} must be at least 1")
+        raise input_error(option, f"{n} must be at least 1")
     if n is not None and n > MAX_INTEGER_OPTION:
         check_integer(option, n)  # the message of every integer option that is too large
     return n
@@ -233,7 +233,7 @@ def check_target_fpir(target: float | None, option: str = "--target-fpir") -> fl
     """A false-positive identification rate in [0, 1] (None: none asked)."""
     problem = None if target is None else declarations.declared("target_fpir").problem(target, option)
     if problem:
-        raise InputError(problem)
+        raise problem
     return target
 
 
@@ -268,7 +268,7 @@ class EvaluationSpec:
 
             protocols.get(self.protocol)  # an InputError naming the registered ones
         if self.similarity is not None and self.similarity not in SIMILARITIES:
-            raise InputError(f"--similarity: {self.similarity!r} is not cosine or dot")
+            raise OptionError("--similarity", f"{self.similarity!r} is not cosine or dot")
         self.options.check_integers()  # before the dataset is opened: 10^20 is not a cut-off
         check_target_fpir(self.target_fpir)
         return self

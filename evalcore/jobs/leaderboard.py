@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from evalcore.core.intervals import Method, mean_interval, statistically_tied
-from evalcore.errors import InputError
+from evalcore.errors import InputError, OptionError
 from evalcore.io import ledger as lg
 from evalcore.io.files import atomic_write
 from evalcore.jobs import standings
@@ -58,7 +58,7 @@ def split_aps(scored: Path, e: lg.Entry, split: str) -> np.ndarray:
     try:
         table = pq.read_table(path, columns=["query", "ap", "split"])
     except (OSError, pa.ArrowException, KeyError) as exc:
-        raise InputError(f"--ci: the per-query report of {e.team!r} / {e.submission!r} ({path}) cannot be read "
+        raise OptionError("--ci", f"the per-query report of {e.team!r} / {e.submission!r} ({path}) cannot be read "
                          f"({exc.__class__.__name__}); error bars need every ranked row's report") from None
     table = table.filter(pc.equal(table.column("split"), split)).sort_by("query")
     return np.asarray(table.column("ap").to_numpy(zero_copy_only=False), dtype=np.float64)

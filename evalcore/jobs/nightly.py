@@ -52,7 +52,7 @@ from evalcore.engine.options import (
     parse_expansion,
     parse_rerank,
 )
-from evalcore.errors import ClusterUnreachable, InputError
+from evalcore.errors import ClusterUnreachable, InputError, OptionError, input_error
 from evalcore.io import history as h
 from evalcore.io import report
 from evalcore.io.dataset import is_url
@@ -93,7 +93,7 @@ def _is_number(value) -> bool:
 def _unknown(where: str, table: dict, allowed: set) -> None:
     extra = sorted(set(table) - allowed)
     if extra:
-        raise InputError(f"{where}: unknown key(s) {', '.join(map(repr, extra))} "
+        raise input_error(where, f"unknown key(s) {', '.join(map(repr, extra))} "
                          f"(allowed: {', '.join(sorted(allowed))})")
 
 
@@ -121,12 +121,12 @@ def _check_metric(where: str, metric: str, known: list[str], whose: str) -> None
         return
     close = [k for k in known if k.lower() == str(metric).lower()] or difflib.get_close_matches(str(metric), known, 1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise InputError(f"{where}: {metric!r} is not a metric {whose} writes{hint} (known: {', '.join(known)})")
+    raise input_error(where, f"{metric!r} is not a metric {whose} writes{hint} (known: {', '.join(known)})")
 
 
 def _gates(where: str, table) -> dict:
     if not isinstance(table, dict):
-        raise InputError(f"{where}: must be a table of [gates.METRIC] tables")
+        raise input_error(where, "must be a table of [gates.METRIC] tables")
     out = {}
     for metric, gate in table.items():
         if not isinstance(gate, dict):
@@ -155,23 +155,23 @@ def _gates(where: str, table) -> dict:
 
 def _evaluation(i: int, ev, where: str) -> dict:
     if not isinstance(ev, dict):
-        raise InputError(f"{where}: evaluation {i + 1} must be a table")
+        raise input_error(where, f"evaluation {i + 1} must be a table")
     label = f"{where}: evaluation {ev.get('name', i + 1)!r}"
     _unknown(label, ev, EVALUATION_KEYS)
     _flat(label, ev, TABLE_KEYS & EVALUATION_KEYS)
     for key in ("name", "dataset"):
         if not isinstance(ev.get(key), str) or not ev[key]:
-            raise InputError(f"{label}: {key} must be given as a string")
+            raise input_error(label, f"{key} must be given as a string")
     try:
         h.check_name(ev["name"])
     except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
+        raise input_error(where, f"{exc}") from None
     declared = [d for d in declarations.DECLARATIONS if d.job == "evaluation" and d.name in ev]
     for d in declared:
         if isinstance(d.constraint, declarations.Choice):  # protocols: the registry's, also those a test adds
             allowed = protocols.names() if d.name == "protocol" else d.constraint.values
             if ev[d.name] not in allowed:
-                raise InputError(f"{label}: {d.name} {ev[d.name]!r} is not one of {', '.join(allowed)}")
+                raise input_error(label, f"{d.name} {ev[d.name]!r} is not one of {', '.join(allowed)}")
     if "ks" in ev:
         ks = ev["ks"]
         if isinstance(ks, str):
@@ -179,27 +179,27 @@ def _evaluation(i: int, ev, where: str) -> dict:
             try:
                 ks = [int(x) for x in ks]
             except ValueError:
-                raise InputError(f"{label}: ks {ev['ks']!r} must list positive integers") from None
+                raise input_error(label, f"ks {ev['ks']!r} must list positive integers") from None
         if not isinstance(ks, list) or not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0
                                                           for k in ks):
-            raise InputError(f"{label}: ks {ev['ks']!r} must be a list of positive integers")
+            raise input_error(label, f"ks {ev['ks']!r} must be a list of positive integers")
         if max(ks) > MAX_INTEGER_OPTION:
-            raise InputError(f"{label}: ks {max(ks)} is too large: at most {MAX_INTEGER_OPTION:,}")
+            raise input_error(label, f"ks {max(ks)} is too large: at most {MAX_INTEGER_OPTION:,}")
         ev["ks"] = ks
     # each value as its declaration says, a TOML value of that type (a job file writes 5, not "5" or 5.0)
     for d in declared:
         key, value, constraint = d.name, ev[d.name], d.constraint
         if isinstance(constraint, declarations.PositiveInteger):
             if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-                raise InputError(f"{label}: {key} {value!r} must be a positive integer")
+                raise input_error(label, f"{key} {value!r} must be a positive integer")
             if value > constraint.high:
-                raise InputError(f"{label}: {key} {value!r} is too large: at most {constraint.high:,}")
+                raise input_error(label, f"{key} {value!r} is too large: at most {constraint.high:,}")
     for d in declared:
         if isinstance(d.constraint, (declarations.Number, declarations.Fraction)) and not _is_number(ev[d.name]):
-            raise InputError(f"{label}: {d.name} {ev[d.name]!r} must be a number")
+            raise input_error(label, f"{d.name} {ev[d.name]!r} must be a number")
     for d in declared:
         if isinstance(d.constraint, declarations.Switch) and not isinstance(ev[d.name], bool):
-            raise InputError(f"{label}: {d.name} must be true or false")
+            raise input_error(label, f"{d.name} must be true or false")
     _ranking_options(label, ev)
     if "metrics" in ev:  # names the registry knows (core.registry), as a list or "map,recall@5"
         ev["metrics"] = list(registry.select(ev["metrics"], f"{label}: metrics"))
@@ -220,7 +220,7 @@ def _ranking_options(label: str, ev: dict) -> None:
             elif isinstance(value, list):
                 ev["rerank"] = check_rerank(value)
             elif value is not False:
-                raise InputError(f"--rerank: {value!r} is not true, false, \"k1,k2,lambda\" or [k1, k2, lambda]")
+                raise OptionError("--rerank", f"{value!r} is not true, false, \"k1,k2,lambda\" or [k1, k2, lambda]")
         for key in ("query_expansion", "database_augmentation"):
             option = "--" + key.replace("_", "-")
             if key in ev:
@@ -230,14 +230,10 @@ def _ranking_options(label: str, ev: dict) -> None:
                 elif isinstance(value, list):
                     ev[key] = check_expansion(option, value)
                 else:
-                    raise InputError(f"{option}: {value!r} is not \"K,ALPHA\" or [K, ALPHA]")
+                    raise input_error(option, f"{value!r} is not \"K,ALPHA\" or [K, ALPHA]")
     except InputError as exc:  # the file's key, not the command line's flag
-        text = str(exc)
-        for key in ("rerank", "query_expansion", "database_augmentation"):
-            flag = "--" + key.replace("_", "-")
-            if text.startswith(flag):
-                text = key + text[len(flag):]
-        raise InputError(f"{label}: {text}") from None
+        keys = {"--" + key.replace("_", "-"): key for key in ("rerank", "query_expansion", "database_augmentation")}
+        raise input_error(label, str(exc.reworded(lambda text: keys.get(text, text)))) from None
 
 
 def load_job(path) -> dict:
@@ -247,25 +243,25 @@ def load_job(path) -> dict:
         with open(path, "rb") as fh:
             job = tomllib.load(fh)
     except FileNotFoundError:
-        raise InputError(f"{where}: no such job file") from None
+        raise input_error(where, "no such job file") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{where}: not a readable TOML file ({exc})") from None
+        raise input_error(where, f"not a readable TOML file ({exc})") from None
     _unknown(where, job, TOP_KEYS)
     _flat(where, job, TABLE_KEYS & TOP_KEYS)
     for key in ("reports", "history"):
         if not isinstance(job.get(key), str) or not job[key]:
-            raise InputError(f"{where}: {key} = \"DIR\" must be given")
+            raise input_error(where, f"{key} = \"DIR\" must be given")
     if is_url(job["history"]):
-        raise InputError(f"{where}: history {job['history']!r} must be a local (or shared) folder: "
+        raise input_error(where, f"history {job['history']!r} must be a local (or shared) folder: "
                          "it is locked with fcntl")
     evaluations = job.get("evaluation")
     if not isinstance(evaluations, list) or not evaluations:
-        raise InputError(f"{where}: give at least one [[evaluation]] with name and dataset")
+        raise input_error(where, "give at least one [[evaluation]] with name and dataset")
     job["evaluation"] = [_evaluation(i, ev, where) for i, ev in enumerate(evaluations)]
     names = [ev["name"] for ev in job["evaluation"]]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise InputError(f"{where}: evaluation name(s) {', '.join(map(repr, dup))} given more than once")
+        raise input_error(where, f"evaluation name(s) {', '.join(map(repr, dup))} given more than once")
     job["gates"] = _gates(f"{where}: gates", job.get("gates", {}))
     # every metric a gate, a baseline or the trend names must be one the evaluation writes
     known = {ev["name"]: evaluation_metrics(ev) for ev in job["evaluation"]}
@@ -277,42 +273,42 @@ def load_job(path) -> dict:
             _check_metric(f"{where}: {whose}: gates.{metric}", metric, known[ev["name"]], whose)
     baseline = job.get("baseline", {})
     if not isinstance(baseline, dict):
-        raise InputError(f"{where}: baseline must be a table: [baseline.NAME] METRIC = VALUE, or NAME = \"DATE\"")
+        raise input_error(where, "baseline must be a table: [baseline.NAME] METRIC = VALUE, or NAME = \"DATE\"")
     for name, value in baseline.items():
         if name not in names:
-            raise InputError(f"{where}: baseline.{name}: no [[evaluation]] is named {name!r}")
+            raise input_error(where, f"baseline.{name}: no [[evaluation]] is named {name!r}")
         if isinstance(value, str):
             baseline[name] = h.check_date(value, f"{where}: baseline.{name}")
         elif isinstance(value, dict):
             bad = [k for k, v in value.items() if not _is_number(v)]
             if bad:
-                raise InputError(f"{where}: baseline.{name}.{bad[0]}: {value[bad[0]]!r} must be a number")
+                raise input_error(where, f"baseline.{name}.{bad[0]}: {value[bad[0]]!r} must be a number")
             for metric in value:
                 _check_metric(f"{where}: baseline.{name}.{metric}", metric, known[name], f"evaluation {name!r}")
             gates = {**job["gates"], **next(ev for ev in job["evaluation"] if ev["name"] == name)["gates"]}
             missing = [m for m, g in gates.items() if g.get("max_drop_baseline") is not None and m not in value]
             if missing:
-                raise InputError(f"{where}: baseline.{name}: no value for gated metric(s) {', '.join(missing)} "
+                raise input_error(where, f"baseline.{name}: no value for gated metric(s) {', '.join(missing)} "
                                  "(give them, or a baseline date)")
         else:
-            raise InputError(f"{where}: baseline.{name}: give metric values ([baseline.{name}] map = 0.8) "
+            raise input_error(where, f"baseline.{name}: give metric values ([baseline.{name}] map = 0.8) "
                              "or a history date (\"YYYY-MM-DD\")")
     job["baseline"] = baseline
     trend = job.get("trend_metrics")
     if trend is not None and not (isinstance(trend, list) and all(isinstance(m, str) for m in trend)):
-        raise InputError(f"{where}: trend_metrics must be a list of metric names")
+        raise input_error(where, "trend_metrics must be a list of metric names")
     written = list(dict.fromkeys(m for ev in job["evaluation"] for m in known[ev["name"]]))
     for metric in trend or []:
         _check_metric(f"{where}: trend_metrics", metric, written, "any evaluation")
     if "scheduler" in job and not isinstance(job["scheduler"], str):
-        raise InputError(f"{where}: scheduler must be an address string like \"tcp://HOST:8786\"")
+        raise input_error(where, "scheduler must be an address string like \"tcp://HOST:8786\"")
     # the run settings: the command line's checks (RunSettings), naming the file and the key
     if "workers" in job:
         check_workers(job["workers"], f"{where}: workers")
     if "memory_limit" in job:
         limit = job["memory_limit"]
         if isinstance(limit, bool) or not isinstance(limit, (str, int)):
-            raise InputError(f"{where}: memory_limit must be a size like \"4GiB\" (or \"auto\"), not {limit!r}")
+            raise input_error(where, f"memory_limit must be a size like \"4GiB\" (or \"auto\"), not {limit!r}")
         # a number is bytes, as dask reads it; parsed and held to the workers' memory floor here, before any work
         job["memory_limit"] = check_memory_limit(str(limit), f"{where}: memory_limit")
     if "stall_timeout" in job:

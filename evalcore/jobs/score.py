@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 
 from evalcore.core.intervals import Method
 from evalcore.engine.options import Options
-from evalcore.errors import InputError
+from evalcore.errors import InputError, OptionError
 from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
 from evalcore.io import ledger as lg
@@ -169,7 +169,7 @@ def interval_method(args) -> Method | None:
     """``--ci [LEVEL]`` and ``--resamples`` as a checked Method (seed 0), or None without ``--ci``."""
     if args.ci is None:
         if args.resamples is not None:
-            raise InputError("--resamples: only with --ci")
+            raise OptionError("--resamples", "only with --ci")
         return None
     resamples = parse_number("--resamples", args.resamples or "10000", int)
     return Method(level=parse_number("--ci", args.ci), resamples=resamples, permutations=resamples,
@@ -197,7 +197,7 @@ def cmd_score(args) -> int:
     try:
         truth = ds.open_dataset(args.truth)
     except InputError as exc:
-        raise InputError(f"--truth: {exc}") from None
+        raise OptionError("--truth", f"{exc}") from None
     n_query, n_gallery, dims = ch.truth_shape(truth)
     splits = ch.truth_splits(truth, n_query)
     has_splits = ds.has(truth, "query/split")

@@ -64,7 +64,7 @@ import numpy as np
 import pyarrow as pa
 import zarr
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, OptionError, input_error
 from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
 from evalcore.io import ledger as lg
@@ -121,7 +121,7 @@ def check_seconds(option: str, text, positive: bool) -> float:
     """A number of seconds: finite, at most ``MAX_SECONDS``, above 0 (``positive``) or at least 0."""
     value = parse_number(option, text)
     if not (value > 0 if positive else value >= 0) or not value <= MAX_SECONDS:
-        raise InputError(f"{option}: {text} must be a {'positive' if positive else 'non-negative'} number of "
+        raise input_error(option, f"{text} must be a {'positive' if positive else 'non-negative'} number of "
                          f"seconds, at most {MAX_SECONDS:g} (a week)")
     return float(value)
 
@@ -136,7 +136,7 @@ def check_work(work: Path) -> None:
     """``--out/.work`` is absent, or a folder evalcore made (it holds ``WORK_MARKER``); anything else is the
     user's and is left alone: InputError."""
     if (work.exists() or work.is_symlink()) and (work.is_symlink() or not (work / WORK_MARKER).is_file()):
-        raise InputError(f"--out: {work} exists and evalcore did not make it (no {WORK_MARKER} marker in it); "
+        raise OptionError("--out", f"{work} exists and evalcore did not make it (no {WORK_MARKER} marker in it); "
                          "move it away or choose another --out")
 
 
@@ -173,14 +173,14 @@ def check_truth(path: str) -> None:
     try:
         group = ds.open_dataset(path)
     except InputError as exc:
-        raise InputError(f"--truth: {exc}") from None
+        raise OptionError("--truth", f"{exc}") from None
     n_query, _, _ = ch.truth_shape(group)
     ch.truth_splits(group, n_query)
 
 
 def check_phase(phase: str) -> str:
     if not isinstance(phase, str) or not PHASE.match(phase):
-        raise InputError(f"--phase: {phase!r} must be 1 to 64 letters, digits, '.', '_' or '-' (not starting "
+        raise OptionError("--phase", f"{phase!r} must be 1 to 64 letters, digits, '.', '_' or '-' (not starting "
                          "with '.' or '-')")
     return phase
 
@@ -197,12 +197,12 @@ def config_from_args(args) -> ServiceConfig:
     timeout = check_seconds("--timeout", args.timeout, positive=True)
     limit = None if args.max_per_day is None else parse_number("--max-per-day", args.max_per_day, int)
     if limit is not None and limit < 1:
-        raise InputError(f"--max-per-day: {limit} must be at least 1")
+        raise OptionError("--max-per-day", f"{limit} must be at least 1")
     poll = check_seconds("--poll", args.poll, positive=True)
     settle = check_seconds("--settle", args.settle, positive=False)
     retries = parse_number("--retries", args.retries, int)
     if retries < 0:
-        raise InputError(f"--retries: {retries} must be 0 or more")
+        raise OptionError("--retries", f"{retries} must be 0 or more")
     check_work(out / ".work")
     check_truth(str(args.truth))
     return ServiceConfig(submissions, str(args.truth), out, check_phase(args.phase), settings.scheduler,
@@ -409,7 +409,7 @@ def load_truth(path: str) -> LoadedTruth:
     try:
         group = ds.open_dataset(path)
     except InputError as exc:
-        raise InputError(f"--truth: {exc}") from None
+        raise OptionError("--truth", f"{exc}") from None
     n_query, n_gallery, dims = ch.truth_shape(group)
     splits = ch.truth_splits(group, n_query)
     arrays = {}

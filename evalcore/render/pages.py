@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from evalcore.core import openset, registry
-from evalcore.errors import InputError
+from evalcore.errors import OptionError
 from evalcore.render import svg
 
 #: Columns of :func:`worst_queries`, in order (those present in per_query): who the query is (key, identity,
@@ -233,7 +233,7 @@ def _plot_cmc(cmc: pa.Table, scale: str = "auto") -> str | None:
     most 20 points.
     """
     if scale not in CMC_SCALES:
-        raise InputError(f"cmc_scale: {scale!r} is not one of {', '.join(CMC_SCALES)}")
+        raise OptionError("cmc_scale", f"{scale!r} is not one of {', '.join(CMC_SCALES)}")
     k = _column(cmc, "k")
     values = _column(cmc, "cmc")
     if not k or values is None:
@@ -709,7 +709,7 @@ def _trend_metrics(history: pa.Table, metrics: list[str] | None) -> list[str]:
     if metrics is not None:
         missing = [m for m in metrics if m not in history.column_names]
         if missing:
-            raise InputError(f"history: no column(s) {', '.join(missing)}; "
+            raise OptionError("history", f"no column(s) {', '.join(missing)}; "
                              f"columns are {', '.join(history.column_names)}")
         return list(metrics)
     floats = [f.name for f in history.schema if f.name not in _TREND_KEYS and pa.types.is_floating(f.type)]
@@ -724,14 +724,14 @@ def _parse_dates(values: list) -> list[_dt.date]:
         try:
             dates.append(value if isinstance(value, _dt.date) else _dt.date.fromisoformat(str(value)[:10]))
         except ValueError:
-            raise InputError(f"history: run_date {value!r} is not YYYY-MM-DD") from None
+            raise OptionError("history", f"run_date {value!r} is not YYYY-MM-DD") from None
     return dates
 
 
 def _trend_rows(history: pa.Table) -> list[dict]:
     """Rows of the ``all`` group (every row without a group column), oldest first."""
     if "run_date" not in history.column_names or "evaluation" not in history.column_names:
-        raise InputError(f"history: needs run_date and evaluation columns, has {', '.join(history.column_names)}")
+        raise OptionError("history", f"needs run_date and evaluation columns, has {', '.join(history.column_names)}")
     rows = history.to_pylist()
     if "group" in history.column_names:
         rows = [r for r in rows if r.get("group") == "all"]

@@ -31,7 +31,10 @@ def test_without_a_bound_only_non_finite_values_are_bad():
     ("query/y", [0.0, np.inf], 0, ["query/y: rows 1 are NaN or infinite"]),
 ])
 def test_problems_name_the_array_and_its_rows(name, values, row0, expected):
-    assert coordinate_problems(name, np.array(values), row0) == expected
+    found = coordinate_problems(name, np.array(values), row0)
+    assert [str(p) for p in found] == expected
+    # each problem is an error about the array, carrying the rows it names
+    assert all(p.array == name and p.rows == [int(s.split("rows ")[1].split()[0])] for p, s in zip(found, expected))
 
 
 def test_each_spatial_protocol_names_its_two_coordinates():

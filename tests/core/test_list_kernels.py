@@ -182,12 +182,12 @@ def test_list_problems_names_the_rows_the_rule_finds(big_items):
     scores[7, 6] = scores[7, 2] + 1                         # a rise
     scores[5, 3] = scores[5, 0] + 5                         # a rise on a pad: ignored
     dup, nan, rises = problems_reference(items, scores)
-    found = list_problems(items, scores, q0=100)
+    found = [str(p) for p in list_problems(items, scores, q0=100)]
     assert [f"rows {', '.join(str(r + 100) for r in dup)} name" in found[0]] == [True]
     assert f"rows {', '.join(str(r + 100) for r in rises)} rise" in found[1] and rises == [7]
     assert "item" in found[0] and "positions 1, 4" in found[0]
     scores[11, 4] = np.nan
-    found = list_problems(items, scores.astype(np.float32))
+    found = [str(p) for p in list_problems(items, scores.astype(np.float32))]
     assert len(found) == 2 and "rows 11 hold NaN" in found[1]
     assert list_problems(items[[0, 1, 3]], scores[[0, 1, 3]]) == []
 

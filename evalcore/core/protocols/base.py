@@ -14,7 +14,7 @@ from typing import Protocol as Interface
 import numpy as np
 
 from evalcore.core.protocols.truth import Truth
-from evalcore.errors import InputError, rows_text
+from evalcore.errors import InputError, first_problem, input_error, rows_text
 
 
 class ChunkReader(Interface):
@@ -72,7 +72,7 @@ class Protocol(ABC):
     def load(self, reader: ChunkReader, options: TruthOptions, q0: int, q1: int, n_gallery: int) -> Truth:
         """The truth of queries q0..q1, checked as it is read (InputError naming the array and rows)."""
 
-    def validate(self, reader: ChunkReader, n_query: int | None, n_gallery: int | None) -> list[str]:
+    def validate(self, reader: ChunkReader, n_query: int | None, n_gallery: int | None) -> list[InputError]:
         """Every problem of the protocol's own arrays over the whole dataset (``evalcore validate``);
         sizes are None where the dataset does not tell them."""
         return []
@@ -86,19 +86,18 @@ class Protocol(ABC):
         return all(a in names for a in self.arrays if not a.startswith("gallery/"))
 
 
-def raise_first(problems: list[str]) -> None:
-    """InputError with the first problem, saying how many more there are."""
+def raise_first(problems: list[InputError]) -> None:
+    """The first problem, saying how many more there are."""
     if problems:
-        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        raise InputError(problems[0] + more)
+        raise first_problem(problems)
 
 
-def out_of_range(name: str, what: str, values: np.ndarray, rows: np.ndarray | None, n: int) -> list[str]:
-    """One message for the rows of ``name`` whose index is not in [0, n) (``rows``: their row numbers,
+def out_of_range(name: str, what: str, values: np.ndarray, rows: np.ndarray | None, n: int) -> list[InputError]:
+    """One error for the rows of ``name`` whose index is not in [0, n) (``rows``: their row numbers,
     None for 0, 1, ...)."""
     if not values.size or (int(values.min()) >= 0 and int(values.max()) < n):
         return []
     bad = np.flatnonzero((values < 0) | (values >= n))
     rows = np.arange(values.size) if rows is None else rows
-    return [f"{name}: rows {rows_text(rows[bad])} hold {what} index {int(values[bad[0]])}"
-            f"{' ...' if bad.size > 1 else ''}, outside [0, {n})"]
+    return [input_error(name, f"rows {rows_text(rows[bad])} hold {what} index {int(values[bad[0]])}"
+                        f"{' ...' if bad.size > 1 else ''}, outside [0, {n})", rows=rows[bad])]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from evalcore.core.protocols.registry import PROTOCOLS, get
-from evalcore.errors import InputError
+from evalcore.errors import OptionError
 
 
 def choosing_arrays() -> dict[str, str]:
@@ -33,7 +33,7 @@ def inferred_protocol(names: Iterable[str]) -> str | None:
             chosen.setdefault(protocol, []).append(name)
     if len(chosen) > 1:
         which = "; ".join(f"{', '.join(arrays)} choose {protocol!r}" for protocol, arrays in chosen.items())
-        raise InputError(f"--protocol: the arrays disagree on the protocol ({which}); give the protocol")
+        raise OptionError("--protocol", f"the arrays disagree on the protocol ({which}); give the protocol")
     return next(iter(chosen), None)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from evalcore.core.protocols.base import ChunkReader, Protocol, TruthOptions, out_of_range, raise_first
 from evalcore.core.protocols.registry import register
 from evalcore.core.protocols.truth import Truth, csr_from_pairs, pairs_in_order, truth_from_pairs
-from evalcore.errors import InputError, rows_text
+from evalcore.errors import ArrayError, InputError, OptionError, rows_text
 
 QRELS_ARRAYS = ("qrels/query", "qrels/item", "qrels/rel")
 #: the highest grade qrels/rel may hold (it is stored as int8)
@@ -32,16 +32,16 @@ def integer_grades(rel: np.ndarray, rows: np.ndarray | None = None) -> np.ndarra
     if values.dtype.kind in "iub":
         return values.astype(np.int64)
     if values.dtype.kind != "f":
-        raise InputError(f"qrels/rel: holds {values.dtype} values (must be integer grades)")
+        raise ArrayError("qrels/rel", f"holds {values.dtype} values (must be integer grades)")
     bad = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
     if bad.size:
         where = bad if rows is None else np.asarray(rows)[bad]
-        raise InputError(f"qrels/rel: rows {rows_text(where)} hold {values[bad[0]]!r} (must be integer grades)")
+        raise ArrayError("qrels/rel", f"rows {rows_text(where)} hold {values[bad[0]]!r} (must be integer grades)", rows=where)
     return values.astype(np.int64)
 
 
 def qrels_problems(query: np.ndarray, item: np.ndarray, rel: np.ndarray, rows: np.ndarray,
-                   n_query: int, n_gallery: int) -> list[str]:
+                   n_query: int, n_gallery: int) -> list[InputError]:
     """Judgements that break the contract: query not in [0, Q), item not in [0, G), rel not an integer
     grade in IN_POOL .. MAX_GRADE.
 
@@ -51,10 +51,9 @@ def qrels_problems(query: np.ndarray, item: np.ndarray, rel: np.ndarray, rows: n
     found += out_of_range("qrels/item", "gallery", item, rows, n_gallery)
     bad = np.flatnonzero((rel < IN_POOL) | (rel > MAX_GRADE))
     if bad.size:
-        found.append(f"qrels/rel: rows {rows_text(rows[bad])} hold {int(rel[bad[0]])}"
-                     f"{' ...' if bad.size > 1 else ''} (must be a grade >= 1 relevant, 0 not relevant, -1 junk "
-                     f"or -2 in the pool, not judged; "
-                     f"at most {MAX_GRADE})")
+        found.append(ArrayError("qrels/rel", f"rows {rows_text(rows[bad])} hold {int(rel[bad[0]])}"
+                                f"{' ...' if bad.size > 1 else ''} (must be a grade >= 1 relevant, 0 not relevant, "
+                                f"-1 junk or -2 in the pool, not judged; at most {MAX_GRADE})", rows=rows[bad]))
     return found
 
 
@@ -73,13 +72,13 @@ def collapse_qrels(query: np.ndarray, item: np.ndarray, rel: np.ndarray, rows: n
         q, i, r, w = query[order], item[order], rel[order], rows[order]
     same = (q[1:] == q[:-1]) & (i[1:] == i[:-1])
     conflict = np.flatnonzero(same & (r[1:] != r[:-1]))
-    problems = []
+    problems: list[InputError] = []
     if conflict.size:
         first = conflict[:5]
         pairs = "; ".join(f"rows {int(w[k])} and {int(w[k + 1])} judge (query {int(q[k])}, item {int(i[k])}) "
                           f"{int(r[k])} and {int(r[k + 1])}" for k in first)
-        problems.append(f"qrels/rel: conflicting duplicate judgements: {pairs}"
-                        + (f" ({conflict.size} conflicts in all)" if conflict.size > 5 else ""))
+        problems.append(ArrayError("qrels/rel", f"conflicting duplicate judgements: {pairs}"
+                                   + (f" ({conflict.size} conflicts in all)" if conflict.size > 5 else "")))
     if not same.any():
         return q, i, r, problems
     keep = np.ones(len(q), dtype=bool)
@@ -144,7 +143,7 @@ def read_qrels_chunk(reader: ChunkReader, q0: int, q1: int, n_query: int, n_gall
     """
     lengths = {name: reader.length(name) for name in QRELS_ARRAYS}
     if len(set(lengths.values())) > 1:
-        raise InputError(f"qrels: arrays differ in length ({', '.join(f'{k} ({v},)' for k, v in lengths.items())})")
+        raise OptionError("qrels", f"arrays differ in length ({', '.join(f'{k} ({v},)' for k, v in lengths.items())})")
     query = reader.read("qrels/query").astype(np.int64)
     raise_first(out_of_range("qrels/query", "query", query, None, n_query))
     sel = chunk_rows(query, q0, q1)
@@ -174,7 +173,7 @@ class QrelsProtocol(Protocol):
         rows, item, rel = read_qrels_chunk(reader, q0, q1, reader.n_queries, n_gallery)
         return qrels_truth(rows, item, rel, q1 - q0, n_gallery, gallery_junk, options.judged_only)
 
-    def validate(self, reader: ChunkReader, n_query: int | None, n_gallery: int | None) -> list[str]:
+    def validate(self, reader: ChunkReader, n_query: int | None, n_gallery: int | None) -> list[InputError]:
         """Out-of-range indices, bad rel values and conflicting repeats, over every judgement."""
         if n_query is None or n_gallery is None:
             return []
@@ -182,10 +181,10 @@ class QrelsProtocol(Protocol):
         try:
             rel = integer_grades(reader.read("qrels/rel"))
         except InputError as exc:
-            return [str(exc)]
+            return [exc]
         if not (query.shape == item.shape == rel.shape):
-            return [f"qrels: arrays differ in length (qrels/query {query.shape}, qrels/item {item.shape}, "
-                    f"qrels/rel {rel.shape})"]
+            return [OptionError("qrels", f"arrays differ in length (qrels/query {query.shape}, qrels/item "
+                                f"{item.shape}, qrels/rel {rel.shape})")]
         rows = np.arange(query.size, dtype=np.int64)
         problems = qrels_problems(query, item, rel, rows, n_query, n_gallery)
         problems += collapse_qrels(query, item, rel, rows)[3]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from evalcore.core.protocols.base import Protocol, TruthOptions
-from evalcore.errors import InputError
+from evalcore.errors import OptionError
 
 #: name -> protocol, in registration order (importers try them in this order: ``reid`` before ``class``)
 PROTOCOLS: dict[str, Protocol] = {}
@@ -24,7 +24,7 @@ def get(name: str) -> Protocol:
     try:
         return PROTOCOLS[name]
     except KeyError:
-        raise InputError(f"--protocol: {name!r} is not one of {', '.join(PROTOCOLS)}") from None
+        raise OptionError("--protocol", f"{name!r} is not one of {', '.join(PROTOCOLS)}") from None
 
 
 def _those(flag: str) -> str:
@@ -33,16 +33,17 @@ def _those(flag: str) -> str:
     return f"the {' and '.join(found)} protocol{'s' if len(found) > 1 else ''}"
 
 
-def option_problems(options: TruthOptions, empty_queries: str = "skip") -> str | None:
-    """The first option given to a protocol it does not apply to, as its message (None: all apply)."""
+def option_problems(options: TruthOptions, empty_queries: str = "skip") -> OptionError | None:
+    """The first option given to a protocol it does not apply to, as its error (None: all apply)."""
     protocol = get(options.protocol)
     if options.radius is not None and not protocol.takes_radius:
-        return f"--radius: only applies to {_those('takes_radius')}, not {protocol.name!r}"
+        return OptionError("--radius", f"only applies to {_those('takes_radius')}, not {protocol.name!r}")
     if options.judged_only and not protocol.takes_judged_only:
-        return f"--judged-only: only applies to {_those('takes_judged_only')}, not {protocol.name!r}"
+        return OptionError("--judged-only", f"only applies to {_those('takes_judged_only')}, not {protocol.name!r}")
     if empty_queries == "zero" and not protocol.takes_empty_zero:
-        return (f"--empty-queries: zero only applies to {_those('takes_empty_zero')}, not {protocol.name!r} "
-                "(there a query with no relevant item is an open-set query; see --threshold)")
+        return OptionError("--empty-queries", f"zero only applies to {_those('takes_empty_zero')}, not "
+                           f"{protocol.name!r} (there a query with no relevant item is an open-set query; see "
+                           "--threshold)")
     return None
 
 

@@ -21,6 +21,7 @@ from evalcore.core.coordinates import coordinate_names, coordinate_problems
 from evalcore.core.protocols.base import ChunkReader, Protocol, TruthOptions, raise_first
 from evalcore.core.protocols.registry import register
 from evalcore.core.protocols.truth import Truth, truth_from_pairs
+from evalcore.errors import InputError
 
 #: Mean Earth radius (IUGG), metres.
 EARTH_RADIUS_M = 6_371_008.8
@@ -219,9 +220,9 @@ class SpatialProtocol(Protocol):
         gallery = read_coordinates(reader, "gallery", self.name)
         return spatial_truth(self.space(*query, *gallery), options.radius, gallery_junk)
 
-    def validate(self, reader: ChunkReader, n_query: int | None, n_gallery: int | None) -> list[str]:
+    def validate(self, reader: ChunkReader, n_query: int | None, n_gallery: int | None) -> list[InputError]:
         """Every coordinate problem (NaN, infinite, out of range), the same check ``load`` makes."""
-        problems = []
+        problems: list[InputError] = []
         for side in ("query", "gallery"):
             for leaf in coordinate_names(self.name):
                 name = f"{side}/{leaf}"

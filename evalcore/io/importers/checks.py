@@ -7,7 +7,7 @@ import numpy as np
 
 from evalcore.core import protocols
 from evalcore.core.coordinates import bad_coordinates
-from evalcore.errors import InputError, rows_text
+from evalcore.errors import input_error, rows_text
 
 #: attrs key under which a reader hands back warnings; import_to takes it out before writing
 WARNINGS = "_import_warnings"
@@ -21,16 +21,16 @@ def check_features(values, where: str) -> np.ndarray:
     """A (N, D) float32 array; ``where`` is ``"FILE: key NAME"``-like."""
     data = np.asarray(values)
     if data.dtype.kind not in "fiu" or data.dtype.kind == "b":
-        raise InputError(f"{where}: dtype {data.dtype} is not numeric")
+        raise input_error(where, f"dtype {data.dtype} is not numeric")
     if data.ndim != 2:
-        raise InputError(f"{where}: shape {data.shape} is not (rows, dims)")
+        raise input_error(where, f"shape {data.shape} is not (rows, dims)")
     if data.shape[0] == 0 or data.shape[1] == 0:
-        raise InputError(f"{where}: shape {data.shape} is empty")
+        raise input_error(where, f"shape {data.shape} is empty")
     with np.errstate(over="ignore", invalid="ignore"):
         data = data.astype(np.float32, copy=False)
     bad = np.nonzero(~np.isfinite(data).all(axis=1))[0]
     if bad.size:
-        raise InputError(f"{where}: {plural(bad)} {rows_text(bad)} contain NaN or Inf "
+        raise input_error(where, f"{plural(bad)} {rows_text(bad)} contain NaN or Inf "
                          "(or values too large for float32)")
     return data
 
@@ -41,16 +41,16 @@ def check_integers(values, where: str, n: int | None = None, n_from: str = "") -
     if data.ndim == 2 and 1 in data.shape:
         data = data.reshape(-1)
     if data.ndim != 1:
-        raise InputError(f"{where}: shape {data.shape} is not one-dimensional")
+        raise input_error(where, f"shape {data.shape} is not one-dimensional")
     if data.dtype.kind == "f":
         bad = np.nonzero(~np.isfinite(data) | (data != np.round(data)))[0]
         if bad.size:
-            raise InputError(f"{where}: {plural(bad)} {rows_text(bad)} are not whole numbers "
+            raise input_error(where, f"{plural(bad)} {rows_text(bad)} are not whole numbers "
                              f"(first: {data[bad[0]]!r})")
     elif data.dtype.kind not in "iu":
-        raise InputError(f"{where}: dtype {data.dtype} is not integer")
+        raise input_error(where, f"dtype {data.dtype} is not integer")
     if n is not None and data.shape[0] != n:
-        raise InputError(f"{where}: {data.shape[0]} entries, but {n_from} has {n} rows")
+        raise input_error(where, f"{data.shape[0]} entries, but {n_from} has {n} rows")
     return data.astype(np.int64)
 
 
@@ -60,7 +60,7 @@ def check_unique(keys: Sequence[str], where: str, record: str = "row", rows=None
         j = seen.setdefault(key, i)
         if j != i:
             a, b = (rows[j], rows[i]) if rows is not None else (j, i)
-            raise InputError(f"{where}: duplicate id {key!r} ({record}s {a} and {b})")
+            raise input_error(where, f"duplicate id {key!r} ({record}s {a} and {b})")
 
 
 def check_coordinates(values, where: str, limit: float, rows=None, record: str = "row") -> None:
@@ -72,7 +72,7 @@ def check_coordinates(values, where: str, limit: float, rows=None, record: str =
             shown = bad if rows is None else np.asarray(rows)[bad]
             one = bad.size == 1
             verb = ("is " if one else "are ") if what[0] == "N" else ("lies " if one else "lie ")
-            raise InputError(f"{where}: {record}{'' if one else 's'} {rows_text(shown)} {verb}{what} "
+            raise input_error(where, f"{record}{'' if one else 's'} {rows_text(shown)} {verb}{what} "
                              f"(first: {float(values[bad[0]])!r})")
 
 

@@ -8,21 +8,21 @@ import os
 import numpy as np
 
 from evalcore.core.coordinates import DEGREES
-from evalcore.errors import InputError
+from evalcore.errors import InputError, input_error
 from evalcore.io.importers.checks import check_coordinates
 
 
 def _load_json(path):
     name = str(path)
     if not os.path.isfile(path):
-        raise InputError(f"{name}: no such file")
+        raise input_error(name, "no such file")
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{name}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+        raise input_error(name, f"line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{name}: cannot be read ({exc})") from None
+        raise input_error(name, f"cannot be read ({exc})") from None
 
 
 def _json_id(value, where: str) -> str:
@@ -46,18 +46,18 @@ def _read_index(path, wrapper: str):
     data = _load_json(path)
     if isinstance(data, dict):
         if wrapper not in data:
-            raise InputError(f"{name}: expected a list of entries or an object with key {wrapper!r}")
+            raise input_error(name, f"expected a list of entries or an object with key {wrapper!r}")
         data = data[wrapper]
     if not isinstance(data, list):
-        raise InputError(f"{name}: expected a list of {{\"id\", \"lat\", \"lon\"}} entries")
+        raise input_error(name, "expected a list of {\"id\", \"lat\", \"lon\"} entries")
     if not data:
-        raise InputError(f"{name}: no entries")
+        raise input_error(name, "no entries")
     ids, lat, lon = [], [], []
     seen: dict[str, int] = {}
     for i, entry in enumerate(data):
         where = f"{name}: entry {i}"
         if not isinstance(entry, dict):
-            raise InputError(f"{where}: {entry!r} is not an object with id, lat, lon")
+            raise input_error(where, f"{entry!r} is not an object with id, lat, lon")
         for field in ("id", "lat", "lon"):
             if field not in entry:
                 raise InputError(f"{where}, field {field}: missing")
@@ -78,18 +78,18 @@ def _read_results(path, query_id: str, ref_pos: dict[str, int], n_ref: int, ref_
     name = str(path)
     data = _load_json(path)
     if not isinstance(data, dict):
-        raise InputError(f"{name}: expected an object with \"results\" (or \"neighbors\" and \"scores\")")
+        raise input_error(name, "expected an object with \"results\" (or \"neighbors\" and \"scores\")")
     if "query" in data and str(data["query"]) != query_id:
-        raise InputError(f"{name}: field query: {data['query']!r} differs from the file's query id {query_id!r}")
+        raise input_error(name, f"field query: {data['query']!r} differs from the file's query id {query_id!r}")
     items, scores = [], []
     if "results" in data:
         results = data["results"]
         if not isinstance(results, list):
-            raise InputError(f"{name}: field results: expected a list of {{\"id\", \"score\"}}")
+            raise input_error(name, "field results: expected a list of {\"id\", \"score\"}")
         for j, entry in enumerate(results):
             where = f"{name}: results entry {j}"
             if not isinstance(entry, dict):
-                raise InputError(f"{where}: {entry!r} is not an object with id and score")
+                raise input_error(where, f"{entry!r} is not an object with id and score")
             for field in ("id", "score"):
                 if field not in entry:
                     raise InputError(f"{where}, field {field}: missing")
@@ -102,14 +102,14 @@ def _read_results(path, query_id: str, ref_pos: dict[str, int], n_ref: int, ref_
         neighbors = data["neighbors"]
         which = [k for k in ("scores", "distances") if k in data]
         if len(which) != 1:
-            raise InputError(f"{name}: field scores/distances: give exactly one of \"scores\" or "
-                             f"\"distances\" with \"neighbors\"")
+            raise input_error(name, "field scores/distances: give exactly one of \"scores\" or "
+                             "\"distances\" with \"neighbors\"")
         field = which[0]
         values = data[field]
         if not isinstance(neighbors, list) or not isinstance(values, list):
-            raise InputError(f"{name}: fields neighbors and {field} must be lists")
+            raise input_error(name, f"fields neighbors and {field} must be lists")
         if len(neighbors) != len(values):
-            raise InputError(f"{name}: field {field}: {len(values)} values, but neighbors has {len(neighbors)}")
+            raise input_error(name, f"field {field}: {len(values)} values, but neighbors has {len(neighbors)}")
         sign = -1.0 if field == "distances" else 1.0
         for j, (ref, value) in enumerate(zip(neighbors, values)):
             where = f"{name}: neighbors entry {j}"
@@ -129,14 +129,14 @@ def _read_results(path, query_id: str, ref_pos: dict[str, int], n_ref: int, ref_
             scores.append((sign * _json_number(value, f"{name}: {field} entry {j}", field),
                            f"{name}: {field} entry {j}", field))
     else:
-        raise InputError(f"{name}: field results missing (or give \"neighbors\" with \"scores\"/\"distances\")")
+        raise input_error(name, "field results missing (or give \"neighbors\" with \"scores\"/\"distances\")")
     for value, where, field in scores:
         if not math.isfinite(value):
             raise InputError(f"{where}, field {field}: {value!r} is not a finite number")
     seen: dict[int, int] = {}
     for j, item in enumerate(items):
         if item in seen:
-            raise InputError(f"{name}: entry {j}: reference at position {item} listed twice "
+            raise input_error(name, f"entry {j}: reference at position {item} listed twice "
                              f"(also entry {seen[item]})")
         seen[item] = j
     return items, [s[0] for s in scores]
@@ -148,23 +148,23 @@ def read_faiss_json(folder=None, *, query_index=None, reference_index=None, resu
     if folder is None and not (query_index and reference_index and results_dir):
         raise InputError("faiss-json: give a folder, or all of --query-index, --reference-index, --results-dir")
     if folder is not None and not os.path.isdir(folder):
-        raise InputError(f"{folder}: no such folder")
+        raise input_error(folder, "no such folder")
     query_index = query_index or os.path.join(folder, "query_index.json")
     reference_index = reference_index or os.path.join(folder, "reference_index.json")
     results_dir = results_dir or os.path.join(folder, "results")
     if not os.path.isdir(results_dir):
-        raise InputError(f"{results_dir}: no such folder (expected results/<query id>.json files)")
+        raise input_error(results_dir, "no such folder (expected results/<query id>.json files)")
     qids, qlat, qlon, qpos = _read_index(query_index, "queries")
     gids, glat, glon, gpos = _read_index(reference_index, "references")
     ref_name = os.path.basename(str(reference_index))
     for entry in sorted(os.listdir(results_dir)):
         if entry.endswith(".json") and entry[:-5] not in qpos:
-            raise InputError(f"{os.path.join(results_dir, entry)}: no query {entry[:-5]!r} in {query_index}")
+            raise input_error(os.path.join(results_dir, entry), f"no query {entry[:-5]!r} in {query_index}")
     rankings = []
     for i, qid in enumerate(qids):
         path = os.path.join(results_dir, qid + ".json")
         if os.sep in qid or (os.altsep and os.altsep in qid) or not os.path.isfile(path):
-            raise InputError(f"{path}: no results file for query {qid!r} ({query_index} entry {i})")
+            raise input_error(path, f"no results file for query {qid!r} ({query_index} entry {i})")
         rankings.append(_read_results(path, qid, gpos, len(gids), ref_name))
     k = max(1, max(len(items) for items, _ in rankings))
     item = np.full((len(qids), k), -1, dtype=np.int64)

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from evalcore.errors import InputError
+from evalcore.errors import input_error
 from evalcore.io.importers.checks import check_features, check_integers
 
 MAT_KEYS = ("query_f", "query_label", "query_cam", "gallery_f", "gallery_label", "gallery_cam")
@@ -17,17 +17,17 @@ def read_mat(path) -> tuple[dict[str, np.ndarray], dict]:
 
     name = str(path)
     if not os.path.isfile(path):
-        raise InputError(f"{name}: no such file")
+        raise input_error(name, "no such file")
     try:
         mat = scipy.io.loadmat(path)
     except NotImplementedError as exc:  # MATLAB v7.3 files are HDF5
-        raise InputError(f"{name}: cannot be read by scipy.io.loadmat ({exc})") from None
+        raise input_error(name, f"cannot be read by scipy.io.loadmat ({exc})") from None
     except Exception as exc:  # noqa: BLE001 - scipy raises many types for broken files
-        raise InputError(f"{name}: not a readable .mat file ({type(exc).__name__}: {exc})") from None
+        raise input_error(name, f"not a readable .mat file ({type(exc).__name__}: {exc})") from None
     missing = [k for k in MAT_KEYS if k not in mat]
     if missing:
         found = sorted(k for k in mat if not k.startswith("__"))
-        raise InputError(f"{name}: key {missing[0]} missing (needs {', '.join(MAT_KEYS)}; "
+        raise input_error(name, f"key {missing[0]} missing (needs {', '.join(MAT_KEYS)}; "
                          f"found {', '.join(found) or 'none'})")
     arrays: dict[str, np.ndarray] = {}
     for side in ("query", "gallery"):
@@ -39,7 +39,7 @@ def read_mat(path) -> tuple[dict[str, np.ndarray], dict]:
         arrays[f"{side}/cam"] = check_integers(mat[f"{side}_cam"], f"{name}: key {side}_cam",
                                                 n, f"{side}_f")
     if arrays["query/emb"].shape[1] != arrays["gallery/emb"].shape[1]:
-        raise InputError(f"{name}: key gallery_f: {arrays['gallery/emb'].shape[1]} dimensions, "
+        raise input_error(name, f"key gallery_f: {arrays['gallery/emb'].shape[1]} dimensions, "
                          f"but query_f has {arrays['query/emb'].shape[1]}")
     arrays["gallery/junk"] = arrays["gallery/label"] == -1
     return arrays, {"protocol": "reid"}

@@ -6,7 +6,7 @@ import zipfile
 
 import numpy as np
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, input_error
 from evalcore.io import npy as npy_header
 from evalcore.io.importers.checks import check_features, check_integers, check_unique, junk_of, protocol_of
 
@@ -26,20 +26,20 @@ _NPY_REQUIRED = ("query_features", "gallery_features", "query_ids", "gallery_ids
 def _load_npy(path) -> np.ndarray:
     name = str(path)
     if not os.path.isfile(path):
-        raise InputError(f"{name}: no such file")
+        raise input_error(name, "no such file")
     npy_header.check_npy_file(name, path)  # before numpy allocates what the header claims
     try:
         data = np.load(path, allow_pickle=False)
     except ValueError as exc:
         if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
-            raise InputError(f"{name}: holds a Python object array, which is not loaded "
+            raise input_error(name, "holds a Python object array, which is not loaded "
                              "(pickle is disabled); save a numeric array instead") from None
-        raise InputError(f"{name}: not a readable .npy file ({exc})") from None
+        raise input_error(name, f"not a readable .npy file ({exc})") from None
     except (OSError, EOFError) as exc:
-        raise InputError(f"{name}: not a readable .npy file ({exc})") from None
+        raise input_error(name, f"not a readable .npy file ({exc})") from None
     if isinstance(data, np.lib.npyio.NpzFile):
         data.close()
-        raise InputError(f"{name}: is an .npz archive; give it as the input, not as a single array")
+        raise input_error(name, "is an .npz archive; give it as the input, not as a single array")
     return data
 
 
@@ -47,19 +47,19 @@ def _load_npz(path) -> dict[str, tuple[str, np.ndarray]]:
     """Arrays of an .npz by option name: option -> (description for messages, array)."""
     name = str(path)
     if not os.path.isfile(path):
-        raise InputError(f"{name}: no such file")
+        raise input_error(name, "no such file")
     try:
         archive = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{name}: not a readable .npz file ({exc})") from None
+        raise input_error(name, f"not a readable .npz file ({exc})") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise InputError(f"{name}: is a single .npy array, not an .npz archive")
+        raise input_error(name, "is a single .npy array, not an .npz archive")
     found = {}
     with archive:
         for option, aliases in NPY_KEYS.items():
             present = [k for k in aliases if k in archive.files]
             if len(present) > 1:
-                raise InputError(f"{name}: keys {present[0]} and {present[1]} both given; keep one")
+                raise input_error(name, f"keys {present[0]} and {present[1]} both given; keep one")
             if not present:
                 continue
             key = present[0]
@@ -68,9 +68,9 @@ def _load_npz(path) -> dict[str, tuple[str, np.ndarray]]:
                 found[option] = (f"{name}: key {key}", archive[key])
             except ValueError as exc:
                 if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
-                    raise InputError(f"{name}: key {key}: holds a Python object array, which is not "
+                    raise input_error(name, f"key {key}: holds a Python object array, which is not "
                                      "loaded (pickle is disabled); save a numeric array instead") from None
-                raise InputError(f"{name}: key {key}: unreadable ({exc})") from None
+                raise input_error(name, f"key {key}: unreadable ({exc})") from None
     return found
 
 
@@ -88,7 +88,7 @@ def _check_member(archive, key: str, where: str) -> None:
     except InputError:
         raise
     except (KeyError, OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
-        raise InputError(f"{where}: unreadable ({exc.__class__.__name__}: {exc})") from None
+        raise input_error(where, f"unreadable ({exc.__class__.__name__}: {exc})") from None
     npy_header.check_fits(where, header, info.file_size)
 
 
@@ -111,15 +111,15 @@ def read_npy(path=None, *, query_features=None, gallery_features=None, query_ids
         for option, aliases in NPY_KEYS.items():
             present = [a for a in aliases if os.path.isfile(os.path.join(path, a + ".npy"))]
             if len(present) > 1:
-                raise InputError(f"{path}: files {present[0]}.npy and {present[1]}.npy both present; keep one")
+                raise input_error(path, f"files {present[0]}.npy and {present[1]}.npy both present; keep one")
             if present and option not in explicit:
                 file = os.path.join(path, present[0] + ".npy")
                 found[option] = (f"{file}", _load_npy(file))
     elif path is not None:
         if not os.path.exists(path):
-            raise InputError(f"{path}: no such file or folder")
+            raise input_error(path, "no such file or folder")
         if explicit:
-            raise InputError(f"{path}: give either an .npz archive or --query-features/--gallery-features/"
+            raise input_error(path, f"give either an .npz archive or --query-features/--gallery-features/"
                              f"... files, not both (also got --{next(iter(explicit)).replace('_', '-')})")
         found = _load_npz(path)
     for option, file in explicit.items():
@@ -128,11 +128,11 @@ def read_npy(path=None, *, query_features=None, gallery_features=None, query_ids
     for option in _NPY_REQUIRED:
         if option not in found:
             names = "/".join(NPY_KEYS[option])
-            raise InputError(f"{source}: {option.replace('_', ' ')} missing (give key or file {names}, "
+            raise input_error(source, f"{option.replace('_', ' ')} missing (give key or file {names}, "
                              f"or --{option.replace('_', '-')} FILE.npy)")
     if ("query_cams" in found) != ("gallery_cams" in found):
         have, lack = ("query", "gallery") if "query_cams" in found else ("gallery", "query")
-        raise InputError(f"{source}: {have} cameras given but {lack} cameras missing "
+        raise input_error(source, f"{have} cameras given but {lack} cameras missing "
                          f"(give both --query-cams and --gallery-cams, or neither)")
     arrays: dict[str, np.ndarray] = {}
     for side in ("query", "gallery"):
@@ -149,14 +149,14 @@ def read_npy(path=None, *, query_features=None, gallery_features=None, query_ids
             where_keys, keys = found[f"{side}_keys"]
             keys = np.asarray(keys).reshape(-1)
             if keys.dtype.kind not in "UiuS" or keys.shape[0] != n:
-                raise InputError(f"{where_keys}: expected {n} string ids, got dtype {keys.dtype} "
+                raise input_error(where_keys, f"expected {n} string ids, got dtype {keys.dtype} "
                                  f"shape {np.asarray(found[f'{side}_keys'][1]).shape}")
             key_list = [k.decode() if isinstance(k, bytes) else str(k) for k in keys.tolist()]
             check_unique(key_list, where_keys)
             arrays[f"{side}/key"] = np.asarray(key_list, dtype=object)
     dq, dg = arrays["query/emb"].shape[1], arrays["gallery/emb"].shape[1]
     if dq != dg:
-        raise InputError(f"{found['gallery_features'][0]}: {dg} dimensions, but "
+        raise input_error(found['gallery_features'][0], f"{dg} dimensions, but "
                          f"{_relative(found['query_features'][0], found['gallery_features'][0])} has {dq}")
     arrays.update(junk_of(arrays["gallery/label"], junk_label))
     return arrays, {"protocol": protocol_of(arrays)}

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from evalcore.core import result_lists
 from evalcore.core.protocols.qrels import IN_POOL, MAX_GRADE
-from evalcore.errors import InputError
+from evalcore.errors import InputError, OptionError, input_error
 from evalcore.io import dataset as ds
 from evalcore.io.importers import trec_scan
 from evalcore.io.importers.checks import WARNINGS, check_unique
@@ -24,12 +24,12 @@ def _read_ids(path) -> list[str]:
     """One id per line; the line order is the row order (blank lines only at the end)."""
     name = str(path)
     if not os.path.isfile(path):
-        raise InputError(f"{name}: no such file")
+        raise input_error(name, "no such file")
     try:
         with open(path, encoding="utf-8") as handle:
             lines = handle.read().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{name}: cannot be read ({exc})") from None
+        raise input_error(name, f"cannot be read ({exc})") from None
     while lines and not lines[-1].strip():
         lines.pop()
     ids = []
@@ -37,16 +37,16 @@ def _read_ids(path) -> list[str]:
     for number, line in enumerate(lines, start=1):
         ident = line.strip()
         if not ident:
-            raise InputError(f"{name}: line {number}, field id: empty line (one id per line; "
+            raise input_error(name, f"line {number}, field id: empty line (one id per line; "
                              "the line order is the row order)")
         if len(ident.split()) > 1:
-            raise InputError(f"{name}: line {number}, field id: {ident!r} contains whitespace")
+            raise input_error(name, f"line {number}, field id: {ident!r} contains whitespace")
         if ident in seen:
-            raise InputError(f"{name}: line {number}, field id: duplicate id {ident!r} (also line {seen[ident]})")
+            raise input_error(name, f"line {number}, field id: duplicate id {ident!r} (also line {seen[ident]})")
         seen[ident] = number
         ids.append(ident)
     if not ids:
-        raise InputError(f"{name}: no ids")
+        raise input_error(name, "no ids")
     return ids
 
 
@@ -91,7 +91,7 @@ def trec_records(handle, name: str, layout: str, *, more_ignored: bool = False, 
         if fields == [""] or fields[0].startswith("#"):
             continue
         if len(fields) < expected or (len(fields) > expected and not more_ignored):
-            raise InputError(f"{name}: line {number}: {len(fields)} fields, expected "
+            raise input_error(name, f"line {number}: {len(fields)} fields, expected "
                              f"{'at least ' if more_ignored else ''}{expected} ({layout})")
         yield number, fields[:expected]
 
@@ -105,12 +105,12 @@ def trec_score(text: str, name: str, number: int) -> float:
     """
     if not PLAIN_DECIMAL.fullmatch(text):
         if text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
-            raise InputError(f"{name}: line {number}, field score: {text!r} is not a finite number")
-        raise InputError(f"{name}: line {number}, field score: {text!r} is not a plain decimal number "
+            raise input_error(name, f"line {number}, field score: {text!r} is not a finite number")
+        raise input_error(name, f"line {number}, field score: {text!r} is not a plain decimal number "
                          "(like 2.5, -3 or 1e-05)")
     score = float(text)  # correctly rounded to the nearest double, as glibc's strtod/atof rounds
     if not math.isfinite(score):
-        raise InputError(f"{name}: line {number}, field score: {text!r} is not a finite number "
+        raise input_error(name, f"line {number}, field score: {text!r} is not a finite number "
                          "(beyond float64's range)")
     return score
 
@@ -122,7 +122,7 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
     attrs: dict = {}
     if dataset is not None:
         if queries is not None or gallery is not None:
-            raise InputError("--dataset: give either --dataset or --queries/--gallery, not both")
+            raise OptionError("--dataset", "give either --dataset or --queries/--gallery, not both")
         group = ds.open_dataset(dataset, storage_options)
         for name in ("query/key", "gallery/key"):
             if not ds.has(group, name):
@@ -140,7 +140,7 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
         qsource, gsource = f"dataset {dataset} query/key", f"dataset {dataset} gallery/key"
     else:
         if queries is None or gallery is None:
-            raise InputError("trec: give --queries FILE and --gallery FILE (one id per line), "
+            raise OptionError("trec", "give --queries FILE and --gallery FILE (one id per line), "
                              "or --dataset DATASET")
         qids, gids = _read_ids(queries), _read_ids(gallery)
         arrays["query/key"] = np.asarray(qids, dtype=object)
@@ -157,10 +157,10 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
     if unknown.size:  # the first in the file
         row = int(unknown[0])
         assert judged.line is not None
-        raise InputError(f"{name}: line {judged.line[row]}, field docid: unknown document "
+        raise input_error(name, f"line {judged.line[row]}, field docid: unknown document "
                          f"{judged.dkeys[int(judged.dcode[row])].as_py()!r} (not in {gsource})")
     if not kept.any():
-        raise InputError(f"{name}: no judgements for the queries of {qsource}")
+        raise input_error(name, f"no judgements for the queries of {qsource}")
     arrays["qrels/query"] = qpos[kept].astype(np.int64)
     arrays["qrels/item"] = gpos[kept].astype(np.int64)
     arrays["qrels/rel"] = judged.value[kept]
@@ -214,7 +214,7 @@ def _pieces(path, piece_bytes: int):
     """
     name = str(path)
     if not os.path.isfile(path):
-        raise InputError(f"{name}: no such file")
+        raise input_error(name, "no such file")
     offset, carry = 0, np.zeros(0, dtype=np.uint8)
     with open(path, "rb", buffering=0) as handle:
         while True:
@@ -233,7 +233,7 @@ def _pieces(path, piece_bytes: int):
                 try:
                     piece.tobytes().decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    raise InputError(f"{name}: not UTF-8 text ({_utf8_error(exc, offset)})") from None
+                    raise input_error(name, f"not UTF-8 text ({_utf8_error(exc, offset)})") from None
             yield offset, piece
             offset += cut
 
@@ -518,21 +518,21 @@ def read_run_lines(path) -> TrecLines:
         _raise_at(path, problem, layout, True, _check_score)
         at = int(np.flatnonzero(repeat == first)[0])
         row, before = repeat[at], earlier[at]
-        raise InputError(f"{name}: line {problem}, field docno: {dkeys[int(dcode[row])].as_py()!r} listed twice "
+        raise input_error(name, f"line {problem}, field docno: {dkeys[int(dcode[row])].as_py()!r} listed twice "
                          f"for query {qkeys[int(qcode[row])].as_py()!r} (also line "
                          f"{int(_line_numbers(path, layout, True, [before])[0])}); each document may appear once "
                          "per query")
     if not qcode.size:
-        raise InputError(f"{name}: no results")
+        raise input_error(name, "no results")
     return TrecLines(qkeys, qcode, dkeys, dcode, score, qline)
 
 
 def _check_grade(fields: list[str], name: str, number: int) -> None:
     grade = fields[3]
     if not PLAIN_INTEGER.fullmatch(grade):  # int() would read 0_1 as 1, trec_eval's atol as 0
-        raise InputError(f"{name}: line {number}, field rel: {grade!r} is not an integer")
+        raise input_error(name, f"line {number}, field rel: {grade!r} is not an integer")
     if trec_relevance(int(grade)) > MAX_GRADE:
-        raise InputError(f"{name}: line {number}, field rel: grade {grade} is above {MAX_GRADE}")
+        raise input_error(name, f"line {number}, field rel: grade {grade} is above {MAX_GRADE}")
 
 
 def read_qrels_lines(path) -> TrecLines:
@@ -570,11 +570,11 @@ def read_qrels_lines(path) -> TrecLines:
         _raise_at(path, problem, layout, False, _check_grade)
         at = int(np.flatnonzero(line[repeat[conflict]] == problem)[0])
         row, first = repeat[conflict][at], earlier[conflict][at]
-        raise InputError(f"{name}: line {problem}, field rel: ({qkeys[int(qcode[row])].as_py()}, "
+        raise input_error(name, f"line {problem}, field rel: ({qkeys[int(qcode[row])].as_py()}, "
                          f"{dkeys[int(dcode[row])].as_py()}) judged {text[int(row)].as_py()} here "
                          f"but differently on line {line[first]}")
     if not line.size:
-        raise InputError(f"{name}: no judgements")
+        raise input_error(name, "no judgements")
     keep = np.ones(line.size, dtype=bool)
     keep[repeat] = False
     return TrecLines(qkeys, qcode[keep], dkeys, dcode[keep], rel[keep].astype(np.int8), qline, line[keep])
@@ -648,7 +648,7 @@ def read_trec_run(run_path, *, qrels=None, order: str = "score",
     if qrels is None:
         raise InputError("trec-run: --qrels FILE is required (qid iter docno rel)")
     if order not in ("score", "trec_eval"):
-        raise InputError(f"--order: {order!r} is not score or trec_eval")
+        raise OptionError("--order", f"{order!r} is not score or trec_eval")
     judged, runs = read_both(run_path, qrels)
     return run_arrays(judged, runs, str(run_path), str(qrels), order=order, complete=complete)
 
@@ -662,7 +662,7 @@ def run_arrays(judged: TrecLines, runs: TrecLines, run_name: str, qrels_name: st
     in_run = np.zeros(len(judged.qkeys), dtype=bool)
     in_run[judged_query[judged_query >= 0]] = True
     if not in_run.any():
-        raise InputError(f"{str(run_path)}: no query of the run is judged in {str(qrels)}")
+        raise input_error(str(run_path), f"no query of the run is judged in {str(qrels)}")
     chosen = np.ones_like(in_run) if complete else in_run
     query_row = np.where(chosen, np.cumsum(chosen) - 1, -1)   # judged qid -> row of query/key
     warnings = []

@@ -102,7 +102,7 @@ def test_validate_names_every_array_the_protocol_needs(write, name):
     assert not validate(ds.open_dataset(write(arrays, name="whole.zarr")), name)
     for i, needed in enumerate(protocols.get(name).arrays):
         group = ds.open_dataset(write({k: v for k, v in arrays.items() if k != needed}, name=f"no{i}.zarr"))
-        assert f"{needed}: missing (needed by protocol {name!r})" in validate(group, name).items
+        assert f"{needed}: missing (needed by protocol {name!r})" in validate(group, name).messages()
 
 
 @pytest.mark.parametrize("name", protocols.names())

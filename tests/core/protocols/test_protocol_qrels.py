@@ -46,7 +46,7 @@ def test_qrels_repeated_identical_judgements_are_one():
 
 def test_qrels_conflicting_repeats_are_a_problem_naming_both_rows():
     *_, problems = collapse_qrels(np.array([0, 1, 0]), np.array([2, 0, 2]), np.array([1, 0, -1]), np.arange(3))
-    assert len(problems) == 1 and problems[0].startswith("qrels/rel:") and "rows 0 and 2" in problems[0]
+    assert len(problems) == 1 and str(problems[0]).startswith("qrels/rel:") and "rows 0 and 2" in str(problems[0])
 
 
 @pytest.mark.parametrize("query, item, rel, needle", [
@@ -55,4 +55,5 @@ def test_qrels_conflicting_repeats_are_a_problem_naming_both_rows():
 ])
 def test_qrels_out_of_range_judgements_are_problems_naming_the_array(query, item, rel, needle):
     problems = qrels_problems(np.array([0, query]), np.array([1, item]), np.array([1, rel]), np.arange(2), 2, 6)
-    assert len(problems) == 1 and problems[0].startswith(needle) and "rows 1" in problems[0]
+    assert len(problems) == 1 and str(problems[0]).startswith(needle) and "rows 1" in str(problems[0])
+    assert problems[0].array == needle and problems[0].rows == [1]
