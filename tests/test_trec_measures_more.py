@@ -430,3 +430,12 @@ def test_dcg_is_the_graded_sum_of_discounted_gains(files, tmp_path):
         if ideal:   # and nDCG is it over the ideal's
             assert rows[qid]["ndcg"] == pytest.approx(whole / sum(g / math.log2(j + 2) for j, g in enumerate(ideal)),
                                                       rel=1e-12)
+
+
+def test_a_scan_of_the_whole_gallery_under_qrels_refuses_infap_naming_it():
+    rng = np.random.default_rng(38)
+    query, gallery = (rng.normal(size=(n, 4)).astype(np.float32) for n in (5, 30))
+    with pytest.raises(evalcore.OptionError, match=r"^metrics: bpref, infap need\(s\) to know the judged non-relevant"):
+        evalcore.evaluate(query=query, gallery=gallery, query_ids=[f"q{i}" for i in range(5)],
+                          gallery_ids=[f"d{i}" for i in range(30)], qrels={"q0": {"d3": 1, "d4": 0}, "q1": {"d5": 2}},
+                          protocol="qrels", metrics=["bpref", "infap", "map"])

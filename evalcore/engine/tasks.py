@@ -306,8 +306,9 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
     zero_empty = truth.columns["n_judged"] > 0 if options.empty_queries == "zero" else None
     metric_columns = options.columns(first_rank=True)  # the registry's; first_rank for the open set and CMC
     if lists.judged_before is None and any(c.metric.judged for c in metric_columns):
-        raise OptionError("--metrics", "bpref needs to know the judged non-relevant items ranked above each relevant "
-                         "one: evaluate precomputed rankings (ranking/item) or --judged-only qrels")
+        judged = ", ".join(dict.fromkeys(c.metric.name for c in metric_columns if c.metric.judged))
+        raise OptionError("--metrics", f"{judged} need(s) to know the judged non-relevant items ranked above each "
+                          "relevant one: evaluate precomputed rankings (ranking/item) or --judged-only qrels")
     values = registry.compute(metric_columns, lists.indptr, lists.ranks, lists.n_relevant, zero_empty, lists)
     for c in metric_columns:
         cols[c.name] = _nullable(values[c.name].astype(c.metric.dtype), c.metric.null(values[c.name]))
