@@ -36,7 +36,7 @@ from evalcore.engine.evaluate import Result as EngineResult
 from evalcore.engine.faults import check_stall_timeout
 from evalcore.errors import EvalcoreWarning, InputError, OptionError, input_error
 from evalcore.io import dataset as ds
-from evalcore.io import report
+from evalcore.io import kinds, report
 from evalcore.io.files import atomic_write
 from evalcore.io.validate import VALIDATE_ADVICE, chosen_protocol, unused_arrays
 from evalcore.io.validate import validate as validate_group
@@ -441,9 +441,9 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
             raise OptionError("--sweep" if sweep else "--target-fpir", "the open-set sweep needs scores, where higher "
                               "is better; these are distances (higher_is_better false): negate them and give them as "
                              "scores")
-    elif similarity == "euclidean" and ds.has(group, "ranking/item"):
-        raise OptionError("--similarity", "euclidean needs query/emb and gallery/emb to measure distances; this "
-                          "dataset gives rankings (ranking/item), ranked as given")
+    elif similarity == "euclidean" and (kind := kinds.kind_of(group)) is not None and not kind.features:
+        raise OptionError("--similarity", f"euclidean needs query/emb and gallery/emb to measure distances; this "
+                          f"dataset gives rankings ({kind.name}), ranked as given")
     options = engine.Options(
         protocol=chosen_protocol(group, protocol),  # given, the attribute's, the arrays' choice, else class
         similarity=similarity or attributes.get("similarity") or "cosine",
@@ -565,9 +565,9 @@ def expansion_parameters(option: str, value) -> tuple | None:
 
 def sweep_tables(result, target_fpir: float | None):
     pq = result.per_query
-    if result.info["ranked_by"] == "ranking/item" and pq.num_rows and \
-            pq.column("top1_score").null_count == pq.num_rows:
-        raise OptionError("--sweep", "needs scores (ranking/score) for the precomputed lists")
+    kind = kinds.get(result.info["ranked_by"])
+    if kind.backend is None and pq.num_rows and pq.column("top1_score").null_count == pq.num_rows:
+        raise OptionError("--sweep", f"needs scores ({', '.join(kind.optional)}) for the precomputed lists")
     return openset.sweep_tables(pq, result.summary, target_fpir)
 
 
@@ -657,7 +657,8 @@ def execution(group, client, workers: int | None, memory_limit):
 def choose_threads(group) -> int:
     """Threads for an in-process run, or 0 when the normalised gallery is too large for one process."""
     cores = max(1, min(os.cpu_count() or 1, 8))
-    if not (ds.has(group, "gallery/emb") and not ds.has(group, "ranking/item")):
+    kind = kinds.kind_of(group)
+    if kind is None or not kind.features:
         return cores
     rows, dims = group["gallery/emb"].shape
     return cores if rows * dims * 4 <= total_memory() * IN_PROCESS_SHARE else 0

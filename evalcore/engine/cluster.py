@@ -380,7 +380,10 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
         check_scheduler_answers(scheduler)
         left = JOIN_BOUND - (time.monotonic() - started)
         try:
-            client = Client(scheduler, timeout=f"{max(1.0, min(_seconds(CONNECT_TIMEOUT), left - 1)):.1f}s")
+            # not the process's default: a run cut short (scheduler gone) must not leave dask's global config
+            # pointing every later dask computation of this process at a client that is no more
+            client = Client(scheduler, timeout=f"{max(1.0, min(_seconds(CONNECT_TIMEOUT), left - 1)):.1f}s",
+                            set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise ClusterUnreachable(f"--scheduler {scheduler}: no Dask scheduler answered within "
                                      f"{CONNECT_TIMEOUT} ({exc.__class__.__name__}); check the address and "
@@ -410,7 +413,8 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
                           # failures reach the user through _explained. No dashboard; its health/metrics
                           # routes on a free loopback port, not on :8787
                           scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
-                Client(cluster) as client, WorkerWatch(client, no_workers_timeout()), _explained(client, None):
+                Client(cluster, set_as_default=False) as client, WorkerWatch(client, no_workers_timeout()), \
+                _explained(client, None):
             yield client
     finally:
         scheduler_log.removeFilter(quiet)

@@ -185,8 +185,8 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
     group = ds.open_dataset(path, storage_options)
     source = group if isinstance(path, zarr.Group) else str(path)
     shape = describe(group, options)
-    if client is None and shape.ranked_by != "ranking/item":
-        load_kernels_aside("scores" if shape.ranked_by == "scores/value" else "embeddings")  # overlaps the checks and the gallery read below
+    if client is None and shape.kind.backend is not None:
+        load_kernels_aside(shape.kind.backend)  # overlaps the checks and the gallery read below
     max_rank, capped = cap_max_rank(options.max_rank, shape.n_gallery)
     options = replace(options, max_rank=max_rank)
     # structure here, once; embedding values are checked by the tasks as they read them
@@ -253,7 +253,7 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
         watch = StallWatch(client, futures, ctx.run_id, stall_timeout)
         try:
             with watch:
-                for done, future in enumerate(as_completed(futures), start=1):
+                for done, future in enumerate(as_completed(futures, loop=client.loop), start=1):
                     try:
                         results[index[future.key]] = future.result()
                     except CancelledError:

@@ -38,8 +38,7 @@ def check_shape(shape: DatasetShape, options: Options) -> None:
                                 (QE, options.query_expansion, shape.n_gallery)):
         if value is None:
             continue
-        if shape.ranked_by != "embeddings":
-            raise input_error(option, f"needs query/emb and gallery/emb (this dataset is ranked by {shape.ranked_by})")
+        shape.kind.needs_features(option)
         if value[0] > most:
             whom = "other gallery rows" if option == DBA else "gallery rows"
             raise input_error(option, f"K = {value[0]} exceeds the {most} {whom}")

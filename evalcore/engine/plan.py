@@ -6,7 +6,6 @@ task context they produce is all a worker needs besides the dataset itself.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 import psutil
 
@@ -14,8 +13,9 @@ from evalcore.core.ranking import TILE_COLS, TILE_ROWS
 from evalcore.engine.options import Options
 from evalcore.errors import OptionError, input_error
 from evalcore.io import dataset as ds
+from evalcore.io import kinds
+from evalcore.io.kinds import InputKind
 
-RankedBy = Literal["embeddings", "ranking/item", "scores/value"]
 Span = tuple[int, int]
 
 #: bytes of normalised float32 gallery rows read at a time (a whole number of score tiles)
@@ -28,7 +28,8 @@ class DatasetShape:
 
     n_queries: int
     n_gallery: int
-    ranked_by: RankedBy
+    #: the input kind's name (``io.kinds``): run.json's record of how the queries were ranked
+    ranked_by: str
     #: ranked by embeddings
     dims: int | None = None
     query_dtype: str | None = None
@@ -39,6 +40,10 @@ class DatasetShape:
     #: ranked by a given score matrix (scores/value): its dtype, and false for distances
     score_dtype: str | None = None
     higher_is_better: bool | None = None
+
+    @property
+    def kind(self) -> InputKind:
+        return kinds.get(self.ranked_by)
 
     def record(self) -> dict:
         """run.json's description of the dataset (the fields that apply)."""
@@ -58,13 +63,14 @@ class TaskContext:
 
 def describe(group, options: Options) -> DatasetShape:
     """Sizes and how queries are ranked; InputError when something needed is missing."""
-    if ds.has(group, ds.SCORES):
+    kind = kinds.kind_of(group)
+    if kind is kinds.SCORES:
         return describe_scores(group, options)
-    by_lists = ds.has(group, "ranking/item")
-    if not by_lists and not (ds.has(group, "query/emb") and ds.has(group, "gallery/emb")):
-        missing = "query/emb" if not ds.has(group, "query/emb") else "gallery/emb"
-        raise input_error(missing, "missing (needed to rank; or give ranking/item or scores/value)")
-    n_queries = group["ranking/item" if by_lists else "query/emb"].shape[0]
+    if kind is None:
+        others = " or ".join(sorted(k for k in kinds.PRECEDENCE if k != kinds.EMBEDDINGS.name))
+        missing = next(a for a in kinds.EMBEDDINGS.arrays if not ds.has(group, a))
+        raise input_error(missing, f"missing (needed to rank; or give {others})")
+    n_queries = group[kind.query_array].shape[0]
     n_gallery = None
     for name in ("gallery/emb", "gallery/label", "gallery/key", "gallery/lat", "gallery/x", "gallery/cam"):
         if ds.has(group, name):
@@ -72,14 +78,16 @@ def describe(group, options: Options) -> DatasetShape:
             break
     if n_gallery is None:
         raise OptionError("gallery", "no array tells the gallery size (give gallery/emb, gallery/label or gallery/key)")
-    if by_lists:
-        k = group["ranking/item"].shape[1]
-        if options.threshold is not None and not ds.has(group, "ranking/score"):
-            raise OptionError("--threshold", "needs ranking/score (the precomputed lists have no scores)")
-        return DatasetShape(int(n_queries), int(n_gallery), "ranking/item", list_length=int(k),
-                            list_scores=bool(ds.has(group, "ranking/score")))
-    return DatasetShape(int(n_queries), int(n_gallery), "embeddings", dims=int(group["query/emb"].shape[1]),
-                        query_dtype=str(group["query/emb"].dtype), gallery_dtype=str(group["gallery/emb"].dtype))
+    if kind.backend is None:  # rankings given as lists, one row a query
+        scored = bool(kind.optional) and ds.has(group, kind.optional[0])
+        if options.threshold is not None and not scored:
+            raise OptionError("--threshold", f"needs {' or '.join(kind.optional) or 'scores'} (the precomputed lists "
+                              "have no scores)")
+        return DatasetShape(int(n_queries), int(n_gallery), kind.name,
+                            list_length=int(group[kind.query_array].shape[1]), list_scores=scored)
+    query, gallery = (group[name] for name in kind.arrays)
+    return DatasetShape(int(n_queries), int(n_gallery), kind.name, dims=int(query.shape[1]),
+                        query_dtype=str(query.dtype), gallery_dtype=str(gallery.dtype))
 
 
 def describe_scores(group, options: Options) -> DatasetShape:
@@ -91,7 +99,7 @@ def describe_scores(group, options: Options) -> DatasetShape:
     if options.threshold is not None and not higher_is_better:
         raise OptionError("--threshold", "open-set decisions need scores, where higher is better; these are distances "
                          "(higher_is_better false): negate them and give them as scores")
-    return DatasetShape(int(values.shape[0]), int(values.shape[1]), "scores/value", score_dtype=str(values.dtype),
+    return DatasetShape(int(values.shape[0]), int(values.shape[1]), kinds.SCORES.name, score_dtype=str(values.dtype),
                         higher_is_better=higher_is_better)
 
 
@@ -114,7 +122,7 @@ def cutoffs_past_lists(shape: DatasetShape, options: Options) -> str | None:
 
 def query_rows_array(shape: DatasetShape) -> str:
     """The array whose Zarr row chunks set the default task size: one row per query of how it is ranked."""
-    return shape.ranked_by if shape.ranked_by in ("ranking/item", "scores/value") else "query/emb"
+    return shape.kind.query_array
 
 
 def cap_max_rank(max_rank: int, n_gallery: int) -> tuple[int, str | None]:
@@ -189,7 +197,7 @@ def plan_shards(group, shape: DatasetShape, cache_bytes: int, gallery_shards: in
     Chosen here, the count is a multiple of the worker count, so every worker
     owns as many shards as the others (``shard_owners``) and they finish together.
     """
-    if shape.ranked_by != "embeddings":
+    if not shape.kind.features:
         return None
     gallery = group["gallery/emb"]
     bytes_needed = shape.n_gallery * gallery.shape[1] * 4

@@ -16,6 +16,7 @@ from evalcore.core.ranking import TILE_COLS, TILE_ROWS
 from evalcore.engine.options import Options
 from evalcore.engine.plan import DatasetShape
 from evalcore.engine.tasks import keys_of
+from evalcore.io import kinds
 
 
 def add_top1_keys(group, per_query: pa.Table, gallery_keys: np.ndarray | None = None) -> pa.Table:
@@ -181,13 +182,13 @@ def _judged_empty_note(per_query: pa.Table, options: Options) -> str:
 
 def score_note(shape: DatasetShape, options: Options) -> str:
     """How scores were computed, for run.json (README, How it works: the canonical score)."""
-    if shape.ranked_by == "scores/value":
+    if shape.kind is kinds.SCORES:
         what = "scores" if shape.higher_is_better else \
             "distances (higher_is_better false: ranked by the exact negation)"
         return (f"given: scores/value ({shape.score_dtype} {what}), compared exactly as stored (float16 and float32 "
                 f"widened to float64, never rounded to float32); equal values are ties, ordered {options.ties} "
                 "(--ties); top1_score and relevant_score are the values as given")
-    if shape.ranked_by == "ranking/item":
+    if shape.kind is kinds.LISTS:
         if shape.list_scores:
             return (f"given: ranking/item order; items of equal ranking/score (compared in the precision "
                     f"stored, float32 or float64) form tie groups, "

@@ -93,8 +93,7 @@ def union_rows(group) -> np.ndarray:
 
 def check_shape(shape: DatasetShape, params: RerankParams) -> None:
     """InputError when the dataset cannot be re-ranked: no embeddings, or fewer rows than the lists need."""
-    if shape.ranked_by != "embeddings":
-        raise OptionError("--rerank", f"needs query/emb and gallery/emb (this dataset is ranked by {shape.ranked_by})")
+    shape.kind.needs_features("--rerank")
     n = shape.n_queries + shape.n_gallery
     if params.list_length > n:
         raise OptionError("--rerank", f"k1 + 1 = {params.k1 + 1} and k2 = {params.k2} must not exceed the "

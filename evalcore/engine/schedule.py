@@ -179,7 +179,7 @@ def run_here(source, options: Options, chunks: list[Span], storage_options, ctx:
 def splits_columns(options: Options, shape: DatasetShape, shards: list[Span] | None, threads: int) -> bool:
     """Whether a run here splits each chunk's scan over its threads by gallery columns (``run_here``): an
     unsharded embedding scan on more than one thread."""
-    return threads > 1 and shards is None and shape.ranked_by == "embeddings" and not options.judged_only
+    return threads > 1 and shards is None and shape.kind.features and not options.judged_only
 
 
 def prefetch_gallery(pool, source, options: Options, storage_options, ctx: TaskContext, threads: int) -> None:

@@ -31,7 +31,9 @@ from evalcore.engine.options import Options
 from evalcore.engine.plan import TaskContext, describe
 from evalcore.errors import InputError, OptionError
 from evalcore.io import dataset as ds
+from evalcore.io import kinds
 from evalcore.io import truth as truth_io
+from evalcore.io.kinds import InputKind
 
 T = TypeVar("T")
 
@@ -122,16 +124,42 @@ def rank_chunk(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: in
     gallery_junk = gallery_side(group, ctx.run_id, ("junk",)).get("junk")
     if rerank is not None:
         return rank_reranked(group, options, ctx, truth, q0, q1, rerank, threads, map_fn, gallery_junk, estimates)
-    if ctx.shape.ranked_by == "ranking/item":
-        items = ds.read(group, "ranking/item", slice(q0, q1)).astype(np.int64)
-        scores = ds.read(group, "ranking/score", slice(q0, q1)) if ds.has(group, "ranking/score") else None
-        if options.judged_only and options.depth is not None and options.depth < items.shape[1]:
-            # trec_eval -M N -J: the list is cut at N before the unjudged items leave it (N entries, not N judged)
-            items, scores = items[:, :options.depth], None if scores is None else scores[:, :options.depth]
-        return rank_by_lists(items, scores, truth, gallery_junk, ties=options.ties, q0=q0,
-                             n_gallery=ctx.shape.n_gallery)
-    if truth.allowed_indptr is not None:
+    return RANKERS[ctx.shape.ranked_by](group, options, ctx, truth, q0, q1, threads, map_fn, gallery_junk)
 
+
+#: how one chunk of each input kind (``io.kinds``) is ranked: kind name -> ranker; a kind ranked by a scan backend
+#: also gives the chunk's (queries, source) in SCAN_SOURCES
+RANKERS: dict[str, Callable[..., Ranked]] = {}
+SCAN_SOURCES: dict[str, Callable[..., tuple]] = {}
+
+
+def ranker_of(*kinds_: InputKind):
+    """Register the decorated function as the ranker of ``kinds_``."""
+    def register(fn):
+        for kind in kinds_:
+            RANKERS[kind.name] = fn
+        return fn
+    return register
+
+
+@ranker_of(kinds.LISTS)
+def rank_precomputed_lists(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, threads: int, map_fn,
+               gallery_junk) -> Ranked:
+    """Ranks of one chunk from its precomputed lists (and their scores, for tie groups)."""
+    kind = ctx.shape.kind
+    items = ds.read(group, kind.query_array, slice(q0, q1)).astype(np.int64)
+    scores = ds.read(group, kind.optional[0], slice(q0, q1)) if ds.has(group, kind.optional[0]) else None
+    if options.judged_only and options.depth is not None and options.depth < items.shape[1]:
+        # trec_eval -M N -J: the list is cut at N before the unjudged items leave it (N entries, not N judged)
+        items, scores = items[:, :options.depth], None if scores is None else scores[:, :options.depth]
+    return rank_by_lists(items, scores, truth, gallery_junk, ties=options.ties, q0=q0, n_gallery=ctx.shape.n_gallery)
+
+
+@ranker_of(kinds.SCORES, kinds.EMBEDDINGS)
+def rank_by_scan(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, threads: int, map_fn,
+                 gallery_junk) -> Ranked:
+    """Ranks of one chunk by its kind's scan backend (judged-only: among each query's allowed items alone)."""
+    if truth.allowed_indptr is not None:
         return truth_io.rank_among_allowed(group, options, truth, q0, q1)
     backend, queries, source = chunk_scan(group, options, q0, q1, ctx, cache=True)
     source = progress.counted(ctx.run_id, source, q0, q1, backend.name)  # a run here: pairs ranked, tile by tile
@@ -153,19 +181,32 @@ def rank_reranked(group, options: Options, ctx: TaskContext, truth: p.Truth, q0:
 
 def chunk_scan(group, options: Options, q0: int, q1: int, ctx: TaskContext, span=None, cache: bool = False):
     """(backend, queries, source) of one chunk: what ``core.scan`` ranks it with, and what it scans."""
-    backend = backend_of(ctx)
-    if backend.name == "scores":
-        source = ScoreBlocks(group, q0, q1)
-        return backend, ScoreQueries(q0, q1 - q0, source.higher_is_better), source
+    queries, source = SCAN_SOURCES[ctx.shape.ranked_by](group, options, q0, q1, ctx, span, cache)
+    return backend_of(ctx), queries, source
+
+
+def scores_source(group, options: Options, q0: int, q1: int, ctx: TaskContext, span, cache: bool):
+    """A chunk of the given score matrix, read a bounded block at a time."""
+    source = ScoreBlocks(group, q0, q1)
+    return ScoreQueries(q0, q1 - q0, source.higher_is_better), source
+
+
+def embeddings_source(group, options: Options, q0: int, q1: int, ctx: TaskContext, span, cache: bool):
+    """A chunk's query rows (normalised as the similarity says) and its gallery reader."""
     query, gallery = chunk_inputs(group, options, q0, q1, ctx, span=span, cache=cache)
-    queries = EMBEDDINGS.queries(normalize_rows(query, options.similarity), q0, ctx.shape.n_queries,
-                                 options.similarity)
-    return backend, queries, gallery
+    return EMBEDDINGS.queries(normalize_rows(query, options.similarity), q0, ctx.shape.n_queries,
+                              options.similarity), gallery
+
+
+SCAN_SOURCES.update({kinds.SCORES.name: scores_source, kinds.EMBEDDINGS.name: embeddings_source})
 
 
 def backend_of(ctx: TaskContext):
-    """The registered scan backend for how the dataset is ranked (embeddings, or scores/value as given)."""
-    return scan.backend("scores" if ctx.shape.ranked_by == "scores/value" else "embeddings")
+    """The registered scan backend of the dataset's input kind (``io.kinds``)."""
+    name = ctx.shape.kind.backend
+    if name is None:
+        raise ValueError(f"input kind {ctx.shape.ranked_by!r} is not ranked by a scan backend")
+    return scan.backend(name)
 
 
 

@@ -17,11 +17,13 @@ from evalcore.core.scan.embeddings import as_reported, check_euclidean_norms, pa
 from evalcore.core.scan.scores import as_given, given_values
 from evalcore.errors import OptionError
 from evalcore.io import dataset as ds
+from evalcore.io import kinds
 
 
 def n_queries_of(group) -> int:
     """Q, from the first array that has one row per query."""
-    for name in ("ranking/item", ds.SCORES, "query/emb", "query/label", "query/key", "query/lat", "query/x"):
+    for name in (*(kinds.get(k).query_array for k in kinds.PRECEDENCE), "query/label", "query/key", "query/lat",
+                 "query/x"):
         if ds.has(group, name):
             return int(group[name].shape[0])
     raise OptionError("query", "no array tells the number of queries (give query/emb or ranking/item)")

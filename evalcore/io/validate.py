@@ -10,7 +10,7 @@ import zarr
 from evalcore.core import protocols
 from evalcore.core.ranking import dot_overflow_rows, item_range_problems, list_problems, row_norms
 from evalcore.errors import ArrayError, InputError, OptionError, first_problem, input_error
-from evalcore.io import truth
+from evalcore.io import kinds, truth
 from evalcore.io.dataset import (
     ACCEPTED_KINDS,
     SCORE_DTYPES,
@@ -210,15 +210,17 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
     KEPT_KEY_ROWS rows, as stored: no ``str`` objects are made), so that a run reads it once.
     """
     problems = Problems()
-    rankings = has(group, "ranking/item")
-    scores = has(group, SCORES)
+    kind = kinds.kind_of(group)
+    rankings, scores = kinds.LISTS.present(group), kinds.SCORES.present(group)
     if protocol not in protocols.PROTOCOLS:
         known = protocols.names()
         problems.add(OptionError("--protocol", f"unknown protocol {protocol!r} (choose {', '.join(known[:-1])} or {known[-1]})"))
         return problems
-    for name in ("query/emb", "gallery/emb"):
-        if not rankings and not scores and not has(group, name):
-            problems.add(input_error(name, "missing (needed to rank; or give ranking/item or scores/value)"))
+    if kind is None:  # no kind's arrays are all there: the embeddings are what is missing
+        others = " or ".join(sorted(k for k in kinds.PRECEDENCE if k != kinds.EMBEDDINGS.name))
+        for name in kinds.EMBEDDINGS.arrays:
+            if not has(group, name):
+                problems.add(input_error(name, f"missing (needed to rank; or give {others})"))
     for name in protocols.get(protocol).arrays:
         if not has(group, name):
             problems.add(input_error(name, f"missing (needed by protocol {protocol!r})"))
@@ -318,7 +320,8 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
                 problems.add(input_error(name, f"duplicate keys {', '.join(map(repr, dup[:5].tolist()))}"
                                          + (f" ({dup.size} in all)" if dup.size > 5 else "")))
     n_gallery = n["gallery"][1] if "gallery" in n else None
-    n_query = array(group, "ranking/item").shape[0] if has(group, "ranking/item") else n.get("query", ("", None))[1]
+    n_query = array(group, kind.query_array).shape[0] if kind is not None and kind.backend is None \
+        else n.get("query", ("", None))[1]
     for message in protocols.get(protocol).validate(truth.DatasetReader(group, preloaded=decoded),
                                                      n_query, n_gallery):
         problems.add(message)

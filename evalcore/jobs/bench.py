@@ -289,7 +289,7 @@ def run(args) -> int:
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                       memory_limit=limit, silence_logs=logging.ERROR, preload=PRELOAD,
                       scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
-            Client(cluster) as client:
+            Client(cluster, set_as_default=False) as client:
         pids = [os.getpid()] + list(client.run(os.getpid).values())
         with Peak(pids) as peak:
             result = evaluate(path, Options(protocol="reid", ks=(1, 5, 10)), client=client)  # warm: kernels loaded
@@ -385,7 +385,7 @@ def bench_rerank(path: str, workers: int, limit: str, t_plain: float, plain_map:
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                       memory_limit=limit, silence_logs=logging.ERROR, preload=PRELOAD,
                       scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
-            Client(cluster) as client:
+            Client(cluster, set_as_default=False) as client:
         pids = [os.getpid()] + list(client.run(os.getpid).values())
         with Peak(pids) as peak:
             t = time.perf_counter()
@@ -612,7 +612,7 @@ def measure_row(path: str, nq: int, ng: int, dims: int, workers: int, memory_lim
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                       memory_limit=memory_limit, silence_logs=logging.ERROR, preload=PRELOAD,
                       scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
-            Client(cluster) as client:
+            Client(cluster, set_as_default=False) as client:
         client.wait_for_workers(workers)
         pids = [os.getpid()] + list(client.run(os.getpid).values())
         with Peak(pids) as peak:
