@@ -40,6 +40,7 @@ from evalcore.io import kinds, report
 from evalcore.io.files import atomic_write
 from evalcore.io.validate import VALIDATE_ADVICE, chosen_protocol, unused_arrays
 from evalcore.io.validate import validate as validate_group
+from evalcore.types import EmptyQueries, Similarity, Ties
 
 if TYPE_CHECKING:
     from evalcore.core import comparison
@@ -63,6 +64,64 @@ IN_PROCESS_SHARE = 1 / 4
 #: judgements given by id beside the embeddings (BEIR's layout): query ids, corpus ids, {qid: {docid: grade}}
 QRELS_PARAMETERS = ("query_ids", "gallery_ids", "qrels")
 
+
+
+@dataclass(frozen=True)
+class Data:
+    """What is evaluated: a dataset (path, URL or ``zarr.Group``) or arrays given to the call."""
+
+    source: Any
+    arrays: dict[str, Any]
+    storage_options: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class How:
+    """How it is evaluated: the evaluation options (``evalcore.declarations``), as ``evaluate`` takes them."""
+
+    protocol: str | None
+    similarity: Similarity | None
+    ks: Sequence[int]
+    max_rank: int
+    ties: Ties
+    threshold: float | None
+    map_at: int | None
+    judged_only: bool
+    radius: float | None
+    empty_queries: EmptyQueries
+    sweep: bool
+    target_fpir: float | None
+    metrics: Sequence[str] | None
+    rerank: Any
+    rel_level: int
+    depth: int | None
+    query_expansion: Any
+    database_augmentation: Any
+    ci: float | None
+    resamples: int
+    seed: int
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where it runs: threads here, local worker processes or a client's cluster, and how it is watched."""
+
+    client: Any
+    workers: int | None
+    memory_limit: Any
+    chunk_rows: int | None
+    gallery_shards: int | None
+    on_chunk: Callable[[dict, int, int], None] | None
+    stall_timeout: float | None
+    on_progress: Callable[..., None] | None
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
 
 
 class Result(EngineResult):
@@ -174,15 +233,10 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
                 raise input_error(reshaped[0], "not with judged documents missing from gallery_ids (qrels); "
                                  "leave those judgements out to use it")
         arrays, originals = coded_identities(arrays)
-        result = _evaluate(source, arrays, protocol=protocol, similarity=similarity, ks=ks, max_rank=max_rank,
-                         ties=ties, threshold=threshold, map_at=map_at, judged_only=judged_only, radius=radius,
-                         empty_queries=empty_queries, sweep=sweep, target_fpir=target_fpir, metrics=metrics,
-                         rerank=rerank, rel_level=rel_level, depth=depth, query_expansion=query_expansion,
-                         database_augmentation=database_augmentation, ci=ci, resamples=resamples, seed=seed,
-                         client=client,
-                         workers=workers, memory_limit=memory_limit, storage_options=storage_options,
-                         chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
-                         stall_timeout=stall_timeout, on_progress=on_progress)
+        result = _evaluate(Data(source, arrays, storage_options),
+                           How(**{name: given[name] for name in How.names()} | {"similarity": similarity,
+                                                                              "depth": depth}),
+                           Where(**{name: given[name] for name in Where.names()}))
     if originals:
         result = with_identities(result, originals)
     if by_id is not None:
@@ -422,60 +476,58 @@ def never_ranked_rows(arrays: dict, count: int, similarity: str) -> tuple[dict, 
     return arrays, score
 
 
-def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties, threshold, map_at, judged_only,
-              radius, empty_queries, sweep, target_fpir, metrics, rerank, rel_level, depth, query_expansion,
-              database_augmentation, ci, resamples, seed, client, workers,
-              memory_limit, storage_options, chunk_rows, gallery_shards, on_chunk, stall_timeout,
-              on_progress=None) -> Result:
+def _evaluate(what: Data, how: How, where: Where) -> Result:
+    """One evaluation from its three parts: the data, the evaluation options, the execution."""
     started = time.perf_counter()
-    if arrays and source is not None:
-        raise OptionError("source", f"give a dataset or arrays ({', '.join(arrays)}), not both")
-    if source is None and not arrays:
+    if what.arrays and what.source is not None:
+        raise OptionError("source", f"give a dataset or arrays ({', '.join(what.arrays)}), not both")
+    if what.source is None and not what.arrays:
         raise OptionError("source", "give a dataset path, a zarr.Group, or the query and gallery arrays")
-    group = in_memory_dataset(arrays) if arrays else ds.open_dataset(source, storage_options)
+    group = in_memory_dataset(what.arrays) if what.arrays else ds.open_dataset(what.source, what.storage_options)
     attributes = ds.dataset_attributes(group)
     if ds.has(group, ds.SCORES):
-        if similarity is not None:
+        if how.similarity is not None:
             raise OptionError("--similarity", f"does not apply to given scores ({ds.SCORES}), compared as given")
-        if not ds.higher_is_better(group) and (sweep or target_fpir is not None):
-            raise OptionError("--sweep" if sweep else "--target-fpir", "the open-set sweep needs scores, where higher "
-                              "is better; these are distances (higher_is_better false): negate them and give them as "
+        if not ds.higher_is_better(group) and (how.sweep or how.target_fpir is not None):
+            raise OptionError("--sweep" if how.sweep else "--target-fpir", "the open-set sweep needs scores, where "
+                              "higher is better; these are distances (higher_is_better false): negate them and give them as "
                              "scores")
-    elif similarity == "euclidean" and (kind := kinds.kind_of(group)) is not None and not kind.features:
+    elif how.similarity == "euclidean" and (kind := kinds.kind_of(group)) is not None and not kind.features:
         raise OptionError("--similarity", f"euclidean needs query/emb and gallery/emb to measure distances; this "
                           f"dataset gives rankings ({kind.name}), ranked as given")
     options = engine.Options(
-        protocol=chosen_protocol(group, protocol),  # given, the attribute's, the arrays' choice, else class
-        similarity=similarity or attributes.get("similarity") or "cosine",
-        ks=tuple(ks), max_rank=max_rank, ties=ties, threshold=threshold, map_at=map_at,
-        judged_only=bool(judged_only), radius=radius, empty_queries=empty_queries,
-        metrics=None if metrics is None else registry.select(metrics),
-        rerank=rerank_parameters(rerank), rel_level=rel_level, depth=depth,
-        query_expansion=expansion_parameters("--query-expansion", query_expansion),
-        database_augmentation=expansion_parameters("--database-augmentation", database_augmentation),
-        ci=ci, resamples=resamples, seed=seed).checked()
+        protocol=chosen_protocol(group, how.protocol),  # given, the attribute's, the arrays' choice, else class
+        similarity=how.similarity or attributes.get("similarity") or "cosine",
+        ks=tuple(how.ks), max_rank=how.max_rank, ties=how.ties, threshold=how.threshold, map_at=how.map_at,
+        judged_only=bool(how.judged_only), radius=how.radius, empty_queries=how.empty_queries,
+        metrics=None if how.metrics is None else registry.select(how.metrics),
+        rerank=rerank_parameters(how.rerank), rel_level=how.rel_level, depth=how.depth,
+        query_expansion=expansion_parameters("--query-expansion", how.query_expansion),
+        database_augmentation=expansion_parameters("--database-augmentation", how.database_augmentation),
+        ci=how.ci, resamples=how.resamples, seed=how.seed).checked()
     if options.similarity == "euclidean" and not ds.has(group, ds.SCORES):
-        for flag, value in (("--threshold", threshold is not None), ("--sweep", sweep),
-                            ("--target-fpir", target_fpir is not None)):
+        for flag, value in (("--threshold", how.threshold is not None), ("--sweep", how.sweep),
+                            ("--target-fpir", how.target_fpir is not None)):
             if value:
                 raise OptionError(flag, "accepts rank 1 when its score is >= T; --similarity euclidean reports "
                                   "squared distances (lower is better): use --similarity cosine or dot")
-    if target_fpir is not None and not 0 <= target_fpir <= 1:
-        raise OptionError("--target-fpir", f"{target_fpir} must lie in [0, 1]")
-    if workers is not None and client is not None:
+    if how.target_fpir is not None and not 0 <= how.target_fpir <= 1:
+        raise OptionError("--target-fpir", f"{how.target_fpir} must lie in [0, 1]")
+    if where.workers is not None and where.client is not None:
         raise OptionError("--workers", "give workers or client, not both")
-    if workers is not None and (int(workers) != workers or workers < 1):
-        raise OptionError("--workers", f"{workers} must be a positive integer")
-    stall_timeout = check_stall_timeout(stall_timeout)
+    if where.workers is not None and (int(where.workers) != where.workers or where.workers < 1):
+        raise OptionError("--workers", f"{where.workers} must be a positive integer")
+    stall_timeout = check_stall_timeout(where.stall_timeout)
     unused = unused_arrays(group, options.protocol)
-    if unused and arrays:  # given to this call and then ignored: the caller meant another protocol
+    if unused and what.arrays:  # given to this call and then ignored: the caller meant another protocol
         raise InputError(protocols.unused_message(unused, options.protocol))
-    target = group if arrays or isinstance(source, zarr.Group) else source
-    with execution(group, client, workers, memory_limit) as (run_client, threads, how):
+    target = group if what.arrays or isinstance(what.source, zarr.Group) else what.source
+    with execution(group, where.client, where.workers, where.memory_limit) as (run_client, threads, recorded):
         result = engine.evaluate(target, options, client=run_client, threads=threads,
-                                 storage_options=dict(storage_options) if storage_options else None,
-                                 chunk_rows=chunk_rows, gallery_shards=gallery_shards, on_chunk=on_chunk,
-                                 stall_timeout=stall_timeout, on_progress=on_progress)
+                                 storage_options=dict(what.storage_options) if what.storage_options else None,
+                                 chunk_rows=where.chunk_rows, gallery_shards=where.gallery_shards,
+                                 on_chunk=where.on_chunk,
+                                 stall_timeout=stall_timeout, on_progress=where.on_progress)
     run = dict(result.info)
     # options recorded only when given (metrics=, rerank, --ci ...) are left out otherwise, as the declarations say
     run["options"] = declarations.recorded_options(run["options"])
@@ -484,19 +536,19 @@ def _evaluate(source, arrays: dict, *, protocol, similarity, ks, max_rank, ties,
         run["intervals"] = {"method": "percentile bootstrap of the mean over the counted queries (per query/group "
                                       "row, resampled within the row)", "level": method.level,
                             "resamples": method.resamples, "seed": method.seed}
-    run["execution"] = how
+    run["execution"] = recorded
     if unused:  # a dataset's arrays for another protocol: kept for other runs, named so none is ignored unseen
         run["warnings"] = [*run.get("warnings", []), protocols.unused_message(unused, options.protocol)]
-    if arrays:
-        run["dataset"] = "<arrays in memory: " + ", ".join(arrays) + ">"
+    if what.arrays:
+        run["dataset"] = "<arrays in memory: " + ", ".join(what.arrays) + ">"
     swept = None
-    if sweep or target_fpir is not None:
-        swept, result.summary = sweep_tables(result, target_fpir)
+    if how.sweep or how.target_fpir is not None:
+        swept, result.summary = sweep_tables(result, how.target_fpir)
     run["timings"] = {**run.get("timings", {}), "wall_s": time.perf_counter() - started}
     shown = {c.name for c in options.columns()}  # first_rank only served the CMC and the sweep if not asked for
     per_query = result.per_query.drop_columns([c.name for c in options.columns(first_rank=True) if c.name not in shown])
     values = {f.name: getattr(result, f.name) for f in fields(result)}
-    return Result(**{**values, "per_query": per_query, "run": run, "sweep": swept if sweep else None})
+    return Result(**{**values, "per_query": per_query, "run": run, "sweep": swept if how.sweep else None})
 
 
 def neighbors(source=None, *, query=None, gallery=None, k: int = 10, similarity: str | None = None,
