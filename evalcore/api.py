@@ -18,7 +18,7 @@ import os
 import re
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +61,14 @@ ARRAY_PARAMETERS = {
 DISTANCES = "distances"
 #: the in-process threads never exceed this share of the machine's memory for the normalised gallery
 IN_PROCESS_SHARE = 1 / 4
+#: a dataset: a local path, a URL (s3://, gs://, ...) or an open zarr.Group; None when arrays are given
+Source = str | os.PathLike[str] | zarr.Group | None
+#: one array as users hold it: numpy, dask, zarr, a torch tensor, a list (of hashable ids for labels)
+ArrayLike = Any
+#: re-ranking: None/False for none, True for k1=20, k2=6, lambda=0.3, (k1, k2, lambda), or "K1,K2,LAMBDA"
+Rerank = bool | tuple[int, int, float] | str | None
+#: query expansion / database augmentation: None, (K, alpha) or "K,ALPHA"
+Expansion = tuple[int, float] | str | None
 #: judgements given by id beside the embeddings (BEIR's layout): query ids, corpus ids, {qid: {docid: grade}}
 QRELS_PARAMETERS = ("query_ids", "gallery_ids", "qrels")
 
@@ -92,11 +100,11 @@ class How:
     sweep: bool
     target_fpir: float | None
     metrics: Sequence[str] | None
-    rerank: Any
+    rerank: Rerank
     rel_level: int
     depth: int | None
-    query_expansion: Any
-    database_augmentation: Any
+    query_expansion: Expansion
+    database_augmentation: Expansion
     ci: float | None
     resamples: int
     seed: int
@@ -115,7 +123,7 @@ class Where:
     memory_limit: Any
     chunk_rows: int | None
     gallery_shards: int | None
-    on_chunk: Callable[[dict, int, int], None] | None
+    on_chunk: Callable[[dict[str, Any], int, int], None] | None
     stall_timeout: float | None
     on_progress: Callable[..., None] | None
 
@@ -127,8 +135,8 @@ class Where:
 class Result(EngineResult):
     """What ``evalcore.evaluate`` returns: the engine's tables and run record, and ``save``."""
 
-    def save(self, out, overwrite: bool = False, storage_options: Mapping | None = None,
-             run: Mapping | None = None) -> str:
+    def save(self, out: str | os.PathLike[str], overwrite: bool = False, storage_options: Mapping[str, Any] | None = None,
+             run: Mapping[str, Any] | None = None) -> str:
         """Write the report folder (the same files as ``evalcore evaluate --out``); returns its path.
 
         The folder appears whole or not at all; an existing one is replaced
@@ -142,21 +150,24 @@ class Result(EngineResult):
                                    storage_options=storage_options)
 
 
-def evaluate(source=None, *, query=None, gallery=None, query_labels=None, gallery_labels=None, query_cams=None,
-             gallery_cams=None, gallery_junk=None, query_keys=None, gallery_keys=None, query_groups=None,
-             scores=None, distances=None,
+def evaluate(source: Source = None, *, query: ArrayLike = None, gallery: ArrayLike = None,
+             query_labels: ArrayLike = None, gallery_labels: ArrayLike = None, query_cams: ArrayLike = None,
+             gallery_cams: ArrayLike = None, gallery_junk: ArrayLike = None, query_keys: ArrayLike = None,
+             gallery_keys: ArrayLike = None, query_groups: ArrayLike = None,
+             scores: ArrayLike = None, distances: ArrayLike = None,
              query_ids: Sequence[str | int] | None = None, gallery_ids: Sequence[str | int] | None = None,
              qrels: Any = None,
-             protocol: str | None = None, similarity: str | None = None, ks=(1, 3, 5, 10), max_rank: int = 50,
-             ties: str = "pessimistic", threshold: float | None = None, map_at: int | None = None,
-             judged_only: bool = False, radius: float | None = None, empty_queries: str = "skip",
-             sweep: bool = False, target_fpir: float | None = None, metrics=None, rerank=None,
-             rel_level: int = 1, depth: int | None = None, query_expansion=None, database_augmentation=None,
+             protocol: str | None = None, similarity: Similarity | None = None,
+             ks: Sequence[int] = (1, 3, 5, 10), max_rank: int = 50, ties: Ties = "pessimistic", threshold: float | None = None, map_at: int | None = None,
+             judged_only: bool = False, radius: float | None = None, empty_queries: EmptyQueries = "skip",
+             sweep: bool = False, target_fpir: float | None = None, metrics: Sequence[str] | None = None,
+             rerank: Rerank = None, rel_level: int = 1, depth: int | None = None,
+             query_expansion: Expansion = None, database_augmentation: Expansion = None,
              ci: float | None = None, resamples: int = 10_000, seed: int = 0,
-             client=None, workers: int | None = None, memory_limit: str | None = "auto",
-             storage_options: Mapping | None = None, chunk_rows: int | None = None,
+             client: Any = None, workers: int | None = None, memory_limit: str | None = "auto",
+             storage_options: Mapping[str, Any] | None = None, chunk_rows: int | None = None,
              gallery_shards: int | None = None,
-             on_chunk: Callable[[dict, int, int], None] | None = None,
+             on_chunk: Callable[[dict[str, Any], int, int], None] | None = None,
              stall_timeout: float | None = None,
              on_progress: Callable[[int, int, str], None] | None = None) -> Result:
     """Rank every query against the gallery and compute the per-query and summary metrics.
@@ -251,7 +262,7 @@ def evaluate(source=None, *, query=None, gallery=None, query_labels=None, galler
 IDENTITY_PAIRS = (("query_labels", "gallery_labels", "label"), ("query_cams", "gallery_cams", "cam"))
 
 
-def coded_identities(arrays: dict) -> tuple[dict, dict]:
+def coded_identities(arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``arrays`` with identities that are not integers (strings, mixed, any hashable values) coded once to
     int64 by ``io.identities.code_identities`` (equal values share a code; None and NaN labels match nothing;
     cameras keep every value, -1 too, and must be given), and ``{column: the query side's values}`` of those
@@ -277,7 +288,7 @@ def coded_identities(arrays: dict) -> tuple[dict, dict]:
     return arrays, originals
 
 
-def as_given(values):
+def as_given(values: Any) -> Any:
     """A list or tuple mixing strings with other values as an object array: numpy would turn it into strings,
     making ``1`` and ``"1"`` one identity."""
     if not isinstance(values, (list, tuple)):
@@ -291,7 +302,7 @@ def as_given(values):
     return out
 
 
-def with_identities(result: Result, originals: dict) -> Result:
+def with_identities(result: Result, originals: dict[str, Any]) -> Result:
     """The per-query ``label``/``cam`` columns in the user's own values (strings stay strings) where Arrow holds
     them as one type; else the codes stay and run.json's ``identity_codes`` maps each code to its value."""
     per_query = result.per_query
@@ -311,7 +322,7 @@ def with_identities(result: Result, originals: dict) -> Result:
     return result
 
 
-def _missing(value) -> bool:
+def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
@@ -324,14 +335,14 @@ NEVER_RANKED_SCORE = 3.0
 class JudgedById:
     """How ``judged_by_id`` changed the call (the options the engine gets) and how to undo it in the result."""
 
-    similarity: str | None
+    similarity: Similarity | None
     depth: int | None
     given_similarity: str | None
     given_depth: int | None
     absent_score: float | None
     notes: list[str]
     #: run.json's "judged_by_id": the judged queries and documents the ids did not name
-    record: dict | None = None
+    record: dict[str, Any] | None = None
 
     def restored(self, result: Result) -> Result:
         """The run record in the caller's options; a never-ranked document's stand-in score is no score."""
@@ -355,8 +366,8 @@ class JudgedById:
         return result
 
 
-def judged_by_id(arrays: dict, query_ids, gallery_ids, qrels, similarity: str | None,
-                 depth: int | None) -> tuple[dict, JudgedById]:
+def judged_by_id(arrays: dict[str, Any], query_ids: Any, gallery_ids: Any, qrels: Any, similarity: Similarity | None,
+                 depth: int | None) -> tuple[dict[str, Any], JudgedById]:
     """``arrays`` with ``qrels=`` matched to the rows by ``query_ids``/``gallery_ids`` (BEIR's layout) as the
     qrels arrays, and the ids as the keys.
 
@@ -411,11 +422,11 @@ def judged_by_id(arrays: dict, query_ids, gallery_ids, qrels, similarity: str | 
     return arrays, JudgedById("dot", cut, similarity, depth, score, notes, record)
 
 
-def _integer(value) -> bool:
+def _integer(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def _rows(arrays: dict, side: str, axis: int) -> int | None:
+def _rows(arrays: dict[str, Any], side: str, axis: int) -> int | None:
     """The number of query (axis 0) or gallery (axis 1) rows the embeddings or the given scores hold."""
     if side in arrays:
         return int(np.shape(arrays[side])[0])
@@ -425,7 +436,7 @@ def _rows(arrays: dict, side: str, axis: int) -> int | None:
     return None
 
 
-def never_ranked_rows(arrays: dict, count: int, similarity: str) -> tuple[dict, float | None]:
+def never_ranked_rows(arrays: dict[str, Any], count: int, similarity: str) -> tuple[dict[str, Any], float | None]:
     """``arrays`` with ``count`` gallery rows that rank below every corpus row for every query, and their
     score. Rows as the canonical score reads them (cosine: normalised as ``normalize_rows``; dot: float32 as
     given), one coordinate more: 0 on the corpus, 1 on the new rows, -c on the queries, c > every
@@ -551,8 +562,8 @@ def _evaluate(what: Data, how: How, where: Where) -> Result:
     return Result(**{**values, "per_query": per_query, "run": run, "sweep": swept if how.sweep else None})
 
 
-def neighbors(source=None, *, query=None, gallery=None, k: int = 10, similarity: str | None = None,
-              storage_options: Mapping | None = None, threads: int | None = None) -> pa.Table:
+def neighbors(source: Source = None, *, query: ArrayLike = None, gallery: ArrayLike = None, k: int = 10, similarity: str | None = None,
+              storage_options: Mapping[str, Any] | None = None, threads: int | None = None) -> pa.Table:
     """Each query's ``k`` nearest gallery items, exactly, on canonical scores (ties: the lower index first).
 
     ``source``: a dataset path or URL or an open ``zarr.Group``, or None with
@@ -591,7 +602,7 @@ def neighbors(source=None, *, query=None, gallery=None, k: int = 10, similarity:
                      "score": pa.array(found.scores.reshape(-1))})
 
 
-def rerank_parameters(rerank) -> tuple | None:
+def rerank_parameters(rerank: Rerank) -> tuple[Any, ...] | None:
     """``rerank=`` as the engine's (k1, k2, lambda): None or False for none, True for the defaults 20, 6, 0.3."""
     if rerank is None or rerank is False:
         return None
@@ -602,7 +613,7 @@ def rerank_parameters(rerank) -> tuple | None:
     return tuple(rerank)
 
 
-def expansion_parameters(option: str, value) -> tuple | None:
+def expansion_parameters(option: str, value: Expansion) -> tuple[Any, ...] | None:
     """``query_expansion=`` / ``database_augmentation=`` as (K, alpha): None for none, a "K,ALPHA" string, or
     a pair (checked by the engine's options)."""
     if value is None:
@@ -615,7 +626,7 @@ def expansion_parameters(option: str, value) -> tuple | None:
         raise input_error(option, f"{value!r} is not a pair K, ALPHA") from None
 
 
-def sweep_tables(result, target_fpir: float | None):
+def sweep_tables(result: Any, target_fpir: float | None) -> tuple[pa.Table, pa.Table]:
     pq = result.per_query
     kind = kinds.get(result.info["ranked_by"])
     if kind.backend is None and pq.num_rows and pq.column("top1_score").null_count == pq.num_rows:
@@ -690,7 +701,8 @@ def _scores_dataset(name: str, arrays: Mapping[str, Any]) -> zarr.Group:
 
 
 @contextlib.contextmanager
-def execution(group, client, workers: int | None, memory_limit):
+def execution(group: zarr.Group, client: Any, workers: int | None,
+              memory_limit: Any) -> Iterator[tuple[Any, int, str]]:
     """(client or None, threads, description): where the work runs, chosen by size unless told."""
     if client is not None:
         yield client, 1, "dask client"
@@ -706,13 +718,13 @@ def execution(group, client, workers: int | None, memory_limit):
         yield local, 1, f"local cluster, {len(local.scheduler_info()['workers'])} worker process(es)"
 
 
-def choose_threads(group) -> int:
+def choose_threads(group: zarr.Group) -> int:
     """Threads for an in-process run, or 0 when the normalised gallery is too large for one process."""
     cores = max(1, min(os.cpu_count() or 1, 8))
     kind = kinds.kind_of(group)
     if kind is None or not kind.features:
         return cores
-    rows, dims = group["gallery/emb"].shape
+    rows, dims = ds.array(group, kind.arrays[1]).shape
     return cores if rows * dims * 4 <= total_memory() * IN_PROCESS_SHARE else 0
 
 
@@ -744,7 +756,7 @@ def python_words(warning: str) -> str:
     return warning
 
 
-def issue_warnings(messages, stacklevel: int = 2) -> None:
+def issue_warnings(messages: Iterable[str], stacklevel: int = 2) -> None:
     """Each message through Python's ``warnings`` as an ``EvalcoreWarning``, pointing ``stacklevel`` frames
     above the caller (2: the line that called the API function that calls this)."""
     for message in messages:
@@ -752,7 +764,7 @@ def issue_warnings(messages, stacklevel: int = 2) -> None:
 
 
 @contextlib.contextmanager
-def command_line_words():
+def command_line_words() -> Iterator[None]:
     """Inside this block ``evaluate`` raises errors in the command line's words (``--max-rank``,
     ``query/label``): what ``evalcore evaluate`` and the jobs want to print."""
     token = _CLI_WORDS.set(True)
@@ -763,7 +775,7 @@ def command_line_words():
 
 
 @contextlib.contextmanager
-def parameter_names(from_arrays: bool, distances: bool = False):
+def parameter_names(from_arrays: bool, distances: bool = False) -> Iterator[None]:
     """Re-word InputErrors for Python callers: ``--max-rank`` -> ``max_rank``; with arrays given,
     ``gallery/label`` -> ``gallery_labels`` (``scores/value`` -> ``distances`` when distances were given)."""
     if _CLI_WORDS.get():
@@ -801,8 +813,8 @@ def metric_names() -> list[registry.MetricInfo]:
     return registry.describe()
 
 
-def validate(source, protocol: str | None = None, *, similarity: str | None = None, judged_only: bool = False,
-             storage_options: Mapping | None = None) -> list[str]:
+def validate(source: Source, protocol: str | None = None, *, similarity: str | None = None, judged_only: bool = False,
+             storage_options: Mapping[str, Any] | None = None) -> list[str]:
     """Every problem of a dataset for a protocol (an empty list when it is valid)."""
     group = ds.open_dataset(source, storage_options)
     attributes = ds.dataset_attributes(group)
@@ -817,9 +829,11 @@ def validate(source, protocol: str | None = None, *, similarity: str | None = No
 CMC_BAND_KS = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100)
 
 
-def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_000, permutations: int = 10_000,
-            seed: int = 0, metrics=None, intersect: bool = False, latex=None, overwrite: bool = False,
-            storage_options: Mapping | None = None) -> comparison.Comparison:
+def compare(*runs: Any, out: str | os.PathLike[str] | None = None, names: Sequence[str] | None = None,
+            ci: float = 0.95, resamples: int = 10_000, permutations: int = 10_000,
+            seed: int = 0, metrics: Sequence[str] | None = None, intersect: bool = False,
+            latex: str | os.PathLike[str] | None = None, overwrite: bool = False,
+            storage_options: Mapping[str, Any] | None = None) -> comparison.Comparison:
     """Compare runs on their paired known queries (README, Compare): every run after the first against
     the first (the baseline), every metric with a mean, every query/group row.
 
@@ -876,7 +890,7 @@ def compare(*runs, out=None, names=None, ci: float = 0.95, resamples: int = 10_0
     return result
 
 
-def _run_names(runs) -> list[str]:
+def _run_names(runs: Sequence[Any]) -> list[str]:
     out = []
     for i, r in enumerate(runs):
         if isinstance(r, EngineResult):
@@ -888,7 +902,7 @@ def _run_names(runs) -> list[str]:
     return out
 
 
-def _run_table(name: str, run, storage_options) -> comparison.RunTable:
+def _run_table(name: str, run: Any, storage_options: Mapping[str, Any] | None) -> comparison.RunTable:
     from evalcore.core import comparison  # already loaded by compare, its one caller
 
     if isinstance(run, EngineResult):

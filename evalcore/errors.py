@@ -28,6 +28,7 @@ error in its parameters' words (``max_rank``, ``query_labels``) with ``reworded`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any, Self
 
 
 class InputError(ValueError):
@@ -37,7 +38,7 @@ class InputError(ValueError):
     ``detail`` what is wrong with it, ``rows`` the rows the message names (maybe the first few); the message is
     ``"{subject}: {detail}"``."""
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         base = FileNotFoundError if issubclass(cls, FileNotFoundError) else ValueError  # OSError has its own layout
         return base.__new__(cls)
 
@@ -54,7 +55,7 @@ class InputError(ValueError):
     def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         # the fields, not the constructor's arguments, cross to and from Dask worker processes
         return _rebuild, (type(self), self.subject, self.detail, self.rows)
 
@@ -114,7 +115,7 @@ class UnknownNameError(OptionError):
         super().__init__(option, detail)
         self.name = name
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return _unknown_name, (self.subject, self.name, self.detail)
 
 
@@ -171,7 +172,7 @@ class WorkerStalled(ClusterError):
     (no other worker answered, or it stalled on more than one): the message names the worker and the queries."""
 
 
-def rows_text(rows, limit: int = 5) -> str:
+def rows_text(rows: Iterable[Any], limit: int = 5) -> str:
     """The rows an error names: ``3, 7, 9`` or ``3, 7, 9, 12, 15, ... (40 rows)`` past ``limit``."""
     rows = [int(r) for r in rows]
     shown = ", ".join(str(r) for r in rows[:limit])

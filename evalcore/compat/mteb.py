@@ -63,6 +63,7 @@ import numpy as np
 
 from evalcore.api import evaluate as evalcore_evaluate
 from evalcore.errors import EvalcoreWarning, OptionError, input_error
+from evalcore.types import EmptyQueries
 
 __all__ = ["MTEB_K_VALUES", "evaluate", "information_retrieval_scores", "mteb_metric_names"]
 
@@ -157,7 +158,7 @@ def _cutoffs(values: Iterable[int], name: str) -> list[int]:
 
 
 def _summary(qrels, query, corpus, query_ids, corpus_ids, scores, metrics: list[str], similarity: str,
-             ignore_identical_ids: bool, largest_k: int, empty_queries: str) -> dict:
+             ignore_identical_ids: bool, largest_k: int, empty_queries: EmptyQueries) -> dict:
     """The "all" row of one exact evaluation of the whole corpus (peer warnings silenced: the peers say
     nothing of queries left out either)."""
     if scores is not None and (query is not None or corpus is not None):

@@ -459,7 +459,7 @@ def score_chunks(shape: tuple[int, ...], dtype, chunk_rows: int | None = None) -
     return max(1, min(rows, n_rows)), cols
 
 
-def matrix_like(values):
+def matrix_like(values: Any) -> Any:
     """A 2-D array-like kept as it is when it has a numpy dtype and slices (numpy, dask, Zarr): scores are
     written a chunk at a time, never computed whole; anything else goes through ``np.asarray``."""
     try:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import zarr
+
 from evalcore.errors import OptionError
 from evalcore.io import dataset as ds
 
@@ -38,7 +40,7 @@ class InputKind:
     optional: tuple[str, ...] = ()
     description: str = ""
 
-    def present(self, group) -> bool:
+    def present(self, group: zarr.Group) -> bool:
         """Does ``group`` hold every array that chooses this kind?"""
         return all(ds.has(group, name) for name in self.arrays)
 
@@ -75,7 +77,7 @@ def get(name: str) -> InputKind:
     return KINDS[name]
 
 
-def kind_of(group) -> InputKind | None:
+def kind_of(group: zarr.Group) -> InputKind | None:
     """The kind ``group``'s arrays give (``PRECEDENCE``), or None when none is complete."""
     return next((KINDS[name] for name in PRECEDENCE if KINDS[name].present(group)), None)
 
