@@ -277,6 +277,7 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
     per_query, aggregate = trec_values(chosen, result, arrays, rel_level=rel_level, judged_only=bool(judged_only),
                                        complete=bool(complete))
     flags = {"complete": bool(complete), "depth": depth, "rel_level": rel_level, "judged_only": bool(judged_only)}
+    api.issue_warnings(warnings)   # a Python caller sees them as EvalcoreWarning; the command prints its own lines
     return TrecResult(per_query, aggregate, measure_names(chosen), result, warnings, flags)
 
 

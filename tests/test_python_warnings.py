@@ -136,3 +136,18 @@ def test_the_reid_drop_ins_skip_queries_without_a_word_as_torchreid_does(evaluat
         evaluate_rank(distances, given["query_labels"], given["gallery_labels"], given["query_cams"],
                       given["gallery_cams"], max_rank=3)
     assert evalcore_warnings(records) == []
+
+
+def test_evalcore_trec_says_what_it_leaves_out_as_an_evalcore_warning_and_the_drop_ins_stay_silent():
+    qrels = {"q1": {"d1": 1, "d2": 0}}
+    run = {"q1": {"d1": 0.9, "d2": 0.1}, "q9": {"d1": 0.5}}    # q9 has no judgements: trec_eval leaves it out
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = evalcore.trec(qrels, run, measures=["map"])
+    said = [str(w.message) for w in caught if issubclass(w.category, evalcore.EvalcoreWarning)]
+    assert said == result.warnings == ["run: queries without judgements in qrels are left out: 'q9' (entry 3)"]
+    assert result.aggregate["map"] == 1.0
+    from evalcore.compat.pytrec_eval import RelevanceEvaluator
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", evalcore.EvalcoreWarning)    # pytrec_eval says nothing: nor does its drop-in
+        assert RelevanceEvaluator(qrels, {"map"}).evaluate(run) == {"q1": {"map": 1.0}}

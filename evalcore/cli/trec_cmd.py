@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from evalcore.cli.usage import PlainHelp
+from evalcore.errors import EvalcoreWarning
 
 #: -M and -l: integers from 1 to this, as every integer option (the engine's cut-offs are int32)
 MAX_INTEGER = (1 << 31) - 1
@@ -70,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
     trec_api.parse_measures(measures, option="-m")   # before any reading
     if args.out is not None:
         report.check_out(args.out, args.overwrite)
-    result = trec_api.trec(args.qrels, args.run, measures, complete=args.complete, depth=depth,
-                           rel_level=level or 1, judged_only=args.judged_only)
+    with warnings.catch_warnings():   # printed below, once, in the command's words
+        warnings.simplefilter("ignore", EvalcoreWarning)
+        result = trec_api.trec(args.qrels, args.run, measures, complete=args.complete, depth=depth,
+                               rel_level=level or 1, judged_only=args.judged_only)
     for warning in result.warnings:
         print(f"evalcore: warning: {warning}", file=sys.stderr)
     sys.stdout.write(result.format(per_query=args.per_query))

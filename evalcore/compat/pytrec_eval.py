@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 
 from evalcore import trec_api
-from evalcore.errors import OptionError, input_error
+from evalcore.errors import EvalcoreWarning, OptionError, input_error
 from evalcore.io import trec_tables
 
 __all__ = ["RelevanceEvaluator", "compute_aggregated_measure", "parse_qrel", "parse_run", "supported_measures",
@@ -108,9 +109,11 @@ class RelevanceEvaluator:
         if not any(docs for q, docs in run.items() if q in judged):   # nothing retrieved: every value is 0
             return {q: self._nothing_retrieved(docs, names) for q, docs in sorted(judged.items())}
         # judged queries of the run, also those with no results (-c over the run's queries), as pytrec_eval
-        result = trec_api.trec(judged, run, [_spelled(m, c) for m, c in self.measures.items()], complete=True,
-                               rel_level=self.relevance_level, judged_only=self.judged_docs_only_flag,
-                               run_name="scores", qrels_name="query_relevance")
+        with warnings.catch_warnings():   # pytrec_eval says nothing of the queries it leaves out: nor does this
+            warnings.simplefilter("ignore", EvalcoreWarning)
+            result = trec_api.trec(judged, run, [_spelled(m, c) for m, c in self.measures.items()], complete=True,
+                                   rel_level=self.relevance_level, judged_only=self.judged_docs_only_flag,
+                                   run_name="scores", qrels_name="query_relevance")
         table = result.result.per_query   # type: ignore[attr-defined]
         logged = {m: dict(zip(table.column("key").to_pylist(), table.column(column).to_pylist()))
                   for m, column in (("gm_map", "ap"), ("gm_bpref", "bpref")) if m in self.measures}

@@ -28,12 +28,13 @@ are refused, naming the metric; a NaN or infinite score is an error.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
 
 from evalcore import trec_api
-from evalcore.errors import OptionError, input_error
+from evalcore.errors import EvalcoreWarning, OptionError, input_error
 from evalcore.io import trec_tables
 
 __all__ = ["evaluate"]
@@ -177,6 +178,8 @@ def _trec_values(judged: Mapping, ranked: Mapping, measures: list[str], level: i
     if not any(ranked.get(q) for q in judged):   # nothing retrieved: the counts alone are not all 0
         return {q: {m.replace(".", "_"): (sum(1 for g in docs.values() if g >= level) if m == "num_rel" else 0.0)
                     for m in measures} for q, docs in judged.items()}
-    result = trec_api.trec(judged, {q: ranked[q] for q in judged if ranked.get(q)}, measures, complete=True,
-                           rel_level=level)
+    with warnings.catch_warnings():   # ranx says nothing of the queries it leaves out: nor does this
+        warnings.simplefilter("ignore", EvalcoreWarning)
+        result = trec_api.trec(judged, {q: ranked[q] for q in judged if ranked.get(q)}, measures, complete=True,
+                               rel_level=level)
     return result.per_query
