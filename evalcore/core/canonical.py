@@ -192,6 +192,26 @@ def compact(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return values, position[idx]
 
 
+def _pair_inputs(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray):
+    """The rows as contiguous float32 and the pair indices as int64 (what the pair loops take)."""
+    return (np.ascontiguousarray(a, dtype=np.float32), np.ascontiguousarray(b, dtype=np.float32),
+            np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64))
+
+
+def _through_block(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray, block_fn) -> np.ndarray | None:
+    """The pairs' values from one float64 matrix product of their distinct rows (``block_fn``) when the pairs
+    are many and dense, else None (the pair loop is cheaper)."""
+    n = len(ia)
+    if n <= 4096:
+        return None
+    ua, inv_a = compact(ia, len(a)) if len(a) <= 8 * n else np.unique(ia, return_inverse=True)
+    ub, inv_b = compact(ib, len(b)) if len(b) <= 8 * n else np.unique(ib, return_inverse=True)
+    # a matrix product does ~10 times the work of the loop per second: worth it when pairs are dense
+    if 10 * n < len(ua) * len(ub):
+        return None
+    return block_fn(a[ua], b[ub]).reshape(-1)[inv_a.reshape(-1) * len(ub) + inv_b.reshape(-1)]
+
+
 def canonical_pairs(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
     """canonical(a[ia[p]], b[ib[p]]) for every p, as float32.
 
@@ -199,20 +219,13 @@ def canonical_pairs(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray
     those rows (``canonical_block``); the rest through a compiled loop over
     pairs. Either way the numbers are the same.
     """
-    ia = np.asarray(ia, dtype=np.int64)
-    ib = np.asarray(ib, dtype=np.int64)
+    a, b, ia, ib = _pair_inputs(a, b, ia, ib)
     n = len(ia)
     if not n:
         return np.empty(0, dtype=np.float32)
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    b = np.ascontiguousarray(b, dtype=np.float32)
-    if n > 4096:
-        ua, inv_a = compact(ia, len(a)) if len(a) <= 8 * n else np.unique(ia, return_inverse=True)
-        ub, inv_b = compact(ib, len(b)) if len(b) <= 8 * n else np.unique(ib, return_inverse=True)
-        # a matrix product does ~10 times the work of the loop per second: worth it when pairs are dense
-        if 10 * n >= len(ua) * len(ub):
-            block = canonical_block(a[ua], b[ub])
-            return block.reshape(-1)[inv_a.reshape(-1) * len(ub) + inv_b.reshape(-1)]
+    dense = _through_block(a, b, ia, ib, canonical_block)
+    if dense is not None:
+        return dense
     s = np.empty(n, dtype=np.float64)
     bound = np.empty(n, dtype=np.float64)
     _pair_sums(a, b, ia, ib, s, bound)
@@ -308,19 +321,13 @@ def sq_dist_pairs(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray) 
     through a compiled loop over pairs; a pair whose float64 sum lies too close to a float32 rounding
     midpoint is summed exactly (``exact_sq_dist``). The numbers are the same either way.
     """
-    ia = np.asarray(ia, dtype=np.int64)
-    ib = np.asarray(ib, dtype=np.int64)
+    a, b, ia, ib = _pair_inputs(a, b, ia, ib)
     n = len(ia)
     if not n:
         return np.empty(0, dtype=np.float32)
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    b = np.ascontiguousarray(b, dtype=np.float32)
-    if n > 4096:
-        ua, inv_a = compact(ia, len(a)) if len(a) <= 8 * n else np.unique(ia, return_inverse=True)
-        ub, inv_b = compact(ib, len(b)) if len(b) <= 8 * n else np.unique(ib, return_inverse=True)
-        if 10 * n >= len(ua) * len(ub):
-            block = sq_dist_block(a[ua], b[ub])
-            return block.reshape(-1)[inv_a.reshape(-1) * len(ub) + inv_b.reshape(-1)]
+    dense = _through_block(a, b, ia, ib, sq_dist_block)
+    if dense is not None:
+        return dense
     s = np.empty(n, dtype=np.float64)
     _pair_sq_dists(a, b, ia, ib, s)
     c = np.empty((n, 1), dtype=np.float32)
