@@ -50,6 +50,7 @@ def brute_force(folder, top):
 
 
 def test_bench_beir_prints_consistent_figures(tmp_path):
+    pytest.importorskip("pytrec_eval")   # the pipeline bench times is BEIR's: top-k, then pytrec_eval
     proc = subprocess.run([*CLI, "bench", "--shape", "beir", "--repeat", "2",
                            *[x for k, v in SHAPE.items() for x in (f"--{k}", str(v))]],
                           capture_output=True, text=True, timeout=600, env={**os.environ, "EVALCORE_DEBUG": ""})
