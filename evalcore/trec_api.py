@@ -262,7 +262,10 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
     from evalcore import api
     if depth is not None:   # trec_eval cuts at -M first, then -J drops the unjudged: the cut is made here
         _checked_depth(depth)
-        arrays["ranking/item"] = np.ascontiguousarray(arrays["ranking/item"][:, :depth])
+        from evalcore.io import kinds
+
+        lists = kinds.LISTS.query_array
+        arrays[lists] = np.ascontiguousarray(arrays[lists][:, :depth])
     warnings = list(attrs.pop(trec_tables.WARNINGS, []))
     group = _memory_dataset(arrays, attrs)
     metrics, ks = engine_metrics(chosen)
@@ -347,7 +350,9 @@ def trec_mean(values: np.ndarray) -> float:
 def trec_counts(arrays, *, rel_level: int, judged_only: bool) -> dict[str, np.ndarray]:
     """num_ret, num_rel, num_rel_ret of each query row, as trec_eval counts them (form_res_rels.c): the
     ranking (already cut at the depth), then (``judged_only``) the documents without a grade >= 0 dropped."""
-    items = arrays["ranking/item"]
+    from evalcore.io import kinds
+
+    items = arrays[kinds.LISTS.query_array]
     n_q, n_items = items.shape[0], max(1, len(arrays["gallery/key"]))
     qq, qi, rel = arrays["qrels/query"], arrays["qrels/item"], arrays["qrels/rel"].astype(np.int64)
     pair = qq * n_items + qi     # sorted: the importer orders the qrels by (query, item)

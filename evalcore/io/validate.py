@@ -72,7 +72,7 @@ def _check_kind(group, name, problems) -> bool:
 #: every array a run may read, for the chunk-presence check
 KNOWN_ARRAYS = tuple(f"{side}/{leaf}" for side in SIDES
                      for leaf in ("emb", "label", "cam", "key", "group", "split", "junk", "lat", "lon", "x", "y")) \
-    + ("qrels/query", "qrels/item", "qrels/rel", "ranking/item", "ranking/score", SCORES)
+    + ("qrels/query", "qrels/item", "qrels/rel", *kinds.LISTS.arrays, *kinds.LISTS.optional, SCORES)
 
 
 def scan_embeddings(group, name: str, cosine: bool, problems: Problems) -> np.ndarray:
@@ -122,7 +122,8 @@ def check_scores(group, n: dict, problems: Problems) -> None:
     """The structure of ``scores/value``: float16/32/64, (Q, G) matching the other arrays, its attribute, and
     not alongside embeddings or precomputed rankings. Records Q and G in ``n`` where no other array did."""
     arr = group[SCORES]
-    others = [name for name in ("query/emb", "gallery/emb", "ranking/item") if has(group, name)]
+    others = [name for kind in reversed(kinds.PRECEDENCE) if kind != kinds.SCORES.name
+              for name in kinds.get(kind).arrays if has(group, name)]
     if others:
         problems.add(input_error(SCORES, f"give the score matrix or {' and '.join(others)} to rank by, not both"))
     if np.dtype(str(arr.dtype)).name not in SCORE_DTYPES:
@@ -251,15 +252,16 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         dq, dg = array(group, "query/emb").shape[-1], array(group, "gallery/emb").shape[-1]
         if dq != dg:
             problems.add(ArrayError("gallery/emb", f"{dg} dimensions, but query/emb has {dq}"))
-    if has(group, "ranking/item"):
-        item = array(group, "ranking/item")
+    if rankings:
+        lists, scored = kinds.LISTS.query_array, kinds.LISTS.optional[0]
+        item = array(group, lists)
         if len(item.shape) != 2:
-            problems.add(ArrayError("ranking/item", f"shape {item.shape} is not (queries, K)"))
+            problems.add(ArrayError(lists, f"shape {item.shape} is not (queries, K)"))
         elif "query" in n and item.shape[0] != n["query"][1]:
-            problems.add(ArrayError("ranking/item", f"{item.shape[0]} rows, but {n['query'][0]} has {n['query'][1]}"))
-        if has(group, "ranking/score") and array(group, "ranking/score").shape != item.shape:
-            problems.add(ArrayError("ranking/score", f"shape {array(group, 'ranking/score').shape} differs from ranking/item {item.shape}"))
-        _check_kind(group, "ranking/item", problems)
+            problems.add(ArrayError(lists, f"{item.shape[0]} rows, but {n['query'][0]} has {n['query'][1]}"))
+        if has(group, scored) and array(group, scored).shape != item.shape:
+            problems.add(ArrayError(scored, f"shape {array(group, scored).shape} differs from {lists} {item.shape}"))
+        _check_kind(group, lists, problems)
     if scores:
         check_scores(group, n, problems)
     if has(group, "qrels/query"):
@@ -327,9 +329,10 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
         problems.add(message)
     # the lists' values: here when scanning values (``evalcore validate``); an evaluation's tasks check their
     # own rows with the same functions as they read them (``ranking.rank_by_lists``), as for embeddings
-    if scan_values and has(group, "ranking/item") and "gallery" in n:
-        items = whole("ranking/item")
-        ranking_scores = whole("ranking/score") if has(group, "ranking/score") else None
+    if scan_values and rankings and "gallery" in n:
+        items = whole(kinds.LISTS.query_array)
+        scored = kinds.LISTS.optional[0]
+        ranking_scores = whole(scored) if has(group, scored) else None
         for message in item_range_problems(items, n["gallery"][1]) + list_problems(items, ranking_scores):
             problems.add(message)
     return problems
