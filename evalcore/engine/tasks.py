@@ -45,10 +45,6 @@ class TaskInputError:
 
     error: InputError
 
-    @property
-    def message(self) -> str:
-        return str(self.error)
-
     def raise_it(self) -> None:
         raise self.error.with_traceback(None)
 
@@ -133,18 +129,19 @@ RANKERS: dict[str, Callable[..., Ranked]] = {}
 SCAN_SOURCES: dict[str, Callable[..., tuple]] = {}
 
 
-def ranker_of(*kinds_: InputKind):
-    """Register the decorated function as the ranker of ``kinds_``."""
+def ranker_of(*kinds_: InputKind, table: dict[str, Callable] = RANKERS):
+    """Register the decorated function as the ranker of ``kinds_`` (or, with ``table=SCAN_SOURCES``, as their
+    chunk source)."""
     def register(fn):
         for kind in kinds_:
-            RANKERS[kind.name] = fn
+            table[kind.name] = fn
         return fn
     return register
 
 
 @ranker_of(kinds.LISTS)
-def rank_precomputed_lists(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int, threads: int, map_fn,
-               gallery_junk) -> Ranked:
+def rank_precomputed_lists(group, options: Options, ctx: TaskContext, truth: p.Truth, q0: int, q1: int,
+                           threads: int, map_fn, gallery_junk) -> Ranked:
     """Ranks of one chunk from its precomputed lists (and their scores, for tie groups)."""
     kind = ctx.shape.kind
     items = ds.read(group, kind.query_array, slice(q0, q1)).astype(np.int64)
@@ -185,20 +182,20 @@ def chunk_scan(group, options: Options, q0: int, q1: int, ctx: TaskContext, span
     return backend_of(ctx), queries, source
 
 
+@ranker_of(kinds.SCORES, table=SCAN_SOURCES)
 def scores_source(group, options: Options, q0: int, q1: int, ctx: TaskContext, span, cache: bool):
     """A chunk of the given score matrix, read a bounded block at a time."""
     source = ScoreBlocks(group, q0, q1)
     return ScoreQueries(q0, q1 - q0, source.higher_is_better), source
 
 
+@ranker_of(kinds.EMBEDDINGS, table=SCAN_SOURCES)
 def embeddings_source(group, options: Options, q0: int, q1: int, ctx: TaskContext, span, cache: bool):
     """A chunk's query rows (normalised as the similarity says) and its gallery reader."""
     query, gallery = chunk_inputs(group, options, q0, q1, ctx, span=span, cache=cache)
     return EMBEDDINGS.queries(normalize_rows(query, options.similarity), q0, ctx.shape.n_queries,
                               options.similarity), gallery
 
-
-SCAN_SOURCES.update({kinds.SCORES.name: scores_source, kinds.EMBEDDINGS.name: embeddings_source})
 
 
 def backend_of(ctx: TaskContext):
