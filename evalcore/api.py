@@ -509,13 +509,7 @@ def _evaluate(what: Data, how: How, where: Where) -> Result:
     options = engine.Options(
         protocol=chosen_protocol(group, how.protocol),  # given, the attribute's, the arrays' choice, else class
         similarity=how.similarity or attributes.get("similarity") or "cosine",
-        ks=tuple(how.ks), max_rank=how.max_rank, ties=how.ties, threshold=how.threshold, map_at=how.map_at,
-        judged_only=bool(how.judged_only), radius=how.radius, empty_queries=how.empty_queries,
-        metrics=None if how.metrics is None else registry.select(how.metrics),
-        rerank=rerank_parameters(how.rerank), rel_level=how.rel_level, depth=how.depth,
-        query_expansion=expansion_parameters("--query-expansion", how.query_expansion),
-        database_augmentation=expansion_parameters("--database-augmentation", how.database_augmentation),
-        ci=how.ci, resamples=how.resamples, seed=how.seed).checked()
+        **{name: engine_value(name, getattr(how, name)) for name in ENGINE_OPTIONS}).checked()
     if options.similarity == "euclidean" and not ds.has(group, ds.SCORES):
         for flag, value in (("--threshold", how.threshold is not None), ("--sweep", how.sweep),
                             ("--target-fpir", how.target_fpir is not None)):
@@ -602,6 +596,19 @@ def neighbors(source: Source = None, *, query: ArrayLike = None, gallery: ArrayL
                      "score": pa.array(found.scores.reshape(-1))})
 
 
+#: the engine's options (``Options``' fields) that ``How`` gives as they are or through ``PYTHON_VALUES``;
+#: protocol and similarity aside (None: the dataset's)
+ENGINE_OPTIONS = tuple(f.name for f in fields(engine.Options) if f.name not in ("protocol", "similarity"))
+
+
+def engine_value(name: str, value: Any) -> Any:
+    """The engine's value of the option ``name`` from ``evaluate``'s argument: ``PYTHON_VALUES``' conversion
+    where one is declared (a list of cut-offs as a tuple, metric names checked, ``rerank=True`` as its
+    parameters), else as given (``Options.checked`` checks it against its declaration)."""
+    convert = PYTHON_VALUES.get(name)
+    return value if convert is None else convert(value)
+
+
 def rerank_parameters(rerank: Rerank) -> tuple[Any, ...] | None:
     """``rerank=`` as the engine's (k1, k2, lambda): None or False for none, True for the defaults 20, 6, 0.3."""
     if rerank is None or rerank is False:
@@ -624,6 +631,17 @@ def expansion_parameters(option: str, value: Expansion) -> tuple[Any, ...] | Non
         return tuple(value)
     except TypeError:
         raise input_error(option, f"{value!r} is not a pair K, ALPHA") from None
+
+
+#: how ``evaluate``'s value of an option becomes the engine's, where it is not taken as given
+PYTHON_VALUES: Mapping[str, Callable[[Any], Any]] = {
+    "ks": tuple,
+    "judged_only": bool,
+    "metrics": lambda names: None if names is None else registry.select(names),
+    "rerank": rerank_parameters,
+    "query_expansion": lambda value: expansion_parameters("--query-expansion", value),
+    "database_augmentation": lambda value: expansion_parameters("--database-augmentation", value),
+}
 
 
 def sweep_tables(result: Any, target_fpir: float | None) -> tuple[pa.Table, pa.Table]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import evalcore
 from evalcore import api, declarations
+from evalcore.engine.options import Options
 
 PACKAGE = Path(evalcore.__file__).parent
 
@@ -23,9 +24,14 @@ def test_evaluate_s_keywords_are_the_three_parts_fields_and_the_inputs():
 
 
 def test_every_evaluation_option_is_declared_and_in_how():
-    declared = {d.name for d in declarations.DECLARATIONS if d.name in inspect.signature(evalcore.evaluate).parameters}
-    assert set(api.How.names()) - {"sweep", "target_fpir"} <= declared | {"metrics"}
+    declared = {d.name for d in declarations.DECLARATIONS if d.part == "evaluation" and d.api}
+    assert set(api.How.names()) == declared
     assert not set(api.How.names()) & set(api.Where.names())
+    # How's options reach the engine by name: every Options field but the two the dataset may choose
+    engine_fields = {f.name for f in fields(Options)}
+    assert set(api.ENGINE_OPTIONS) == engine_fields - {"protocol", "similarity"}
+    assert set(api.ENGINE_OPTIONS) <= declared
+    assert set(api.PYTHON_VALUES) <= set(api.ENGINE_OPTIONS)
 
 
 def test_evaluate_s_work_takes_its_request_in_three_parts():

@@ -79,6 +79,55 @@ def test_each_flag_is_written_as_declared():
         assert (tuple(a.choices) if a.choices else None) == choices, d.name
 
 
+#: a value other than the default for the options whose constraint does not say how its text reads (Checked):
+#: (flag text, the value the engine gets); the others' samples come from their constraints below
+CHECKED_SAMPLES = {"ks": ("2,4", (2, 4)), "metrics": ("map,recall@5", ("map", "recall@5")),
+                   "rerank": ("", (20, 6, 0.3)), "query_expansion": ("2,3", (2, 3.0)),
+                   "database_augmentation": ("1,0.5", (1, 0.5)), "ci": ("0.9", 0.9), "resamples": ("100", 100),
+                   "seed": ("5", 5)}
+
+
+def sample(d: declarations.Declaration) -> tuple[list[str], object]:
+    """The command-line words giving ``d`` a value other than its default, and that value, from its declaration."""
+    if d.name in CHECKED_SAMPLES:
+        text, value = CHECKED_SAMPLES[d.name]
+        return [f"{d.flag}={text}"] if d.nargs == "?" else [str(d.flag), text], value
+    c = d.constraint
+    if isinstance(c, declarations.Switch):
+        return [str(d.flag)], True
+    if isinstance(c, declarations.Choice):
+        value = next(v for v in reversed(c.values) if v != d.default)
+        return [str(d.flag), value], value
+    if isinstance(c, declarations.PositiveInteger):
+        return [str(d.flag), "7"], 7
+    if isinstance(c, (declarations.Number, declarations.Fraction)):
+        return [str(d.flag), "0.25"], 0.25
+    raise AssertionError(f"{d.name}: no sample; add one to CHECKED_SAMPLES")
+
+
+@pytest.mark.parametrize("d", [d for d in DECLARATIONS if d.part == "evaluation" and d.flag],
+                         ids=lambda d: d.name)
+def test_every_declared_flag_reaches_the_evaluation_with_its_value(d):
+    # the command line's options are read from the declarations (jobs.common.spec_from_args), so an option
+    # declared with a flag arrives in evaluate's keyword arguments without a line of its own there
+    from evalcore.jobs.common import spec_from_args
+
+    words, value = sample(d)
+    args = evaluate_parser().parse_args(["dataset.zarr", "--out", "report", *words])
+    kwargs = spec_from_args(args).evaluate_kwargs()
+    assert kwargs[d.name] == value
+    # and the others keep their declared defaults
+    defaults = spec_from_args(evaluate_parser().parse_args(["dataset.zarr", "--out", "report"])).evaluate_kwargs()
+    for other in kwargs:
+        if other != d.name:
+            assert kwargs[other] == defaults[other] == _engine_default(other), other
+
+
+def _engine_default(name: str) -> object:
+    default = declarations.declared(name).default
+    return tuple(default) if isinstance(default, list) else default
+
+
 def test_api_defaults_are_the_declared_defaults():
     for name, p in evaluate_parameters().items():
         assert p.kind is inspect.Parameter.KEYWORD_ONLY, name

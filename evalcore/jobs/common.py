@@ -240,6 +240,8 @@ def check_target_fpir(target: float | None, option: str = "--target-fpir") -> fl
 #: the engine's options (``Options``' fields) an ``EvaluationSpec`` holds in ``options``: protocol and similarity
 #: aside, the spec's own (None: the dataset's)
 ENGINE_FIELDS = frozenset(f.name for f in fields(Options)) - {"protocol", "similarity"}
+#: the evaluation options an ``EvaluationSpec`` holds itself, beside ``options``
+SPEC_FIELDS = ("protocol", "similarity", "sweep", "target_fpir")
 
 
 @dataclass(frozen=True)
@@ -322,28 +324,53 @@ def _optional(option: str, text: str | None, kind: Any = float) -> Any:
     return None if text is None else parse_number(option, str(text), kind)
 
 
-def _expansion(args: argparse.Namespace, name: str) -> tuple[int, float] | None:
-    text = getattr(args, name, None)
-    return None if text is None else parse_expansion("--" + name.replace("_", "-"), text)
+#: how a flag's text becomes the value of an option whose constraint does not say it (``Checked`` ones); the
+#: others by their constraint (``value_from_text``). A test checks every such option has its parser here.
+TEXT_PARSERS: Mapping[str, Any] = {
+    "ks": lambda flag, text: parse_ks(text),
+    "metrics": lambda flag, text: parse_metrics(text),
+    "rerank": lambda flag, text: parse_rerank(text),
+    "query_expansion": parse_expansion,
+    "database_augmentation": parse_expansion,
+    "ci": lambda flag, text: parse_number(flag, str(text), float),
+    "resamples": lambda flag, text: parse_number(flag, str(text), int),
+    "seed": lambda flag, text: parse_number(flag, str(text), int),
+}
+
+
+def value_from_text(d: declarations.Declaration, text: Any) -> Any:
+    """The value of the declared option ``d`` from its flag's text (argparse's value); None: not given, the
+    declared default. A number by its constraint (``PositiveInteger``: int; ``Number``, ``Fraction``: float), a
+    switch as a bool, a choice as given (argparse checked it), the rest by ``TEXT_PARSERS``."""
+    if text is None:
+        return d.default
+    flag = str(d.flag)
+    if d.name in TEXT_PARSERS:
+        return TEXT_PARSERS[d.name](flag, text)
+    if isinstance(d.constraint, declarations.PositiveInteger):
+        return parse_number(flag, str(text), int)
+    if isinstance(d.constraint, (declarations.Number, declarations.Fraction)):
+        return parse_number(flag, str(text), float)
+    if isinstance(d.constraint, declarations.Switch):
+        return bool(text)
+    return text
+
+
+#: the evaluation options a command line gives (``add_run_options``): every declared one with a flag
+def _command_line_options() -> tuple[declarations.Declaration, ...]:
+    return tuple(d for d in declarations.DECLARATIONS if d.part == "evaluation" and d.flag is not None)
 
 
 def spec_from_args(args: argparse.Namespace) -> EvaluationSpec:
-    """The ``EvaluationSpec`` of the command line's evaluation options (``add_run_options``), checked."""
-    target = _optional("--target-fpir", getattr(args, "target_fpir", None))
-    options = Options(
-        ks=parse_ks(args.ks), max_rank=parse_number("--max-rank", args.max_rank, int), ties=args.ties,
-        threshold=_optional("--threshold", args.threshold), map_at=_optional("--map-at", args.map_at, int),
-        judged_only=bool(args.judged_only), radius=_optional("--radius", args.radius),
-        empty_queries=getattr(args, "empty_queries", None) or "skip", metrics=parse_metrics(args.metrics),
-        rerank=None if getattr(args, "rerank", None) is None else parse_rerank(args.rerank),
-        rel_level=parse_number("--rel-level", str(getattr(args, "rel_level", None) or 1), int),
-        depth=_optional("--depth", getattr(args, "depth", None), int),
-        query_expansion=_expansion(args, "query_expansion"), database_augmentation=_expansion(args, "database_augmentation"),
-        ci=_optional("--ci", getattr(args, "ci", None)),
-        resamples=parse_number("--resamples", str(getattr(args, "resamples", None) or 10_000), int),
-        seed=parse_number("--seed", str(getattr(args, "seed", None) or 0), int))
-    return EvaluationSpec(options, protocol=args.protocol, similarity=args.similarity,
-                          sweep=bool(getattr(args, "sweep", False)), target_fpir=target).checked()
+    """The ``EvaluationSpec`` of the command line's evaluation options (``add_run_options``), checked.
+
+    Built from the declarations (``evalcore.declarations``): each option's flag
+    text through ``value_from_text``; an option the command does not have (a
+    flag another command adds) is its declared default.
+    """
+    values = {d.name: value_from_text(d, getattr(args, d.name, None)) for d in _command_line_options()}
+    options = Options(**{name: value for name, value in values.items() if name in ENGINE_FIELDS})
+    return EvaluationSpec(options, **{name: values[name] for name in SPEC_FIELDS}).checked()
 
 
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
