@@ -51,6 +51,8 @@ ENGINE_MEASURES = {
     "set_F": ("set_f", "set_f"),
     "num_nonrel_judged_ret": ("num_nonrel_judged_ret", "num_nonrel_judged_ret"),
     "rbp": ("rbp", "rbp"),
+    "rbp_resid": ("rbp_resid", "rbp_resid"),
+    "unj": ("unj@{k}", "unj_at_{k}"),
     "infAP": ("infap", "infap"),
     "binG": ("bing", "bing"),
     "G": ("g", "g"),
@@ -61,11 +63,15 @@ ENGINE_MEASURES = {
 MEASURE_ORDER = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
                  "iprec_at_recall", "P", "recall", "infAP", "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "binG",
                  "G", "ndcg", "ndcg_rel", "Rndcg", "ndcg_cut", "map_cut", "relative_P", "success", "set_P",
-                 "set_relative_P", "set_recall", "set_map", "set_F", "num_nonrel_judged_ret", "rbp")
+                 "set_relative_P", "set_recall", "set_map", "set_F", "num_nonrel_judged_ret", "rbp", "rbp_resid",
+                 "unj")
 _CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 #: trec_eval's default cut-offs of each cut-off measure
 DEFAULT_CUTOFFS = {"P": _CUTS, "recall": _CUTS, "ndcg_cut": _CUTS, "map_cut": _CUTS, "relative_P": _CUTS,
-                   "success": (1, 5, 10)}
+                   "success": (1, 5, 10), "unj": (5, 10, 20)}
+#: measures that take trec_eval's name=value pairs: evalcore takes the persistence, ``rbp.p=0.8`` (printed
+#: ``rbp_p=0.8``), not rbp's gain pairs (``2=5``)
+PERSISTENCE = ("rbp", "rbp_resid")
 #: measures with trec_eval's default levels only (evalcore computes those; other levels are refused)
 FIXED_LEVELS = {"iprec_at_recall": tuple(f"{x / 10:.2f}" for x in range(11)),
                 "Rprec_mult": tuple(f"{x / 10:.2f}" for x in range(2, 21, 2))}
@@ -77,8 +83,7 @@ COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
 #: printed for ``all`` only, as trec_eval prints them
 AGGREGATE_ONLY = ("num_q", "gm_map", "gm_bpref")
 #: trec_eval measures evalcore does not compute: named in the error, so a user knows it is not a typo
-#: (rbp_resid: trec_eval's is 0 where no unjudged document is ranked, where evalcore's keeps p^n)
-NOT_COMPUTED = ("runid", "rbp_resid", "unj", "relstring", "ndcg_p",
+NOT_COMPUTED = ("runid", "relstring", "ndcg_p",
                 "prefs_num_prefs_poss", "P_avgjg", "map_avgjg", "Rprec_mult_avgjg", "yaap", "success_avgjg")
 #: trec_eval's MIN_GEO_MEAN: gm_map's floor on each query's AP
 MIN_GEO_MEAN = 0.00001
@@ -89,13 +94,14 @@ MAX_CUTOFFS = 1000
 _UNDERSCORED = re.compile(r"([A-Za-z_]+?)_([0-9]+)")
 
 
-def parse_measures(measures, option: str = "measures") -> dict[str, tuple[int, ...] | None]:
-    """trec_eval measure names -> {measure: its cut-offs (None: not a cut-off measure)}, in trec_eval's order.
+def parse_measures(measures, option: str = "measures") -> dict[str, tuple | None]:
+    """trec_eval measure names -> {measure: its cut-offs (None: its defaults, or no parameters)}, in trec_eval's order.
 
     Names as ``-m`` takes them: ``map``, ``P`` (its default cut-offs), ``P.5,10``, ``ndcg_cut.10``,
-    ``official``, ``all_trec``; also ``P_5`` as trec_eval prints it (and pytrec_eval names it). A measure
-    given again with cut-offs adds them (trec_eval keeps the first given and drops the rest unseen); cut-offs
-    given anywhere replace the default ones, as in trec_eval.
+    ``rbp.p=0.8`` (its parameters' text kept: ``("p=0.8",)``), ``official``, ``all_trec``; also ``P_5`` as
+    trec_eval prints it (and pytrec_eval names it). A measure given again with cut-offs (or a persistence) adds
+    them (trec_eval keeps the first given and drops the rest unseen); cut-offs given anywhere replace the
+    default ones, as in trec_eval.
     """
     if isinstance(measures, str):
         measures = [measures]
@@ -105,6 +111,7 @@ def parse_measures(measures, option: str = "measures") -> dict[str, tuple[int, .
     if not named or any(not isinstance(m, str) for m in named):
         raise input_error(option, "give trec_eval measure names as a list of strings (such as map, P.5,10)")
     given: dict[str, set[int]] = {}
+    pairs: dict[str, dict[str, float]] = {}
     defaults: set[str] = set()
     for raw in named:
         name = raw.strip()
@@ -125,14 +132,33 @@ def parse_measures(measures, option: str = "measures") -> dict[str, tuple[int, .
         if base in FIXED_LEVELS:
             raise input_error(option, f"{raw!r}: evalcore computes {base} at trec_eval's default levels only "
                              f"({', '.join(FIXED_LEVELS[base])}): give {base}")
+        if base in PERSISTENCE:
+            pairs.setdefault(base, {})[params] = _persistence(base, params, raw, option)
+            continue
         if base not in DEFAULT_CUTOFFS:
             raise input_error(option, f"{raw!r}: {base} takes no parameters")
         given.setdefault(base, set()).update(_cutoffs(params, raw, option))
         if len(given[base]) > MAX_CUTOFFS:
             raise input_error(option, f"{base} given more than {MAX_CUTOFFS} cut-offs")
-    chosen = {**{m: None for m in defaults}, **given}
-    return {m: (tuple(sorted(given[m])) if m in given else DEFAULT_CUTOFFS.get(m)) for m in MEASURE_ORDER
-            if m in chosen}
+    chosen: dict[str, tuple | None] = {**{m: DEFAULT_CUTOFFS.get(m) for m in defaults},
+                                       **{m: tuple(sorted(cuts)) for m, cuts in given.items()},
+                                       **{m: tuple(texts) for m, texts in pairs.items()}}
+    return {m: chosen[m] for m in MEASURE_ORDER if m in chosen}
+
+
+def _persistence(base: str, params: str, raw: str, option: str) -> float:
+    """p of ``rbp.p=0.8`` (trec_eval's pair, as it prints it after the name); 0 < p < 1."""
+    name, _, text = params.partition("=")
+    if name != "p" or "," in text:
+        raise input_error(option, f"{raw!r}: evalcore takes {base}'s persistence alone, as {base}.p=0.8 "
+                                  "(not trec_eval's gain pairs)")
+    try:
+        p = float(text)
+    except ValueError:
+        p = math.nan
+    if not 0 < p < 1:
+        raise input_error(option, f"{raw!r}: the persistence p must be a number between 0 and 1")
+    return p
 
 
 def _cutoffs(params: str, raw: str, option: str) -> set[int]:
@@ -149,20 +175,33 @@ def _cutoffs(params: str, raw: str, option: str) -> set[int]:
 
 def printed(measure: str, cuts) -> list[tuple[str, dict]]:
     """(printed name, the format fields of its metric and column) of one chosen measure: ``P_5`` ({k: 5}),
-    ``iprec_at_recall_0.10`` ({level: "0.10"}), ``map`` ({})."""
+    ``iprec_at_recall_0.10`` ({level: "0.10"}), ``rbp_p=0.8`` ({p: 0.8}), ``map`` ({})."""
     if measure in FIXED_LEVELS:
         return [(f"{measure}_{level}", {"level": level}) for level in FIXED_LEVELS[measure]]
     if cuts is None:
         return [(measure, {})]
+    if measure in PERSISTENCE:
+        return [(f"{measure}_{text}", {"p": float(text.partition("=")[2])}) for text in cuts]
     return [(f"{measure}_{k}", {"k": k}) for k in cuts]
 
 
-def measure_names(chosen: Mapping[str, tuple[int, ...] | None]) -> list[str]:
+def engine_names(measure: str, fields: Mapping) -> tuple[str, str]:
+    """(evalcore metric, its per-query column) of one printed measure (``printed``'s fields)."""
+    if "p" in fields:   # rbp at a persistence: evalcore's RBP(p=...), registered (0.8: rbp_0.80) or made for it
+        from evalcore.core import registry
+
+        rbp = registry.parse(f"{measure}(p={fields['p']!r})")[0]
+        return rbp.name, rbp.column
+    metric, column = ENGINE_MEASURES[measure]
+    return metric.format(**fields), column.format(**fields)
+
+
+def measure_names(chosen: Mapping[str, tuple | None]) -> list[str]:
     """The printed names (``P_5``), in trec_eval's order."""
     return [name for m, cuts in chosen.items() for name, _ in printed(m, cuts)]
 
 
-def engine_metrics(chosen: Mapping[str, tuple[int, ...] | None]) -> tuple[list[str], list[int]]:
+def engine_metrics(chosen: Mapping[str, tuple | None]) -> tuple[list[str], list[int]]:
     """(evalcore metric names, the cut-offs they use) for the chosen measures; map stands in when none is
     the engine's (the counts alone: the engine still gives the evaluated queries)."""
     names, ks = [], set()
@@ -170,9 +209,8 @@ def engine_metrics(chosen: Mapping[str, tuple[int, ...] | None]) -> tuple[list[s
         measure = {"gm_map": "map", "gm_bpref": "bpref"}.get(measure, measure)
         if measure not in ENGINE_MEASURES:
             continue
-        metric = ENGINE_MEASURES[measure][0]
         for _, fields in printed(measure, cuts):
-            names.append(metric.format(**fields))
+            names.append(engine_names(measure, fields)[0])
             if "k" in fields:
                 ks.add(fields["k"])
     return list(dict.fromkeys(names or ["map"])), sorted(ks)
@@ -301,19 +339,25 @@ def _memory_dataset(arrays, attrs):
 def trec_values(chosen, result, arrays, *, rel_level: int, judged_only: bool, complete: bool = False):
     """({qid: {measure: value}}, {measure: value}) of the chosen measures from the engine's tables and, for
     the counts, the arrays (trec_eval's num_ret/num_rel/num_rel_ret: retrieved (the rankings already cut at
-    the depth), judged ones only with -J; judged with grade >= rel_level; both)."""
+    the depth), judged ones only with -J; judged with grade >= rel_level; both).
+
+    rbp_resid is evalcore's (the weight of the unjudged places and of everything below the list) where the
+    list has an unjudged document, and 0 where it has none, as trec_eval's m_rbp_resid.c leaves it."""
     table = result.per_query
     keys = [str(k) for k in table.column("key").to_pylist()]
     columns: dict[str, list] = {}
     aggregate: dict[str, float] = {}
     counts = trec_counts(arrays, rel_level=rel_level, judged_only=judged_only) \
-        if any(m in COUNTS for m in chosen) else {}
+        if any(m in COUNTS or m == "rbp_resid" for m in chosen) else {}
+    rows_of_keys = None
+    if counts:
+        row_of = {k: i for i, k in enumerate(arrays["query/key"].tolist())}
+        rows_of_keys = np.asarray([row_of[k] for k in keys], dtype=np.int64)
     for measure, cuts in chosen.items():
         if measure == "num_q":
             aggregate["num_q"] = len(keys)
         elif measure in COUNTS and measure not in ENGINE_MEASURES:
-            row_of = {k: i for i, k in enumerate(arrays["query/key"].tolist())}
-            values = counts[measure][[row_of[k] for k in keys]]
+            values = counts[measure][rows_of_keys]
             columns[measure] = [int(v) for v in values]
             aggregate[measure] = int(values.sum())
             if measure == "num_rel" and complete:
@@ -324,10 +368,11 @@ def trec_values(chosen, result, arrays, *, rel_level: int, judged_only: bool, co
                                              .to_numpy(zero_copy_only=False), dtype=np.float64))
             aggregate[measure] = math.exp(trec_mean(np.log(np.maximum(value, MIN_GEO_MEAN)))) if value.size else 0.0
         else:
-            column = ENGINE_MEASURES[measure][1]
             for name, fields in printed(measure, cuts):
-                values = np.nan_to_num(np.asarray(table.column(column.format(**fields)).to_numpy(zero_copy_only=False),
-                                                  dtype=np.float64))
+                values = np.nan_to_num(np.asarray(table.column(engine_names(measure, fields)[1])
+                                                  .to_numpy(zero_copy_only=False), dtype=np.float64))
+                if measure == "rbp_resid":
+                    values = np.where(counts["unjudged"][rows_of_keys] > 0, values, 0.0)
                 # + 0.0: a -0.0 printed and returned as 0.0
                 columns[name] = [int(v) for v in values] if measure in COUNTS else (values + 0.0).tolist()
                 aggregate[name] = int(values.sum()) if measure in COUNTS else trec_mean(values)
@@ -348,8 +393,9 @@ def trec_mean(values: np.ndarray) -> float:
 
 
 def trec_counts(arrays, *, rel_level: int, judged_only: bool) -> dict[str, np.ndarray]:
-    """num_ret, num_rel, num_rel_ret of each query row, as trec_eval counts them (form_res_rels.c): the
-    ranking (already cut at the depth), then (``judged_only``) the documents without a grade >= 0 dropped."""
+    """num_ret, num_rel, num_rel_ret and unjudged (the retrieved documents not in the qrels or graded < 0) of
+    each query row, as trec_eval counts them (form_res_rels.c): the ranking (already cut at the depth), then
+    (``judged_only``) the documents without a grade >= 0 dropped."""
     from evalcore.io import kinds
 
     items = arrays[kinds.LISTS.query_array]
@@ -367,4 +413,5 @@ def trec_counts(arrays, *, rel_level: int, judged_only: bool) -> dict[str, np.nd
     row = rows[ranked]
     return {"num_ret": np.bincount(row[kept], minlength=n_q),
             "num_rel": np.bincount(qq[rel >= rel_level], minlength=n_q),
-            "num_rel_ret": np.bincount(row[kept & (grade >= rel_level)], minlength=n_q)}
+            "num_rel_ret": np.bincount(row[kept & (grade >= rel_level)], minlength=n_q),
+            "unjudged": np.bincount(row[kept & (grade < 0)], minlength=n_q)}

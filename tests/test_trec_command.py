@@ -6,7 +6,7 @@ Expected values are trec_eval's own printout, never evalcore's:
   ``out.test.aq`` = ``-m all_trec -q qrels.test results.test``, ``out.test.aqc`` = ``-m all_trec -q -c qrels.test
   results.trunc``, ``out.test.aqcM`` = the same with ``-M100``, ``out.test.aql`` = ``-m all_trec -mrelstring.20
   -q -l2 qrels.rel_level results.test``), the lines of every measure evalcore computes, values as printed
-  (queries 301, 302, 303, then all): all but runid, rbp_resid, unj_* and
+  (queries 301, 302, 303, then all): all but runid and
   relstring. The inputs are tests/fixtures/trec (byte-equal copies of trec_eval's).
 - ``EXPECTED``: QRELS and RUN below, drawn once with random.Random(37) (grades -1..3, scores from five values so
   that ties are broken by docno, a query with no relevant document (q5), one with nothing at level 2 (q6), one
@@ -248,6 +248,10 @@ PUBLISHED = {
         'set_F': '0.1458 0.1733 0.0392 0.1194',
         'num_nonrel_judged_ret': '188 214 205 607',
         'rbp': '0.1861 0.7628 0.0212 0.3234',
+        'rbp_resid': '0.0610 0.0001 0.0000 0.0204',
+        'unj_5': '0.0000 0.0000 0.0000 0.0000',
+        'unj_10': '0.0000 0.0000 0.0000 0.0000',
+        'unj_20': '0.1000 0.0000 0.0000 0.0333',
         'num_q': '3',
         'gm_map': '0.1051',
         'gm_bpref': '0.0083',
@@ -344,6 +348,10 @@ PUBLISHED = {
         'set_F': '0.1458 0.0000 0.1277 0.0912',
         'num_nonrel_judged_ret': '188 0 61 249',
         'rbp': '0.1861 0.0000 0.3176 0.1679',
+        'rbp_resid': '0.0610 0.0000 0.0049 0.0220',
+        'unj_5': '0.0000 0.0000 0.0000 0.0000',
+        'unj_10': '0.0000 0.0000 0.0000 0.0000',
+        'unj_20': '0.1000 0.0000 0.0000 0.0333',
         'num_q': '3',
         'gm_map': '0.0045',
         'gm_bpref': '0.0074',
@@ -440,6 +448,10 @@ PUBLISHED = {
         'set_F': '0.0801 0.0000 0.1277 0.0693',
         'num_nonrel_judged_ret': '50 0 61 111',
         'rbp': '0.1861 0.0000 0.3176 0.1679',
+        'rbp_resid': '0.0610 0.0000 0.0049 0.0220',
+        'unj_5': '0.0000 0.0000 0.0000 0.0000',
+        'unj_10': '0.0000 0.0000 0.0000 0.0000',
+        'unj_20': '0.1000 0.0000 0.0000 0.0333',
         'num_q': '3',
         'gm_map': '0.0032',
         'gm_bpref': '0.0053',
@@ -536,6 +548,10 @@ PUBLISHED = {
         'set_F': '0.0039 0.1733 0.0315 0.0696',
         'num_nonrel_judged_ret': '258 214 138 610',
         'rbp': '0.0465 0.7628 0.0212 0.2769',
+        'rbp_resid': '0.0610 0.0001 0.4226 0.1612',
+        'unj_5': '0.0000 0.0000 0.2000 0.0667',
+        'unj_10': '0.0000 0.0000 0.5000 0.1667',
+        'unj_20': '0.1000 0.0000 0.5000 0.2000',
         'num_q': '3',
         'gm_map': '0.0210',
         'gm_bpref': '0.0004',

@@ -437,6 +437,20 @@ def judged_at(lists: RankLists, k: int) -> np.ndarray:
     return np.where(top > 0, judged / np.maximum(top, 1), 0.0)
 
 
+def unjudged_at(lists: RankLists, k: int) -> np.ndarray:
+    """unj_at_k = #{unjudged items among the top min(k, n)} / k, unjudged: not in the qrels or a negative grade.
+
+    trec_eval's unj: a list shorter than k counts as filled up with judged items, so the share is of k (judged@k's
+    is of min(k, n)). Defined for a query with no relevant item too.
+    """
+    if not lists.has("judged"):
+        return np.full(len(lists.n_relevant), np.nan)
+    if lists.all_judged or lists.nonrel_ranks is None:
+        return np.zeros(len(lists.n_relevant))
+    judged = count_at(lists.indptr, lists.ranks, k) + count_at(lists.nonrel_ranks[0], lists.nonrel_ranks[1], k)
+    return (np.minimum(_retrieved(lists), k) - judged) / k
+
+
 #: ERR's g_max floor: the TREC Web track's top grade, 4 (gdeval's MAX_JUDGMENT, ir_measures' ERR@k)
 ERR_TOP_GRADE = 4
 

@@ -170,6 +170,8 @@ METRICS: tuple[Metric, ...] = (
            needs=("tie_groups",)),
     Metric("judged@k", "judged_at_{k}", "judged_at_{k}", m.judged_at, "judged@{k}", "judged@{k}", parameter="ks",
            section="cutoff", default=False, terminal=False, lists=True, needs=("n_retrieved", "judged")),
+    Metric("unj@k", "unj_at_{k}", "unj_at_{k}", m.unjudged_at, "unjudged@{k}", "unjudged@{k}", direction="lower",
+           parameter="ks", section="cutoff", default=False, terminal=False, lists=True, needs=("n_retrieved", "judged")),
     Metric("err@k", "err_at_{k}", "err_at_{k}", m.expected_reciprocal_rank_at, "ERR@{k}", "ERR@{k}", parameter="ks",
            default=False, terminal=False, lists=True),
     Metric("rbp", "rbp", "rbp", m.rank_biased_precision, "RBP (p 0.9)", "RBP (p 0.9)", default=False, terminal=False,

@@ -289,6 +289,12 @@ def judged_at(relevant, n_relevant, k):
     return 1.0 if top.size else 0.0
 
 
+def unjudged_at(relevant, n_relevant, k):
+    """trec_eval's unj: the share of k places (a short list filled up with judged ones) holding an unjudged item:
+    every listed item is judged here, so 0."""
+    return 0.0
+
+
 def rbp(relevant, n_relevant, k=None, p=0.9):
     """Moffat and Zobel: a user goes on to the next item with probability p; (1 - p) sum of rel_i p^(i-1)."""
     if not n_relevant:
@@ -462,6 +468,7 @@ REFERENCES = {
     "ndcg_exp": ndcg_exp,
     "ndcg_exp@k": ndcg_exp_at,
     "judged@k": judged_at,
+    "unj@k": unjudged_at,
     "rbp": rbp,
     "err@k": err_at,
     "ndcg_avg": ndcg,          # a 0/1 ranking shows no ties: the tie-averaged nDCG is the nDCG
