@@ -62,19 +62,20 @@ What differs:
 - torchmetrics' ``Metric`` keywords (``dist_sync_on_step``, ...) are
   accepted and have no effect; the states hold numpy arrays in this process.
 
-Every call ranks all its queries at once: the rows become one precomputed
-ranking per query (``ranking/item``, ``ranking/score``: float32, so equal
-preds form evalcore's tie groups) and qrels, evaluated by ``evalcore.evaluate``.
+Every call ranks all its queries at once, as ``evalcore.evaluate`` ranks
+precomputed rankings with scores under qrels (``core.ranking.rank_by_lists``,
+``core.lists.rank_lists``, the registry's metrics), without a dataset around
+them: each query's rows are one list, scores float32 (equal preds form
+evalcore's tie groups), its relevant rows the qrels.
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from evalcore.errors import EvalcoreWarning, InputError, OptionError, input_error, rows_text
+from evalcore.errors import InputError, OptionError, input_error, rows_text
 
 __all__ = ["RetrievalFallOut", "RetrievalHitRate", "RetrievalMAP", "RetrievalMRR", "RetrievalNormalizedDCG",
            "RetrievalPrecision", "RetrievalRPrecision", "RetrievalRecall", "retrieval_average_precision",
@@ -92,9 +93,6 @@ _METRICS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
     "fall_out": (("precision@k",), False, False),
     "normalized_dcg": (("ndcg_avg@k",), False, True),
 }
-#: evalcore metric -> its per-query column
-_COLUMNS = {"map_cut@k": "ap_cut_{k}", "precision@k": "precision_at_{k}", "mrr@k": "rr_at_{k}",
-            "hit@k": "hit_at_{k}", "rprec": "rprec", "ndcg_avg@k": "ndcg_avg_at_{k}"}
 #: evalcore's grades are int8: nDCG's gains reach 127
 MAX_GRADE = 127
 EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
@@ -237,21 +235,31 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(a, b, out=np.zeros_like(a), where=b > 0)
 
 
+def row_order(code: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """The rows by query code, then by float32 score, descending: one stable sort of a 64-bit key, the code
+    above the score's bits (mapped so that unsigned order is the floats' order, then reversed); 3x a lexsort."""
+    bits = (scores.astype(np.float32) + np.float32(0)).view(np.uint32).astype(np.uint64)   # + 0: -0.0 is 0.0
+    ascending = np.where(bits >> 31, ~bits & 0xFFFFFFFF, bits | 0x80000000)
+    return np.argsort((code.astype(np.uint64) << 32) | (0xFFFFFFFF - ascending), kind="stable")
+
+
 def _evaluate(scores: np.ndarray, grades: np.ndarray, groups: Queries, metrics: tuple[str, ...],
               k: int) -> dict[str, np.ndarray]:
-    """``metrics`` (at cut-off ``k``) of every query: one evaluation of the rows as per-query rankings.
+    """``metrics`` (at cut-off ``k``) of every query, as ``evalcore.evaluate`` computes them for precomputed
+    rankings with scores (``ranking/item``, ``ranking/score``) under qrels, without the dataset around them.
 
-    Each query's rows, sorted by score (descending; ties in any order: evalcore orders them by ``ties``),
-    are one ``ranking/item`` row of local items 0..n-1, padded with -1; its rows graded >= 1 are its qrels.
-    Queries without a relevant row count 0 (``empty_queries="zero"``; the callers apply their own rule).
+    Each query's rows, sorted by score (descending; equal scores in any order: ``rank_by_lists`` orders each
+    tie group by ``ties``), are one list of local items 0..n-1, padded with -1; its rows graded >= 1 are its
+    relevant items, the grade their gain. A query without a relevant row counts 0 (the callers apply their
+    own rule).
     """
-    import zarr
-
-    from evalcore import api
-    from evalcore.io import dataset as ds
+    from evalcore.core import registry
+    from evalcore.core.lists import rank_lists
+    from evalcore.core.protocols.truth import truth_from_pairs
+    from evalcore.core.ranking import rank_by_lists
 
     n_q, width = groups.n.size, int(groups.n.max())
-    order = np.lexsort((-scores, groups.code))
+    order = row_order(groups.code, scores)
     query = groups.code[order]
     place = np.arange(order.size) - (np.cumsum(groups.n) - groups.n)[query]
     items = np.full((n_q, width), -1, dtype=np.int64)
@@ -259,25 +267,15 @@ def _evaluate(scores: np.ndarray, grades: np.ndarray, groups: Queries, metrics: 
     ranked = np.full((n_q, width), -np.inf, dtype=np.float32)
     ranked[query, place] = scores[order]
     relevant = grades[order] > 0
-    arrays = {"ranking/item": items, "ranking/score": ranked,
-              "gallery/key": np.array([f"g{j}" for j in range(width)], dtype=object),
-              "qrels/query": query[relevant], "qrels/item": place[relevant],
-              "qrels/rel": grades[order][relevant].astype(np.int8)}
-    group = ds.write_dataset(zarr.storage.MemoryStore(), arrays, {"protocol": "qrels"}, chunk_rows=max(1, n_q))
-    with warnings.catch_warnings():   # cut-offs past a short list: torchmetrics counts those places as misses too
-        warnings.simplefilter("ignore", EvalcoreWarning)
-        with api.parameter_names(False):
-            result = api.evaluate(group, protocol="qrels", metrics=list(metrics), ks=(k,), max_rank=k,
-                                  empty_queries="zero")
-    table = result.per_query
-    row = np.asarray(table.column("query").to_numpy(zero_copy_only=False), dtype=np.int64)
-    out = {}
-    for metric in metrics:
-        values = np.full(n_q, 0.0)   # a query with nothing relevant is null in the table: 0 here
-        column = table.column(_COLUMNS[metric].format(k=k)).to_numpy(zero_copy_only=False)
-        values[row] = np.nan_to_num(np.asarray(column, dtype=np.float64))
-        out[metric] = values
-    return out
+    none = np.zeros(0, dtype=np.int64)
+    truth = truth_from_pairs(n_q, query[relevant], place[relevant], none, none, None,
+                             rel_gain=grades[order][relevant])
+    lists = rank_lists(rank_by_lists(items, ranked, truth, ties="pessimistic", n_gallery=width), truth)
+    columns = registry.run_columns(list(metrics), (k,), None)
+    values = registry.compute(columns, lists.indptr, lists.ranks, lists.n_relevant, np.ones(n_q, dtype=bool),
+                              lists)
+    found = {c.spec: np.nan_to_num(values[c.name]) for c in columns}
+    return {metric: found[metric.replace("@k", f"@{k}")] for metric in metrics}
 
 
 def _one_query(metric: str, preds, target, top_k, adaptive_k: bool = False) -> np.float64:
