@@ -165,3 +165,84 @@ def test_cluster_runs_count_chunks_and_shard_scans():
             done = [d for d, _, _ in counted]
             assert done == sorted(done) and len(set(done)) == total + 1  # every task, in order
             assert r.per_query.column("first_rank").to_pylist() == brute
+
+
+# --------------------------------------------------------------------------- imports: bytes read and written
+
+
+def _trec_files(tmp_path, n_query: int = 300, depth: int = 50) -> tuple[str, str]:
+    """A TREC run and qrels big enough for several of the reader's pieces (``trec.PIECE_BYTES`` made small)."""
+    rng = np.random.default_rng(5)
+    run = [f"q{q} Q0 d{rng.integers(5000)}_{r} {r + 1} {1 - r / depth:.4f} tag\n"
+           for q in range(n_query) for r in range(depth)]
+    qrels = [f"q{q} 0 d{rng.integers(5000)}_{r} {rng.integers(3)}\n" for q in range(n_query) for r in range(5)]
+    (tmp_path / "run").write_text("".join(run))
+    (tmp_path / "qrels").write_text("".join(qrels))
+    return str(tmp_path / "run"), str(tmp_path / "qrels")
+
+
+def test_an_import_reports_the_bytes_it_reads_and_writes(tmp_path, monkeypatch):
+    from evalcore.io import progress
+    from evalcore.io.importers import import_to, trec
+
+    monkeypatch.setattr(trec, "PIECE_BYTES", 64 * 1024)  # several pieces per file
+    run, qrels = _trec_files(tmp_path)
+    calls: list[tuple[int, int, str]] = []
+    with progress.reporting(lambda done, total, phase: calls.append((done, total, phase))):
+        import_to("trec-run", [run], tmp_path / "ds.zarr", qrels=qrels)
+    phases = [p for _, _, p in calls]
+    assert phases == sorted(phases, key=["reading", "writing"].index)  # reading ends before writing starts
+    reading = [(d, t) for d, t, p in calls if p == "reading"]
+    total_read = os.path.getsize(run) + os.path.getsize(qrels)  # both files, every byte
+    assert reading[-1] == (total_read, total_read)
+    assert len(reading) > 4 and [d for d, _ in reading] == sorted(d for d, _ in reading)
+    assert all(d < t for d, t in reading[:-1])  # done == total only once, at the end
+    # the bytes written: every numeric array of the dataset, as Zarr holds them
+    import zarr
+
+    group = zarr.open_group(str(tmp_path / "ds.zarr"), mode="r")
+    numeric = sum(a.nbytes for _, a in group.arrays() if a.dtype.kind in "biuf")
+    numeric += sum(a.nbytes for _, sub in group.groups() for _, a in sub.arrays() if a.dtype.kind in "biuf")
+    writing = [(d, t) for d, t, p in calls if p == "writing"]
+    assert writing[0] == (0, numeric) and writing[-1] == (numeric, numeric)
+
+
+def test_an_import_stopped_by_bad_input_ends_no_phase(tmp_path):
+    from evalcore.errors import InputError
+    from evalcore.io import progress
+    from evalcore.io.importers import import_to
+
+    run, qrels = _trec_files(tmp_path, n_query=20)
+    with open(run, "a") as handle:
+        handle.write("q1 Q0 dX 1 not-a-score tag\n")
+    calls: list[tuple[int, int, str]] = []
+    with pytest.raises(InputError), progress.reporting(lambda *call: calls.append(call)):
+        import_to("trec-run", [run], tmp_path / "ds.zarr", qrels=qrels)
+    assert not any(done == total for done, total, _ in calls if total)  # a log prints no "done" line
+    assert not (tmp_path / "ds.zarr").exists()
+
+
+def test_import_command_shows_a_bar_on_a_terminal_lines_in_a_log_nothing_with_quiet(tmp_path, monkeypatch):
+    from evalcore.engine import progress
+
+    monkeypatch.setattr(progress, "BAR_DELAY_S", 0.0)
+    run, qrels = _trec_files(tmp_path)
+
+    def imported(stderr, *extra: str) -> str:
+        old = sys.stderr
+        sys.stderr = stderr
+        try:
+            assert main(["import", "trec-run", run, "--qrels", qrels, "--out", str(tmp_path / "ds.zarr"),
+                         "--overwrite", *extra]) == 0
+        finally:
+            sys.stderr = old
+        return stderr.getvalue()
+
+    shown = imported(FakeTerminal())
+    assert "reading:" in shown and "writing:" in shown and "B/s]" in shown  # bars by bytes, with a rate
+    log = imported(io.StringIO()).splitlines()
+    total = os.path.getsize(run) + os.path.getsize(qrels)
+    assert [line.split(" in ")[0] for line in log] == [f"evalcore: reading done: {total:,} bytes read",
+                                                        log[1].split(" in ")[0]]
+    assert log[1].startswith("evalcore: writing done: ") and log[1].endswith(" s")
+    assert imported(io.StringIO(), "--quiet") == ""

@@ -77,6 +77,9 @@ def add_common_arguments(parser: argparse.ArgumentParser, inputs_help: str, help
     parser.add_argument("--out", metavar="DATASET", required=True, help="dataset path or URL to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
     parser.add_argument("--chunk-rows", type=int, default=None, metavar="N", help="rows per Zarr chunk")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress (a bar on a terminal once reading or writing takes over 2 s, else a "
+                             "line as each ends)")
 
 
 def add_format_options(parser: argparse.ArgumentParser, formats) -> None:
@@ -157,11 +160,16 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Import and print one summary line; InputError propagates (exit status 2)."""
+    from evalcore.engine import progress as shown_progress
+    from evalcore.io import progress
     from evalcore.io.importers import import_to
+    from evalcore.jobs.common import progress_reporters
 
     options = {name: getattr(args, name) for name in FORMAT_OPTIONS if getattr(args, name, None) is not None}
-    summary = import_to(args.format, list(args.inputs), args.out, overwrite=args.overwrite,
-                        chunk_rows=getattr(args, "chunk_rows", None), **options)
+    _, on_progress = progress_reporters(quiet=getattr(args, "quiet", False))  # bytes read and written
+    with shown_progress.shown(on_progress), progress.reporting(on_progress):
+        summary = import_to(args.format, list(args.inputs), args.out, overwrite=args.overwrite,
+                            chunk_rows=getattr(args, "chunk_rows", None), **options)
     counts = [f"{summary[k]} {k}" for k in ("queries", "gallery", "dims", "junk", "qrels") if k in summary]
     if "ranking_k" in summary:
         counts.append(f"top-{summary['ranking_k']} rankings")

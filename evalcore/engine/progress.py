@@ -190,6 +190,11 @@ def compile_phase(cache_dir: str) -> str:
     return f"{COMPILING} (first run only, cached in {cache_dir})"
 
 
+#: the unit of a phase's count where it is not the phase's own word (chunks, shards): counted in thousands and
+#: millions (pairs) or KiB and MiB (bytes: ``io.progress``)
+UNITS = {"ranking": "pairs", "reading": "B", "writing": "B"}
+
+
 class TerminalBar:
     """``on_progress`` for a terminal: a tqdm bar with an ETA per phase on ``stream`` (shown once the run has
     gone ``BAR_DELAY_S``), a message line for phases without a count (the compile notice)."""
@@ -208,10 +213,13 @@ class TerminalBar:
             self.close()
             from tqdm import tqdm  # deferred: runs without a terminal never need it
 
-            pairs = phase == "ranking"
-            self.bar = tqdm(total=total, desc=phase, unit="pairs" if pairs else phase.rstrip("s"),
-                            unit_scale=pairs, file=self.stream, leave=False, delay=BAR_DELAY_S, dynamic_ncols=True)
+            unit = UNITS.get(phase)
+            self.bar = tqdm(total=total, desc=phase, unit=unit or phase.rstrip("s"), unit_scale=unit is not None,
+                            unit_divisor=1024 if unit == "B" else 1000, file=self.stream, leave=False,
+                            delay=BAR_DELAY_S, dynamic_ncols=True)
             self.phase = phase
+        if total != self.bar.total:  # a phase whose total grows as it goes (an import opening its second file)
+            self.bar.total = total
         self.bar.update(done - self.bar.n)
         if done >= total:
             self.close()
@@ -238,7 +246,8 @@ class LogLines:
             return
         started = self.started.setdefault(phase, self.clock())
         if done >= total:
-            what = {"ranking": "pairs ranked", "shards": "shard scans"}.get(phase, phase)
+            what = {"ranking": "pairs ranked", "shards": "shard scans", "reading": "bytes read",
+                    "writing": "bytes written"}.get(phase, phase)
             print(f"evalcore: {phase} done: {total:,} {what} in {self.clock() - started:.2f} s", file=self.stream,
                   flush=True)
             del self.started[phase]

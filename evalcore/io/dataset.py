@@ -21,6 +21,7 @@ from zarr.core.buffer.cpu import NDBuffer
 from zarr.core.sync import sync
 
 from evalcore.errors import ArrayError, DatasetNotFoundError, InputError, input_error, rows_text
+from evalcore.io import progress
 from evalcore.types import PROTOCOLS, SIMILARITIES
 
 #: dtypes writers use (``score``: float64 scores stay float64); readers accept the kinds in ``ACCEPTED_KINDS``.
@@ -548,6 +549,9 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
             created[name] = (root.create_array(name, shape=data.shape, dtype=dtype, chunks=chunks,
                                                fill_value=None if dtype is str else 0,
                                                config={"write_empty_chunks": True}, **extra), data)
+    if not in_memory:  # the bytes of every array, as the bands below write them (a bar for a long import)
+        progress.expect("writing", sum(_counted_bytes(data, data.shape[0] if data.ndim else 0)
+                                       for _, data in created.values()))
     for name, (arr, data) in created.items():
         if name == SCORES:  # a band of chunk rows at a time when it is small, else chunk by chunk
             step, width = arr.chunks
@@ -557,6 +561,7 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
                 for c0 in range(0, data.shape[1], width):
                     piece = band[:, c0:c0 + width] if band is not None else data[start:start + step, c0:c0 + width]
                     arr[start:start + step, c0:c0 + width] = np.asarray(piece)
+                    progress.advance("writing", _counted_bytes(piece, len(piece)))
             continue
         if data.ndim == 0:
             arr[...] = data
@@ -564,12 +569,21 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
         step = arr.chunks[0] * WRITE_BAND_CHUNKS
         for start in range(0, data.shape[0], step):
             arr[start:start + step] = data[start:start + step]
+            progress.advance("writing", _counted_bytes(data, min(step, data.shape[0] - start)))
     for name, extra_attrs in (array_attrs or {}).items():
         if name in created:
             created[name][0].attrs.update(dict(extra_attrs))
     if attrs:
         root.attrs[SHARED_ATTRIBUTE] = {"version": 1, **dict(attrs)}
     return root
+
+
+def _counted_bytes(data: Any, rows: int) -> int:
+    """The bytes of ``rows`` rows of ``data`` for the writing progress: numbers only (strings have no fixed
+    size, and an import's bulk is its numbers)."""
+    if data.dtype.kind not in "biuf":
+        return 0
+    return rows * int(np.prod(data.shape[1:])) * data.dtype.itemsize
 
 
 # --------------------------------------------------------------------------- validation

@@ -16,6 +16,7 @@ from evalcore.core import result_lists
 from evalcore.core.protocols.qrels import IN_POOL, MAX_GRADE
 from evalcore.errors import InputError, OptionError, input_error
 from evalcore.io import dataset as ds
+from evalcore.io import progress
 from evalcore.io.importers import trec_scan
 from evalcore.io.importers.checks import WARNINGS, check_unique
 
@@ -217,10 +218,12 @@ def _pieces(path, piece_bytes: int):
         raise input_error(name, "no such file")
     offset, carry = 0, np.zeros(0, dtype=np.uint8)
     with open(path, "rb", buffering=0) as handle:
+        progress.expect("reading", os.fstat(handle.fileno()).st_size)
         while True:
             data = np.empty(carry.size + piece_bytes, dtype=np.uint8)
             data[:carry.size] = carry
             got = handle.readinto(data.data[carry.size:])
+            progress.advance("reading", got)
             end = carry.size + got
             if not end:
                 return
