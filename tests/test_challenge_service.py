@@ -171,3 +171,20 @@ def test_bad_options_exit_2_with_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
     del truth
     assert np.isfinite(1.0)
+
+
+def test_a_pass_says_which_submission_it_scores_and_how_long_it_took(tmp_path, capsys):
+    # the service's progress: a line as each ready submission starts, one as it is decided (its seconds)
+    truth = make_truth(tmp_path / "truth.zarr")
+    for team, seed in (("team-a", 1), ("team-b", 2)):
+        save(tmp_path / "subs" / team / "run", *submission(truth, seed=seed, noise=1.0))
+    assert service(tmp_path / "subs", tmp_path / "truth.zarr", tmp_path / "scored") == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if " / " in line]
+    assert [line.split(": ", 1)[1].split(" (")[0] for line in lines] == ["scoring", "scored", "scoring", "scored"]
+    assert lines[0].endswith("'team-a' / 'run': scoring (1 of 2 ready)")
+    assert lines[2].endswith("'team-b' / 'run': scoring (2 of 2 ready)")
+    want = reference_split_maps(truth, *submission(truth, seed=1, noise=1.0))["public"]
+    assert f"public mAP {want:.6f}) in " in lines[1] and lines[1].endswith(" s")
+    # a second pass finds nothing new to score and says nothing per submission
+    assert service(tmp_path / "subs", tmp_path / "truth.zarr", tmp_path / "scored") == 0
+    assert " / " not in capsys.readouterr().out

@@ -837,20 +837,21 @@ def run_pass(config: ServiceConfig, scorer: Scorer, say=print) -> int:
     """Decide every ready submission not in the ledger yet; returns how many were decided."""
     entries = lg.read_ledger(config.ledger)
     done = {e.submission_id for e in entries}
-    decided = 0
     now = time.time()
-    for c in candidates(config.submissions):
-        sid = lg.submission_id(config.phase, c.team, c.name)
-        if sid in done or not is_ready(c, config.settle, now):
-            continue
+    ready = [c for c in candidates(config.submissions)
+             if lg.submission_id(config.phase, c.team, c.name) not in done and is_ready(c, config.settle, now)]
+    for index, c in enumerate(ready, 1):
+        # the progress of a pass, one submission at a time: which one is being scored, then what it got and how
+        # long it took (a scorer restarted after a crash or a timeout shows as a long one)
+        say(f"{config.phase} / {c.team!r} / {c.name!r}: scoring ({index} of {len(ready)} ready)", flush=True)
+        started = time.perf_counter()
         e = decide(config, scorer, c, entries)
         entries = record(config, e)
-        done.add(sid)
-        decided += 1
         shown = f"public mAP {e.split_map(lg.PUBLIC):.6f}" if e.status == "scored" and \
             e.split_map(lg.PUBLIC) is not None else e.reason
-        say(f"{e.phase} / {c.team!r} / {c.name!r}: {e.status} ({shown})", flush=True)
-    return decided
+        say(f"{e.phase} / {c.team!r} / {c.name!r}: {e.status} ({shown}) in {time.perf_counter() - started:.2f} s",
+            flush=True)
+    return len(ready)
 
 
 def run_service(config: ServiceConfig, say=print) -> int:
