@@ -381,8 +381,8 @@ def test_metric_keywords_are_accepted_and_a_callable_aggregates():
 def _torchmetrics():
     torch = pytest.importorskip("torch")
     torchmetrics = pytest.importorskip("torchmetrics")
-    from torchmetrics import functional as functional
     from torchmetrics import retrieval
+    from torchmetrics.functional import retrieval as functional  # torchmetrics.functional's own are deprecated
 
     return torch, torchmetrics, functional, retrieval
 
@@ -411,3 +411,26 @@ def test_against_torchmetrics_itself(metric):
             query = indexes == indexes[0]
             assert float(FUNCTIONAL[metric](preds[query], target[query], **keywords)) == pytest.approx(
                 float(peer_function(tensors[0][query], tensors[1][query], **keywords)), abs=1e-6)
+
+
+def test_against_torchmetrics_with_ignore_index_adaptive_k_and_ties():
+    torch, _, functional, retrieval = _torchmetrics()
+    rng = np.random.default_rng(23)
+    preds, target, indexes = random_rows(rng, ties=False)
+    target = np.where(rng.random(target.size) < 0.2, -100, target)
+    tensors = torch.tensor(preds), torch.tensor(target), torch.tensor(indexes, dtype=torch.long)
+    for adaptive_k in (False, True):
+        ours = tm.RetrievalPrecision(top_k=8, adaptive_k=adaptive_k, ignore_index=-100)
+        theirs = retrieval.RetrievalPrecision(top_k=8, adaptive_k=adaptive_k, ignore_index=-100)
+        ours.update(preds, target, indexes)
+        theirs.update(*tensors)
+        assert float(ours.compute()) == pytest.approx(float(theirs.compute()), abs=1e-6)
+    # equal preds: evalcore's order is the pessimistic one, so no value is above torchmetrics' (fall-out: below)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        p, t = (rng.integers(0, 3, n) / 2).astype(np.float32), rng.integers(0, 2, n)
+        for metric in ("average_precision", "reciprocal_rank", "precision", "recall", "hit_rate", "r_precision"):
+            peer = getattr(functional, FUNCTIONAL[metric].__name__)
+            assert FUNCTIONAL[metric](p, t) <= float(peer(torch.tensor(p), torch.tensor(t))) + 1e-6
+        assert tm.retrieval_fall_out(p, t, top_k=2) >= float(functional.retrieval_fall_out(
+            torch.tensor(p), torch.tensor(t), top_k=2)) - 1e-6
