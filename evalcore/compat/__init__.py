@@ -15,6 +15,9 @@ differ:
 * ``evalcore.compat.mteb.evaluate`` and ``information_retrieval_scores``: MTEB's retrieval scores
   (``ndcg_at_10``, ``map_at_100``, ...) and sentence-transformers' ``InformationRetrievalEvaluator``'s
   (``cosine_accuracy@1``, ``cosine_map@100``, ...) from embeddings, ids and qrels.
+* ``evalcore.compat.torchmetrics``: torchmetrics' retrieval metrics from flat ``preds``, ``target``,
+  ``indexes``: the functional forms (``retrieval_average_precision``, ``retrieval_normalized_dcg``, ...)
+  and the module classes (``RetrievalMAP``, ``RetrievalNormalizedDCG``, ...; ``update``/``compute``).
 
 The modules are imported by name, never by ``evalcore`` itself, so plain
 ``import evalcore`` does not pay for them.
