@@ -16,3 +16,7 @@ PROTOCOLS: tuple[str, ...] = get_args(Protocol)
 SIMILARITIES: tuple[str, ...] = get_args(Similarity)
 TIES: tuple[str, ...] = get_args(Ties)
 EMPTY_QUERIES: tuple[str, ...] = get_args(EmptyQueries)
+
+#: the arrays of precomputed lists (the lists input kind, ``io.kinds.LISTS``): gallery rows best first, and
+#: optionally their scores (ties among equal scores)
+LIST_ITEMS, LIST_SCORES = "ranking/item", "ranking/score"

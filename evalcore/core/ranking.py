@@ -44,6 +44,7 @@ from evalcore.core.scan.embeddings import (
     tile_scores,
 )
 from evalcore.errors import ArrayError, InputError, first_problem, rows_text
+from evalcore.types import LIST_ITEMS, LIST_SCORES
 
 __all__ = [
     "F32_MAX", "F32_TINY", "NEG_INF", "TILE_COLS", "TILE_ROWS", "U32", "UNIT_NORM", "GalleryTile", "Ranked",
@@ -91,19 +92,19 @@ def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> 
         ordered = np.sort(np.where(row >= 0, row, -1 - np.arange(k)))
         item = int(ordered[1:][ordered[1:] == ordered[:-1]][0])
         where = np.flatnonzero(row == item)
-        found.append(ArrayError("ranking/item", f"rows {rows_text(dup_rows + q0)} name a gallery item more than "
+        found.append(ArrayError(LIST_ITEMS, f"rows {rows_text(dup_rows + q0)} name a gallery item more than "
                                 f"once (row {int(dup_rows[0]) + q0}: item {item} at positions "
                                 f"{', '.join(map(str, where))}); each item may appear once per list",
                                 rows=dup_rows + q0))
     if s is not None:
         nan_rows = np.flatnonzero(nan)
         if nan_rows.size:
-            found.append(ArrayError("ranking/score", f"rows {rows_text(nan_rows + q0)} hold NaN scores for listed "
+            found.append(ArrayError(LIST_SCORES, f"rows {rows_text(nan_rows + q0)} hold NaN scores for listed "
                                     "items", rows=nan_rows + q0))
         else:
             bad = np.flatnonzero(rises)
             if bad.size:
-                found.append(ArrayError("ranking/score", f"rows {rows_text(bad + q0)} rise along the list "
+                found.append(ArrayError(LIST_SCORES, f"rows {rows_text(bad + q0)} rise along the list "
                                         "(ranking/item is best first, so scores must not increase; store distances "
                                         "negated)", rows=bad + q0))
     return found
@@ -115,7 +116,7 @@ def item_range_problems(items: np.ndarray, n_gallery: int, q0: int = 0) -> list[
     if not items.size or (int(items.min()) >= -1 and int(items.max()) < n_gallery):
         return []
     bad = np.nonzero(((items < -1) | (items >= n_gallery)).any(axis=1))[0]
-    return [ArrayError("ranking/item", f"rows {rows_text(bad + q0)} hold gallery indices outside [0, {n_gallery}) "
+    return [ArrayError(LIST_ITEMS, f"rows {rows_text(bad + q0)} hold gallery indices outside [0, {n_gallery}) "
             "(use -1 only to pad)", rows=bad + q0)]
 
 

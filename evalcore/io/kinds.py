@@ -19,6 +19,7 @@ import zarr
 
 from evalcore.errors import OptionError
 from evalcore.io import dataset as ds
+from evalcore.types import LIST_ITEMS, LIST_SCORES
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ SCORES = register(InputKind(
     "scores/value", "scores/value", ("scores/value",), backend="scores", features=False,
     description="a given Q x G score (or distance) matrix, compared exactly as stored"))
 LISTS = register(InputKind(
-    "ranking/item", "ranking/item", ("ranking/item",), backend=None, features=False, optional=("ranking/score",),
+    LIST_ITEMS, LIST_ITEMS, (LIST_ITEMS,), backend=None, features=False, optional=(LIST_SCORES,),
     description="precomputed top-K lists of gallery rows, best first (ranking/score: their scores, for ties)"))
 EMBEDDINGS = register(InputKind(
     "embeddings", "query/emb", ("query/emb", "gallery/emb"), backend="embeddings", features=True,

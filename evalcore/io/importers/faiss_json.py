@@ -10,6 +10,7 @@ import numpy as np
 from evalcore.core.coordinates import DEGREES
 from evalcore.errors import InputError, input_error
 from evalcore.io.importers.checks import check_coordinates
+from evalcore.types import LIST_ITEMS, LIST_SCORES
 
 
 def _load_json(path):
@@ -175,6 +176,6 @@ def read_faiss_json(folder=None, *, query_index=None, reference_index=None, resu
     arrays = {
         "query/key": np.asarray(qids, dtype=object), "query/lat": qlat, "query/lon": qlon,
         "gallery/key": np.asarray(gids, dtype=object), "gallery/lat": glat, "gallery/lon": glon,
-        "ranking/item": item, "ranking/score": score,
+        LIST_ITEMS: item, LIST_SCORES: score,
     }
     return arrays, {"protocol": "geo"}

@@ -19,6 +19,7 @@ from evalcore.io import dataset as ds
 from evalcore.io import progress
 from evalcore.io.importers import trec_scan
 from evalcore.io.importers.checks import WARNINGS, check_unique
+from evalcore.types import LIST_ITEMS, LIST_SCORES
 
 
 def _read_ids(path) -> list[str]:
@@ -696,13 +697,13 @@ def run_arrays(judged: TrecLines, runs: TrecLines, run_name: str, qrels_name: st
     arrays = {
         "query/key": judged.qkeys.filter(pa.array(chosen)).to_numpy(zero_copy_only=False).astype(object),
         "gallery/key": gallery.to_numpy(zero_copy_only=False).astype(object),
-        "ranking/item": ranking_item,
+        LIST_ITEMS: ranking_item,
         "qrels/query": qrels_query[by_pair].astype(np.int64),
         "qrels/item": qrels_item[by_pair].astype(np.int64),
         "qrels/rel": judged.value[kept_qrels][by_pair].astype(np.int8),
     }
     if order == "score":
-        arrays["ranking/score"] = ranking_score
+        arrays[LIST_SCORES] = ranking_score
     attrs: dict = {"protocol": "qrels", "trec_order": order, WARNINGS: warnings}
     if complete:
         attrs["trec_complete"] = True

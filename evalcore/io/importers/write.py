@@ -13,6 +13,7 @@ from evalcore.io import report
 from evalcore.io.dataset import is_url, write_dataset
 from evalcore.io.importers.checks import WARNINGS
 from evalcore.io.importers.formats import read_format
+from evalcore.types import LIST_ITEMS
 
 
 def _same_path(a, b) -> bool:
@@ -128,6 +129,6 @@ def import_to(format: str, inputs, out, overwrite: bool = False, *, chunk_rows: 
         summary["junk"] = int(np.count_nonzero(arrays["gallery/junk"]))
     if "qrels/rel" in arrays:
         summary["qrels"] = int(arrays["qrels/rel"].shape[0])
-    if "ranking/item" in arrays:
-        summary["ranking_k"] = int(arrays["ranking/item"].shape[1])
+    if LIST_ITEMS in arrays:
+        summary["ranking_k"] = int(arrays[LIST_ITEMS].shape[1])
     return summary
