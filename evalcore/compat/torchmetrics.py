@@ -119,7 +119,11 @@ def as_array(value, name: str) -> np.ndarray:
     if value is None:
         raise input_error(name, "is None")
     if hasattr(value, "detach"):
-        value = value.detach().cpu().numpy()
+        value = value.detach().cpu()
+        try:
+            value = value.numpy()
+        except TypeError:   # a dtype numpy lacks (bfloat16): as float32, torchmetrics' own cast
+            value = value.float().numpy()
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as exc:
@@ -155,7 +159,8 @@ def checked_rows(preds, target, indexes=None, *, graded: bool = False, ignore_in
             raise input_error("target", f"every row's target is ignore_index ({ignore_index}): nothing is left")
     if p.dtype.kind == "b":
         raise input_error("preds", "must be scores (floats), not booleans")
-    scores = p.astype(np.float32)
+    with np.errstate(over="ignore"):   # beyond float32's range: +-inf, as torch's .float() gives
+        scores = p.astype(np.float32)
     nan = np.flatnonzero(np.isnan(scores))
     if nan.size:
         raise input_error("preds", f"NaN at rows {rows_text(nan)}", rows=nan)

@@ -425,6 +425,7 @@ def test_against_torchmetrics_with_ignore_index_adaptive_k_and_ties():
         ours.update(preds, target, indexes)
         theirs.update(*tensors)
         assert float(ours.compute()) == pytest.approx(float(theirs.compute()), abs=1e-6)
+    assert tm.retrieval_hit_rate(torch.tensor([0.1, 0.2], dtype=torch.bfloat16), torch.tensor([0, 1]), top_k=1) == 1
     # equal preds: evalcore's order is the pessimistic one, so no value is above torchmetrics' (fall-out: below)
     for _ in range(200):
         n = int(rng.integers(1, 12))
