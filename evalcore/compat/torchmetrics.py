@@ -66,7 +66,8 @@ Every call ranks all its queries at once, as ``evalcore.evaluate`` ranks
 precomputed rankings with scores under qrels (``core.ranking.rank_by_lists``,
 ``core.lists.rank_lists``, the registry's metrics), without a dataset around
 them: each query's rows are one list, scores float32 (equal preds form
-evalcore's tie groups), its relevant rows the qrels.
+evalcore's tie groups), its relevant rows the qrels. The lists are padded to
+the longest query's rows: memory is Q x that length (12 bytes a place).
 """
 from __future__ import annotations
 
@@ -208,6 +209,7 @@ class Queries:
 
 
 def queries_of(rows: Rows) -> Queries:
+    """The query of each row (codes 0..Q-1 in ascending ``indexes``, torchmetrics' order) and its counts."""
     ids, code = np.unique(rows.indexes, return_inverse=True)
     code = code.reshape(-1)
     return Queries(ids, code, np.bincount(code, minlength=ids.size),
