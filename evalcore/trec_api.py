@@ -29,6 +29,9 @@ from evalcore.errors import OptionError, input_error
 
 #: trec_eval measure -> (evalcore metric, its per-query column); ``{k}``: a cut-off, ``{level}``: a fixed level
 ENGINE_MEASURES = {
+    "num_ret": ("num_ret", "num_ret"),
+    "num_rel": ("num_rel", "num_rel"),
+    "num_rel_ret": ("num_rel_ret", "num_rel_ret"),
     "map": ("map", "ap"),
     "Rprec": ("rprec", "rprec"),
     "bpref": ("bpref", "bpref"),
@@ -85,6 +88,8 @@ AGGREGATE_ONLY = ("num_q", "gm_map", "gm_bpref")
 #: trec_eval measures evalcore does not compute: named in the error, so a user knows it is not a typo
 NOT_COMPUTED = ("runid", "relstring", "ndcg_p",
                 "prefs_num_prefs_poss", "P_avgjg", "map_avgjg", "Rprec_mult_avgjg", "yaap", "success_avgjg")
+#: the engine's counts whose difference is the retrieved documents not judged (not in the qrels, or graded < 0)
+UNJUDGED_PARTS = ("num_ret", "num_rel_ret", "num_nonrel_judged_ret")
 #: trec_eval's MIN_GEO_MEAN: gm_map's floor on each query's AP
 MIN_GEO_MEAN = 0.00001
 #: cut-offs are held as int32 in the engine
@@ -213,6 +218,8 @@ def engine_metrics(chosen: Mapping[str, tuple | None]) -> tuple[list[str], list[
             names.append(engine_names(measure, fields)[0])
             if "k" in fields:
                 ks.add(fields["k"])
+    if "rbp_resid" in chosen:   # its documents not judged: the retrieved ones less the judged (trec_values)
+        names += UNJUDGED_PARTS
     return list(dict.fromkeys(names or ["map"])), sorted(ks)
 
 
@@ -315,8 +322,7 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
     # they stay in the report's run.json
     result.run["warnings"] = [*warnings, *result.run.get("warnings", [])]
     result.run["options"] = {**result.run.get("options", {}), "depth": depth}
-    per_query, aggregate = trec_values(chosen, result, arrays, rel_level=rel_level, judged_only=bool(judged_only),
-                                       complete=bool(complete))
+    per_query, aggregate = trec_values(chosen, result, arrays, complete=bool(complete))
     flags = {"complete": bool(complete), "depth": depth, "rel_level": rel_level, "judged_only": bool(judged_only)}
     api.issue_warnings(warnings)   # a Python caller sees them as EvalcoreWarning; the command prints its own lines
     return TrecResult(per_query, aggregate, measure_names(chosen), result, warnings, flags)
@@ -336,10 +342,10 @@ def _memory_dataset(arrays, attrs):
     return ds.write_dataset(zarr.storage.MemoryStore(), arrays, attrs, chunk_rows=rows)
 
 
-def trec_values(chosen, result, arrays, *, rel_level: int, judged_only: bool, complete: bool = False):
-    """({qid: {measure: value}}, {measure: value}) of the chosen measures from the engine's tables and, for
-    the counts, the arrays (trec_eval's num_ret/num_rel/num_rel_ret: retrieved (the rankings already cut at
-    the depth), judged ones only with -J; judged with grade >= rel_level; both).
+def trec_values(chosen, result, arrays, *, complete: bool = False):
+    """({qid: {measure: value}}, {measure: value}) of the chosen measures from the engine's tables (its
+    rankings already cut at the depth, and with -J the documents without a grade >= 0 dropped, as trec_eval's
+    form_res_rels.c); ``arrays``: the qrels, for num_rel's ``all`` under -c.
 
     rbp_resid is evalcore's (the weight of the unjudged places and of everything below the list) where the
     list has an unjudged document, and 0 where it has none, as trec_eval's m_rbp_resid.c leaves it."""
@@ -347,35 +353,28 @@ def trec_values(chosen, result, arrays, *, rel_level: int, judged_only: bool, co
     keys = [str(k) for k in table.column("key").to_pylist()]
     columns: dict[str, list] = {}
     aggregate: dict[str, float] = {}
-    counts = trec_counts(arrays, rel_level=rel_level, judged_only=judged_only) \
-        if any(m in COUNTS or m == "rbp_resid" for m in chosen) else {}
-    rows_of_keys = None
-    if counts:
-        row_of = {k: i for i, k in enumerate(arrays["query/key"].tolist())}
-        rows_of_keys = np.asarray([row_of[k] for k in keys], dtype=np.int64)
+
+    def column(name: str) -> np.ndarray:
+        return np.nan_to_num(np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64))
+
     for measure, cuts in chosen.items():
         if measure == "num_q":
             aggregate["num_q"] = len(keys)
-        elif measure in COUNTS and measure not in ENGINE_MEASURES:
-            values = counts[measure][rows_of_keys]
-            columns[measure] = [int(v) for v in values]
-            aggregate[measure] = int(values.sum())
-            if measure == "num_rel" and complete:
-                # trec_eval -c (m_num_rel.c's te_calc_avg_num_rel): every judgement > 0 of the qrels, -l aside
-                aggregate[measure] = int((arrays["qrels/rel"] > 0).sum())
         elif measure in ("gm_map", "gm_bpref"):   # exp of the mean log of each query's value, floored
-            value = np.nan_to_num(np.asarray(table.column("ap" if measure == "gm_map" else "bpref")
-                                             .to_numpy(zero_copy_only=False), dtype=np.float64))
+            value = column("ap" if measure == "gm_map" else "bpref")
             aggregate[measure] = math.exp(trec_mean(np.log(np.maximum(value, MIN_GEO_MEAN)))) if value.size else 0.0
         else:
             for name, fields in printed(measure, cuts):
-                values = np.nan_to_num(np.asarray(table.column(engine_names(measure, fields)[1])
-                                                  .to_numpy(zero_copy_only=False), dtype=np.float64))
+                values = column(engine_names(measure, fields)[1])
                 if measure == "rbp_resid":
-                    values = np.where(counts["unjudged"][rows_of_keys] > 0, values, 0.0)
+                    retrieved, relevant, judged = (column(part) for part in UNJUDGED_PARTS)
+                    values = np.where(retrieved - relevant - judged > 0, values, 0.0)
                 # + 0.0: a -0.0 printed and returned as 0.0
                 columns[name] = [int(v) for v in values] if measure in COUNTS else (values + 0.0).tolist()
                 aggregate[name] = int(values.sum()) if measure in COUNTS else trec_mean(values)
+        if measure == "num_rel" and complete:
+            # trec_eval -c (m_num_rel.c's te_calc_avg_num_rel): every judgement > 0 of the qrels, -l aside
+            aggregate[measure] = int((arrays["qrels/rel"] > 0).sum())
     # a row of Python values a query, zipped with the names: 100,000 queries x 29 measures in ~0.3 s, not ~1.5 s
     names = list(columns)
     rows = zip(*columns.values()) if columns else itertools.repeat(())
@@ -391,27 +390,3 @@ def trec_mean(values: np.ndarray) -> float:
     """
     return float(np.cumsum(values)[-1] / values.size) if values.size else 0.0
 
-
-def trec_counts(arrays, *, rel_level: int, judged_only: bool) -> dict[str, np.ndarray]:
-    """num_ret, num_rel, num_rel_ret and unjudged (the retrieved documents not in the qrels or graded < 0) of
-    each query row, as trec_eval counts them (form_res_rels.c): the ranking (already cut at the depth), then
-    (``judged_only``) the documents without a grade >= 0 dropped."""
-    from evalcore.io import kinds
-
-    items = arrays[kinds.LISTS.query_array]
-    n_q, n_items = items.shape[0], max(1, len(arrays["gallery/key"]))
-    qq, qi, rel = arrays["qrels/query"], arrays["qrels/item"], arrays["qrels/rel"].astype(np.int64)
-    pair = qq * n_items + qi     # sorted: the importer orders the qrels by (query, item)
-    rows = np.repeat(np.arange(n_q, dtype=np.int64), items.shape[1]).reshape(items.shape)
-    ranked = items >= 0
-    keys = rows[ranked] * n_items + items[ranked]
-    at = np.searchsorted(pair, keys)
-    found = (at < pair.size) & (pair[np.minimum(at, max(pair.size - 1, 0))] == keys) if pair.size else \
-        np.zeros(keys.size, dtype=bool)
-    grade = np.where(found, rel[np.minimum(at, max(pair.size - 1, 0))] if pair.size else 0, -1)
-    kept = grade >= 0 if judged_only else np.ones(keys.size, dtype=bool)
-    row = rows[ranked]
-    return {"num_ret": np.bincount(row[kept], minlength=n_q),
-            "num_rel": np.bincount(qq[rel >= rel_level], minlength=n_q),
-            "num_rel_ret": np.bincount(row[kept & (grade >= rel_level)], minlength=n_q),
-            "unjudged": np.bincount(row[kept & (grade < 0)], minlength=n_q)}
