@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 # the integer bound and check live with the declarations; importable from here as before
 from evalcore.declarations import MAX_INTEGER_OPTION as MAX_INTEGER_OPTION
-from evalcore.declarations import check_integer, named
+from evalcore.declarations import PositiveInteger, check_integer, declared, named
 from evalcore.declarations import shown as _shown
 from evalcore.errors import InputError, OptionError, input_error
 from evalcore.types import EmptyQueries, Protocol, Similarity, Ties
@@ -99,7 +99,9 @@ class Options:
                 if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
                     raise  # a whole number past the limit: check_integer's message gives the limit
                 raise OptionError("--ks", f"{','.join(map(_shown, ks))} must be positive integers") from None
-        self.check_declared("max_rank", "map_at", "depth", "rel_level")
+        # every other integer option, as declared (a new one is checked without a line here)
+        self.check_declared(*(f.name for f in fields(self) if f.name != "ks"
+                              and isinstance(declared(f.name).constraint, PositiveInteger)))
 
     def check_declared(self, *names: str) -> None:
         """Each option of ``names`` against its declared constraint (a choice, a positive integer, a finite

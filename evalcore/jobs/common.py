@@ -120,12 +120,13 @@ def check_storage_options(table, where: str) -> dict:
     return out
 
 
-#: the flags of ``add_run_options`` before the cluster options, in help order (declared in evalcore.declarations)
-RUN_OPTIONS = ("protocol", "similarity", "ks", "max_rank", "ties", "threshold", "map_at", "metrics", "judged_only",
-               "empty_queries", "rel_level", "depth", "radius", "rerank", "query_expansion", "database_augmentation",
-               "sweep", "target_fpir")
-#: ... and after them
-STORAGE_OPTIONS = ("storage_options", "chunk_rows", "gallery_shards")
+#: the flags of ``add_run_options`` before the cluster options: every declared evaluation option with a flag, in
+#: the declarations' order, but the intervals' (``cli.main.add_interval_options`` adds those, shared with compare)
+RUN_OPTIONS = tuple(d.name for d in declarations.DECLARATIONS if d.part == "evaluation" and d.flag is not None
+                    and d.name not in declarations.INTERVAL_OPTIONS)
+#: ... and after them: the execution options with a flag that are not the cluster's
+STORAGE_OPTIONS = tuple(d.name for d in declarations.DECLARATIONS if d.part == "execution" and d.flag is not None
+                        and d.name not in declarations.CLUSTER_OPTIONS)
 
 
 def add_declared(p: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
