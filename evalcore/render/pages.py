@@ -527,8 +527,8 @@ def _run_header(run: dict) -> str:
     return "\n".join(parts)
 
 
-#: summary columns per HTML table (besides group): 8 numbers fit a 1240-pixel page with room to spare
-SUMMARY_COLUMNS = 8
+#: summary columns per HTML table (besides group): 5 numbers fit a 700-pixel window (Chromium, tests/test_report_pictures.py); side by side on a wide one
+SUMMARY_COLUMNS = 5
 
 
 def _family(name: str) -> str:
