@@ -24,10 +24,10 @@ document counted with every measure 0, a negative grade "in the pool, not judged
 Measures (-m, repeatable): num_q num_ret num_rel num_rel_ret map gm_map Rprec bpref
 recip_rank iprec_at_recall P recall infAP gm_bpref Rprec_mult utility 11pt_avg binG G
 ndcg ndcg_rel Rndcg ndcg_cut map_cut relative_P success set_P set_relative_P set_recall
-set_map set_F num_nonrel_judged_ret rbp, with cut-offs as P.5,10 or P_5; official (the
-default: trec_eval's default set less runid) and all_trec (every measure evalcore
-computes: not runid, rbp_resid, unj, relstring). Unlike trec_eval, -m P.5 -m P.10 prints
-both."""
+set_map set_F num_nonrel_judged_ret rbp rbp_resid unj, with cut-offs as P.5,10 or P_5
+and the persistence as rbp.p=0.8 (printed rbp_p=0.8); official (the default:
+trec_eval's default set less runid) and all_trec (trec_eval's less runid and
+relstring). Unlike trec_eval, -m P.5 -m P.10 prints both."""
 
 
 def register(subparsers) -> argparse.ArgumentParser:
