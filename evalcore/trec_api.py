@@ -279,7 +279,8 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
 
     ``qrels``/``run``: TREC file paths, ``{qid: {docid: grade}}`` / ``{qid: {docid: score}}``, pyarrow or
     pandas tables (columns such as qid, docno, rel / score) or ranx ``Qrels``/``Run``. ``measures``:
-    trec_eval's names (``map``, ``P.5,10``, ``ndcg_cut.10``, ``official``, ``all_trec``; ``parse_measures``).
+    trec_eval's names (``map``, ``P.5,10``, ``ndcg_cut.10``, ``rbp.p=0.8``, ``official``, ``all_trec``;
+    ``parse_measures``).
     Raises ``InputError`` naming the parameter (``qrels_name``/``run_name``: the words for them in messages).
 
     >>> import evalcore
