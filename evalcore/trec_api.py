@@ -19,13 +19,14 @@ import itertools
 import math
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from evalcore.errors import OptionError, input_error
+from evalcore.io import progress
 
 #: trec_eval measure -> (evalcore metric, its per-query column); ``{k}``: a cut-off, ``{level}``: a fixed level
 ENGINE_MEASURES = {
@@ -274,7 +275,8 @@ def trec_line(name: str, qid: str, value) -> str:
 
 
 def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: int | None = None,
-         rel_level: int = 1, judged_only: bool = False, qrels_name: str = "qrels", run_name: str = "run") -> TrecResult:
+         rel_level: int = 1, judged_only: bool = False, qrels_name: str = "qrels", run_name: str = "run",
+         on_progress: Callable[[int, int, str], None] | None = None) -> TrecResult:
     """Evaluate a run against qrels as ``trec_eval [-c] [-M depth] [-l rel_level] [-J] -m MEASURE ...`` does.
 
     ``qrels``/``run``: TREC file paths, ``{qid: {docid: grade}}`` / ``{qid: {docid: score}}``, pyarrow or
@@ -282,6 +284,8 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
     trec_eval's names (``map``, ``P.5,10``, ``ndcg_cut.10``, ``rbp.p=0.8``, ``official``, ``all_trec``;
     ``parse_measures``).
     Raises ``InputError`` naming the parameter (``qrels_name``/``run_name``: the words for them in messages).
+    ``on_progress(done, total, phase)`` as ``evalcore.evaluate``'s, with the bytes of TREC files read (phase
+    "reading") before the ranking.
 
     >>> import evalcore
     >>> qrels = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d1": 1}}
@@ -296,15 +300,16 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
     for name, value in (("complete", complete), ("judged_only", judged_only)):
         if not isinstance(value, (bool, np.bool_)):
             raise input_error(name, f"{value!r} is not True or False")
-    if "evalcore.api" in sys.modules:
-        arrays, attrs = trec_tables.trec_arrays(qrels, run, complete=bool(complete), qrels_name=qrels_name,
-                                                run_name=run_name)
-    else:   # a first call (the command's): the inputs are read while the engine is imported (~1 s, numba, zarr)
-        with ThreadPoolExecutor(1) as pool:
-            reading = pool.submit(trec_tables.trec_arrays, qrels, run, complete=bool(complete),
-                                  qrels_name=qrels_name, run_name=run_name)
-            from evalcore import api  # noqa: F401  (imported here, used below)
-            arrays, attrs = reading.result()
+    with progress.reporting(on_progress):   # the files' bytes as they are read
+        if "evalcore.api" in sys.modules:
+            arrays, attrs = trec_tables.trec_arrays(qrels, run, complete=bool(complete), qrels_name=qrels_name,
+                                                    run_name=run_name)
+        else:   # a first call (the command's): the inputs are read while the engine is imported (~1 s, numba, zarr)
+            with ThreadPoolExecutor(1) as pool:
+                reading = pool.submit(trec_tables.trec_arrays, qrels, run, complete=bool(complete),
+                                      qrels_name=qrels_name, run_name=run_name)
+                from evalcore import api  # noqa: F401  (imported here, used below)
+                arrays, attrs = reading.result()
     from evalcore import api
     if depth is not None:   # trec_eval cuts at -M first, then -J drops the unjudged: the cut is made here
         _checked_depth(depth)
@@ -317,7 +322,8 @@ def trec(qrels, run, measures=("official",), *, complete: bool = False, depth: i
     metrics, ks = engine_metrics(chosen)
     with api.parameter_names(False):
         result = api.evaluate(group, protocol="qrels", metrics=metrics, ks=ks or (1,), max_rank=max([*ks, 1]),
-                              empty_queries="zero", rel_level=rel_level, judged_only=bool(judged_only))
+                              empty_queries="zero", rel_level=rel_level, judged_only=bool(judged_only),
+                              on_progress=on_progress)
     # the queries left out are trec_eval's rule, said here; the engine's warnings speak of evalcore's own options
     # (a cut-off past the lists' end, queries with no relevant item ranked), which trec_eval's rules settle:
     # they stay in the report's run.json

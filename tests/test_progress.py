@@ -246,3 +246,31 @@ def test_import_command_shows_a_bar_on_a_terminal_lines_in_a_log_nothing_with_qu
                                                         log[1].split(" in ")[0]]
     assert log[1].startswith("evalcore: writing done: ") and log[1].endswith(" s")
     assert imported(io.StringIO(), "--quiet") == ""
+
+
+def test_trec_reports_the_bytes_it_reads_then_the_ranking(tmp_path, monkeypatch):
+    from evalcore.engine import progress
+    from evalcore.io.importers import trec
+
+    monkeypatch.setattr(trec, "PIECE_BYTES", 64 * 1024)
+    run, qrels = _trec_files(tmp_path)
+    calls: list[tuple[int, int, str]] = []
+    evalcore.trec(qrels, run, ["map"], on_progress=lambda *call: calls.append(call))
+    phases = list(dict.fromkeys(p for _, _, p in calls if not p.startswith(progress.COMPILING)))
+    assert phases == ["reading", "ranking"]
+    total = os.path.getsize(run) + os.path.getsize(qrels)
+    assert [c for c in calls if c[2] == "reading"][-1] == (total, total, "reading")
+
+    # the command: a bar on a terminal; in a log nothing but trec_eval's lines (trec_eval prints nothing else)
+    monkeypatch.setattr(progress, "BAR_DELAY_S", 0.0)
+    for stderr, shown in ((FakeTerminal(), True), (io.StringIO(), False)):
+        old = sys.stderr
+        sys.stderr = stderr
+        try:
+            assert main(["trec", "-m", "map", qrels, run]) == 0
+        finally:
+            sys.stderr = old
+        text = stderr.getvalue()
+        assert ("reading:" in text and "B/s]" in text) == shown, text
+        assert not shown or "ranking:" in text
+        assert shown or all(line.startswith("evalcore: warning: ") for line in text.splitlines()), text

@@ -65,6 +65,7 @@ def _integer(flag: str, text: str | None, default: int | None) -> int | None:
 def run(args: argparse.Namespace) -> int:
     """Print trec_eval's lines on stdout, warnings on stderr; InputError propagates (exit status 2)."""
     from evalcore import trec_api
+    from evalcore.engine import progress
     from evalcore.io import report
 
     depth, level = _integer("-M", args.depth, None), _integer("-l", args.rel_level, 1)
@@ -72,10 +73,12 @@ def run(args: argparse.Namespace) -> int:
     trec_api.parse_measures(measures, option="-m")   # before any reading
     if args.out is not None:
         report.check_out(args.out, args.overwrite)
-    with warnings.catch_warnings():   # printed below, once, in the command's words
+    # a bar on a terminal once reading or ranking takes over 2 s; in a log nothing, as trec_eval prints nothing
+    bar = progress.TerminalBar() if sys.stderr.isatty() else None
+    with warnings.catch_warnings(), progress.shown(bar):   # warnings printed below, once, in the command's words
         warnings.simplefilter("ignore", EvalcoreWarning)
         result = trec_api.trec(args.qrels, args.run, measures, complete=args.complete, depth=depth,
-                               rel_level=level or 1, judged_only=args.judged_only)
+                               rel_level=level or 1, judged_only=args.judged_only, on_progress=bar)
     for warning in result.warnings:
         print(f"evalcore: warning: {warning}", file=sys.stderr)
     sys.stdout.write(result.format(per_query=args.per_query))
