@@ -25,8 +25,8 @@ import math
 import random
 
 import pytest
+from trec_reference import assert_close, by_measure, trec_rankings
 
-import evalcore
 from evalcore.cli.main import main
 from evalcore.core import registry
 
@@ -278,21 +278,6 @@ def make_files(seed=3801):
     return "\n".join(qrels) + "\n", "\n".join(run) + "\n"
 
 
-def keywords(flags: str) -> dict:
-    """evalcore.trec's keywords for trec_eval's flags."""
-    out: dict = {}
-    for flag in flags.split():
-        if flag == "-c":
-            out["complete"] = True
-        elif flag == "-J":
-            out["judged_only"] = True
-        elif flag.startswith("-M"):
-            out["depth"] = int(flag[2:])
-        elif flag.startswith("-l"):
-            out["rel_level"] = int(flag[2:])
-    return out
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trec38rbp")
@@ -302,34 +287,20 @@ def files(tmp_path_factory):
     return str(folder / "qrels"), str(folder / "run")
 
 
-def ours(files, measures, flags: str) -> dict:
-    """{printed measure: {qid or 'all': value}} from evalcore.trec."""
-    result = evalcore.trec(*files, measures, **keywords(flags))
-    return {m: {**{q: values[m] for q, values in result.per_query.items()}, "all": result.aggregate[m]}
-            for m in result.measures}
-
-
-def assert_close(got: dict, want: dict, where: str) -> None:
-    assert list(got) == list(want), where
-    wrong = [(m, q, got[m].get(q), v) for m in want for q, v in want[m].items()
-             if got[m].get(q) is None or not math.isclose(got[m][q], v, rel_tol=1e-12, abs_tol=1e-15)]
-    assert not wrong, (where, wrong[:5])
-
-
 @pytest.mark.parametrize("flags", sorted(FULL))
 def test_rbp_resid_and_unj_equal_trec_eval_at_full_precision(files, flags):
-    got = ours(files, MEASURES, flags)
+    got = by_measure(*files, MEASURES, flags)
     assert_close(got, FULL[flags], flags or "no flags")
     assert set(got["rbp"]) == set(FULL[flags]["rbp"])   # q8 without -c and q12 left out, as trec_eval
 
 
 @pytest.mark.parametrize("flags", sorted(PARAMETERS))
 def test_the_persistence_and_cutoffs_as_trec_eval_spells_them(files, flags):
-    assert_close(ours(files, GIVEN, flags), PARAMETERS[flags], flags or "no flags")
+    assert_close(by_measure(*files, GIVEN, flags), PARAMETERS[flags], flags or "no flags")
 
 
 def test_a_judged_query_without_results_scores_0_under_c(files):
-    got = ours(files, GIVEN, "-c")
+    got = by_measure(*files, GIVEN, "-c")
     assert got["rbp_resid_p=0.5"]["q8"] == got["unj_50"]["q8"] == got["rbp_p=0.8"]["q8"] == 0.0
     assert got["rbp_resid_p=0.5"]["all"] == pytest.approx(
         math.fsum(PARAMETERS[""]["rbp_resid_p=0.5"][q] for q in PARAMETERS[""]["rbp_p=0.8"] if q != "all") / 11,
@@ -337,27 +308,6 @@ def test_a_judged_query_without_results_scores_0_under_c(files):
 
 
 # --------------------------------------------------------------------------- brute force, from the definitions
-
-
-def trec_rankings(qrels_text: str, run_text: str, flags: str) -> dict:
-    """{qid: grades of the ranked documents, best first (None: not in the qrels)} by trec_eval's rules: scores
-    descending, equal ones by docno descending; -M cuts, then -J keeps the documents graded >= 0; the queries
-    judged and with results (-c: the judged ones without results too, with none)."""
-    grades: dict = {}
-    for line in qrels_text.splitlines():
-        qid, _, doc, grade = line.split()
-        grades.setdefault(qid, {})[doc] = int(grade)
-    listed: dict = {}
-    for line in run_text.splitlines():
-        qid, _, doc, _, score, _ = line.split()
-        listed.setdefault(qid, []).append((float(score), doc))
-    depth = keywords(flags).get("depth")
-    out = {}
-    for qid, judged in grades.items():
-        if qid in listed or "-c" in flags:
-            ranking = [judged.get(doc) for _, doc in sorted(listed.get(qid, []), reverse=True)][:depth]
-            out[qid] = [g for g in ranking if g is not None and g >= 0] if "-J" in flags else ranking
-    return out
 
 
 def unjudged(grade) -> bool:
@@ -379,11 +329,11 @@ def unj(ranking, k) -> float:
 
 @pytest.mark.parametrize("flags", sorted(FULL))
 def test_they_match_a_brute_force_reference(files, flags):
-    got = {**ours(files, MEASURES, flags), **ours(files, ("unj.1,3,50", "rbp_resid.p=0.5"), flags)}
+    got = {**by_measure(*files, MEASURES, flags), **by_measure(*files, ("unj.1,3,50", "rbp_resid.p=0.5"), flags)}
     with open(files[0]) as qrels, open(files[1]) as run:
         rankings = trec_rankings(qrels.read(), run.read(), flags)
     assert set(rankings) == set(got["rbp_resid"]) - {"all"}
-    for qid, ranking in rankings.items():
+    for qid, (ranking, _) in rankings.items():
         want = {"rbp_resid": rbp_resid(ranking), "rbp_resid_p=0.5": rbp_resid(ranking, 0.5),
                 **{f"unj_{k}": unj(ranking, k) for k in (1, 3, 5, 10, 20, 50)}}
         for measure, value in want.items():
