@@ -7,7 +7,8 @@ printed to 4 places), and the cases of tests/unit/ranx/meta/evaluate_test.py and
 tests/unit/ranx/metrics/zero_division_error_test.py. ranx's tests give runs as arrays already in rank order
 ([doc id, score] rows, equal scores); here each becomes a mapping whose scores fall with the rank, which is the
 same ranking. The last test compares with ranx itself on random graded runs without ties (ranx ranks equal
-scores in an order of hashed ids), skipped when ranx is not installed.
+scores in an order of hashed ids), skipped when ranx is not installed. ranx's dcg, rbp, bpref, ndcg with -lL
+above 1 and the names refused: tests/compat/test_ranx_more.py.
 """
 import math
 import random
@@ -107,18 +108,6 @@ def test_ranx_objects_and_make_comparable():
     with pytest.raises(InputError, match=r"^run: Qrels and Run query ids do not match"):
         ranx.evaluate(README_QRELS, fewer, "mrr")
     assert ranx.evaluate(README_QRELS, fewer, "mrr", make_comparable=True) == 0.5   # q_2: no results, 0
-
-
-@pytest.mark.parametrize(("metric", "words"), [
-    ("bpref", "metrics: 'bpref' is not supported (ranx's, not computed by evalcore"),
-    ("rbp.95", "metrics: 'rbp.95' is not supported"),
-    ("ndcg@10-l2", "metrics: 'ndcg@10-l2': ranx's nDCG with a relevance level"),
-    ("precision@0", "metrics: 'precision@0': k must be at least 1"),
-])
-def test_metrics_evalcore_does_not_compute_as_ranx_does_are_refused_by_name(metric, words):
-    with pytest.raises(InputError) as error:
-        ranx.evaluate(README_QRELS, README_RUN, metric)
-    assert str(error.value).startswith(words), str(error.value)
 
 
 METRICS = ["hits@5", "hits", "hit_rate@3", "hit_rate", "precision@5", "precision", "recall@10", "recall", "f1@5",
