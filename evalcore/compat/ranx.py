@@ -38,8 +38,11 @@ gains nothing:
 
 What differs: equal scores are ranked by document id, descending
 (trec_eval's order), where ranx leaves them to an unstable sort of hashed
-ids (an order that may change from process to process); ``_burges`` takes
-grades up to 6; a NaN or infinite score is an error. ``threads``,
+ids (an order that may change from process to process); ranx's bpref
+stops at a query with no relevant document (a division by zero in its
+loop), leaving that query and the next ones of its thread's share at 0,
+where evalcore gives each query its own value (that one 0); ``_burges``
+takes grades up to 6; a NaN or infinite score is an error. ``threads``,
 ``save_results_in_run`` have no effect.
 """
 from __future__ import annotations
