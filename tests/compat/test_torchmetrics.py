@@ -263,7 +263,7 @@ def test_every_query_skipped_gives_zero_and_defaults_are_torchmetrics():
 
 
 def test_ndcg_with_ties_matches_scikit_learn():
-    from sklearn.metrics import ndcg_score
+    ndcg_score = pytest.importorskip("sklearn.metrics").ndcg_score   # an optional peer: CI's venv has it not
 
     rng = np.random.default_rng(2)
     for _ in range(60):
