@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from trec_reference import assert_close, by_measure, keywords, trec_rankings
+from trec_rules import assert_close, by_measure, keywords, trec_rankings
 
 import evalcore
 from evalcore import trec_api

@@ -25,7 +25,7 @@ import math
 import random
 
 import pytest
-from trec_reference import assert_close, by_measure, trec_rankings
+from trec_rules import assert_close, by_measure, trec_rankings
 
 from evalcore.cli.main import main
 from evalcore.core import registry
