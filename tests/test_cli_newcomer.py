@@ -292,3 +292,26 @@ def test_a_reader_that_leaves_early_gets_no_error(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.startswith("first_rank")
     assert "BrokenPipe" not in done.stderr and "error" not in done.stderr, done.stderr
+
+
+def test_the_console_script_exits_with_main_s_status_after_python_s_own_cleanup(tmp_path):
+    # evalcore's console script (pyproject: evalcore.cli.main:entry) ends the process without the native
+    # libraries' teardown, which could abort a finished command (exit 134); what Python's own exit does still
+    # happens: atexit handlers run, non-daemon threads finish, output is flushed
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import atexit, sys, threading, time\n"
+        "from evalcore.cli import main\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), print('thread finished'))).start()\n"
+        "sys.argv = ['evalcore', *sys.argv[1:]]\n"
+        "main.entry()\n")
+    done = subprocess.run([sys.executable, str(script), "--version"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.splitlines() == ["evalcore 0.1.0", "thread finished", "atexit ran"]
+    refused = subprocess.run([sys.executable, str(script), "show", str(tmp_path / "nowhere")], capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "evalcore: error:" in refused.stderr
+    import tomllib
+
+    scripts = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["evalcore"] == "evalcore.cli.main:entry"
