@@ -116,7 +116,8 @@ say "pytest tests/test_deploy_real.py (marked deploy: image build, demo in the c
 export MPLBACKEND=Agg EVALCORE_DEPLOY_TESTS=1
 start=$(date +%s)
 set +e
-"$VENV/bin/pytest" -p no:cacheprovider -rs -v --durations=15 tests/test_deploy_real.py tests/test_deploy.py "$@"
+# one test process (-n 0): the deploy tests share one image, one compose project and one Slurm between them
+"$VENV/bin/pytest" -n 0 -p no:cacheprovider -rs -v --durations=15 tests/test_deploy_real.py tests/test_deploy.py "$@"
 rc=$?
 set -e
 echo "deploy tests: exit $rc in $(( $(date +%s) - start )) s; deploy/test-here.sh in all: $(( $(date +%s) - T0 )) s"
