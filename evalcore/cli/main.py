@@ -244,10 +244,10 @@ def cmd_show(args) -> int:
 def report_absence(path: str, storage_options) -> str | None:
     """What is at ``path`` instead of a report folder: 'does not exist', 'is a file, not a report folder', or
     None (a folder is there). A URL that cannot be asked counts as there."""
-    from evalcore.io.dataset import is_url
+    from evalcore.io.dataset import is_url, local_path
 
     if not is_url(path):
-        local = path[len("file://"):] if path.startswith("file://") else path
+        local = local_path(path)
         if not os.path.lexists(local):
             return "does not exist"
         return None if os.path.isdir(local) else "is a file, not a report folder"

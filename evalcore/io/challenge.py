@@ -519,10 +519,6 @@ def is_local(path) -> bool:
     return not is_url(path)
 
 
-def local_path(path) -> str:
-    return os.fspath(str(path).removeprefix("file://"))
-
-
 # =========================================================================== splits of the truth
 
 

@@ -67,6 +67,11 @@ def is_url(path) -> bool:
     return "://" in str(path) and not str(path).startswith("file://")
 
 
+def local_path(path) -> str:
+    """A local path as the file system takes it: ``file://`` left off (the one home of that rule)."""
+    return os.fspath(str(path).removeprefix("file://"))
+
+
 def _store_options(path, storage_options):
     return {"storage_options": dict(storage_options)} if is_url(path) and storage_options else {}
 
@@ -108,7 +113,7 @@ def check_root_metadata(path, storage_options: Mapping | None = None) -> None:
             sizes = [fs.size(f"{root.rstrip('/')}/{name}") for name in METADATA_FILES[:2] + METADATA_FILES[3:]
                      if fs.exists(f"{root.rstrip('/')}/{name}")]
         else:
-            local = str(path)[len("file://"):] if str(path).startswith("file://") else str(path)
+            local = local_path(path)
             sizes = [os.path.getsize(os.path.join(local, name)) for name in METADATA_FILES
                      if os.path.isfile(os.path.join(local, name))]
     except OSError:  # not there, or the store does not answer: zarr says which, as before

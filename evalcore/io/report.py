@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 
 import evalcore
 from evalcore.errors import InputError
-from evalcore.io.dataset import is_url
+from evalcore.io.dataset import is_url, local_path
 
 MANIFEST = "manifest.json"
 TABLES = ("per_query", "summary", "cmc")
@@ -519,8 +519,7 @@ def _manifest_bytes(sizes: Mapping[str, int]) -> bytes:
 
 
 def _local(path) -> Path:
-    text = str(path)
-    return Path(text[len("file://"):] if text.startswith("file://") else text)
+    return Path(local_path(path))
 
 
 def _read_manifest(path, storage_options: Mapping | None):

@@ -55,7 +55,7 @@ from evalcore.engine.options import (
 from evalcore.errors import ClusterUnreachable, InputError, OptionError, input_error
 from evalcore.io import history as h
 from evalcore.io import report
-from evalcore.io.dataset import is_url
+from evalcore.io.dataset import is_url, local_path
 from evalcore.jobs.common import (
     ENGINE_FIELDS,
     EXIT_FAILED,
@@ -390,7 +390,7 @@ def check_history(history_dir: str, run_date: str, job: dict):
 def cmd_nightly(args) -> int:
     job = load_job(args.job)
     run_date = h.check_date(args.date) if args.date else today()
-    reports, history_dir = job["reports"], job["history"].removeprefix("file://")
+    reports, history_dir = job["reports"], local_path(job["history"])
     day = _join(reports, run_date)
     # the command line and the job file's cluster options and folders, before any evaluation starts
     settings = run_settings(job["evaluation"][0], args, job)

@@ -183,11 +183,11 @@ def cmd_score(args) -> int:
     for option, value in (("--out", args.out), ("--leaderboard", args.leaderboard)):
         if value is not None and not ch.is_local(value):
             raise InputError(f"{option} {value}: must be a local (or shared) path: it is locked and renamed")
-    out = Path(ch.local_path(args.out)).absolute()
+    out = Path(ds.local_path(args.out)).absolute()
     check_score_out(out, args.overwrite)
-    inputs = {"submission": ch.local_path(args.submission), "truth": ch.local_path(args.truth)}
+    inputs = {"submission": ds.local_path(args.submission), "truth": ds.local_path(args.truth)}
     report.check_apart("--out", out, inputs)
-    leaderboard = Path(ch.local_path(args.leaderboard)).absolute() if args.leaderboard \
+    leaderboard = Path(ds.local_path(args.leaderboard)).absolute() if args.leaderboard \
         else out.parent / "leaderboard.parquet"
     if leaderboard.is_dir():
         raise InputError(f"--leaderboard {leaderboard}: is a folder, give a .parquet file")
