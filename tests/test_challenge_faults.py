@@ -14,6 +14,9 @@ from challenge_data import make_truth, reference_split_maps, save, submission
 
 from evalcore.io import ledger as lg
 
+# with test_faults' kills and stalls in one test process, one after another (pyproject: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("faults")
+
 CLI = [str(Path(sys.executable).with_name("evalcore"))]
 
 
