@@ -236,7 +236,12 @@ def _silence(heartbeat_s: float | None, limit: float | None) -> str:
 
 
 def frozen_after(limit: float | None) -> float:
-    return min(limit or FROZEN_AFTER, FROZEN_AFTER)
+    """The silence that makes a worker frozen when a stall is found: half the stall limit (at most
+    ``FROZEN_AFTER``). Not the whole limit: a worker frozen just after it began its task has been silent a
+    little less than it has held that task (its last heartbeat came after the task began), and was read as
+    "still answered" at the moment the task reached the limit. Half still spans at least two heartbeats of
+    a cluster under 200 workers (every 0.5-2 s) for any limit of 2 s or more."""
+    return min(limit or FROZEN_AFTER, FROZEN_AFTER) / 2
 
 
 def _queries_text(chunks) -> str:
