@@ -26,44 +26,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evalcore.core import spellings
 from evalcore.errors import OptionError, input_error
 from evalcore.io import progress
 
-#: trec_eval measure -> (evalcore metric, its per-query column); ``{k}``: a cut-off, ``{level}``: a fixed level
-ENGINE_MEASURES = {
-    "num_ret": ("num_ret", "num_ret"),
-    "num_rel": ("num_rel", "num_rel"),
-    "num_rel_ret": ("num_rel_ret", "num_rel_ret"),
-    "map": ("map", "ap"),
-    "Rprec": ("rprec", "rprec"),
-    "bpref": ("bpref", "bpref"),
-    "recip_rank": ("mrr", "rr"),
-    "iprec_at_recall": ("iprec_at_recall_{level}", "iprec_at_recall_{level}"),
-    "P": ("precision@{k}", "precision_at_{k}"),
-    "recall": ("recall@{k}", "recall_at_{k}"),
-    "Rprec_mult": ("rprec_mult_{level}", "rprec_mult_{level}"),
-    "utility": ("utility", "utility"),
-    "11pt_avg": ("11pt_avg", "11pt_avg"),
-    "ndcg": ("ndcg", "ndcg"),
-    "ndcg_cut": ("ndcg@{k}", "ndcg_at_{k}"),
-    "map_cut": ("map_cut@{k}", "ap_cut_{k}"),
-    "relative_P": ("relative_p@{k}", "relative_p_at_{k}"),
-    "success": ("hit@{k}", "hit_at_{k}"),
-    "set_P": ("set_p", "set_p"),
-    "set_relative_P": ("set_relative_p", "set_relative_p"),
-    "set_recall": ("set_recall", "set_recall"),
-    "set_map": ("set_map", "set_map"),
-    "set_F": ("set_f", "set_f"),
-    "num_nonrel_judged_ret": ("num_nonrel_judged_ret", "num_nonrel_judged_ret"),
-    "rbp": ("rbp", "rbp"),
-    "rbp_resid": ("rbp_resid", "rbp_resid"),
-    "unj": ("unj@{k}", "unj_at_{k}"),
-    "infAP": ("infap", "infap"),
-    "binG": ("bing", "bing"),
-    "G": ("g", "g"),
-    "ndcg_rel": ("ndcg_rel", "ndcg_rel"),
-    "Rndcg": ("rndcg", "rndcg"),
-}
+#: trec_eval measure -> (evalcore metric, its per-query column): one table, the metric registry's spellings
+ENGINE_MEASURES = spellings.TREC_EVAL
 #: the measures evalcore computes, in the order trec_eval prints them (its measure table's order)
 MEASURE_ORDER = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
                  "iprec_at_recall", "P", "recall", "infAP", "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "binG",

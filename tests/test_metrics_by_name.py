@@ -208,7 +208,7 @@ def test_a_nightly_evaluation_takes_metrics_and_checks_their_names(tmp_path):
     loaded = job('["ap", "hit@1", "recall_at_5"]')
     assert loaded["evaluation"][0]["metrics"] == ["map", "hit@1", "recall@5"]
     assert nightly.evaluation_spec(loaded["evaluation"][0]).options.metrics == ("map", "hit@1", "recall@5")
-    with pytest.raises(evalcore.InputError, match=r"evaluation 'a': metrics: unknown metric 'hits@1'"):
+    with pytest.raises(evalcore.InputError, match=r"evaluation 'a': metrics: 'hits@1': ranx's hits@k counts"):
         job('"map,hits@1"')
 
 

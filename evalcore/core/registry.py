@@ -27,6 +27,7 @@ from typing import Literal
 import numpy as np
 
 from evalcore.core import metrics as m
+from evalcore.core import spellings
 from evalcore.core.lists import RankLists, binary_lists
 from evalcore.errors import InputError, OptionError, UnknownNameError, input_error
 
@@ -360,7 +361,11 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
     taken too (``nDCG(gain=exp)@10`` is ``ndcg_exp@10``, ``RBP(p=0.9)`` is ``rbp``: ``PARAMETER_SPELLINGS``).
     """
     raw = str(text).strip()
-    name = raw.lower()
+    try:   # a field's own spelling first, as that field writes it (P.5, AP@100, hit_rate@10): core.spellings
+        spelt = spellings.evalcore_name(raw)
+    except spellings.Refused as exc:
+        raise input_error(option, f"{raw!r}: {exc.why}") from None
+    name = (spelt or raw).lower()
     call = _CALL.match(name)
     if call:
         spelt = call.group(1).replace(" ", "")
