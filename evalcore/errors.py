@@ -27,6 +27,7 @@ error in its parameters' words (``max_rank``, ``query_labels``) with ``reworded`
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any, Self
 
@@ -60,18 +61,23 @@ class InputError(ValueError):
         return _rebuild, (type(self), self.subject, self.detail, self.rows)
 
     def reworded(self, word: Callable[[str], str]) -> InputError:
-        """The same error (class, rows) with ``word`` applied to its subject and its detail: how the Python API
-        shows an error raised in the command line's words."""
-        return _rebuild(type(self), None if self.subject is None else word(self.subject), word(self.detail),
-                        self.rows)
-
+        """The same error (class, rows, every other field) with ``word`` applied to its subject and its detail:
+        how the Python API shows an error raised in the command line's words."""
+        return self._replaced(None if self.subject is None else word(self.subject), word(self.detail))
 
     def followed_by(self, more: int, advice: str = "") -> InputError:
         """This error, its detail saying how many more problems were found: ``... (and 2 more problem(s))``,
         with ``advice`` (``; run `evalcore validate```) before the closing parenthesis."""
         if more <= 0:
             return self
-        return _rebuild(type(self), self.subject, f"{self.detail} (and {more} more problem(s){advice})", self.rows)
+        return self._replaced(self.subject, f"{self.detail} (and {more} more problem(s){advice})")
+
+    def _replaced(self, subject: str | None, detail: str) -> InputError:
+        # a copy by ``__reduce__``: the class and every field (an UnknownNameError's ``name`` too), no traceback
+        exc = copy.copy(self)
+        exc.subject, exc.detail = subject, detail
+        exc.args = (exc.message,)
+        return exc
 
 
 def first_problem(problems: list[InputError], advice: str = "") -> InputError:
@@ -144,6 +150,30 @@ def input_error(subject: str, detail: str, rows: Iterable[int] = ()) -> InputErr
     if (subject.startswith("--") and subject[2:].replace("-", "_").isidentifier()) or subject.isidentifier():
         return OptionError(subject, detail)
     return InputError(detail, subject=subject, rows=rows)
+
+
+#: how many characters of another library's reason an evalcore message quotes (``foreign_reason``)
+FOREIGN_REASON_LIMIT = 200
+
+
+def foreign_reason(exc: BaseException, *, named: bool = False, limit: int = FOREIGN_REASON_LIMIT) -> str:
+    """What another library (pyarrow, numpy, zarr, tomllib, the OS) said when it failed, as an evalcore message
+    quotes it: the first line of the exception's text, whitespace folded to single spaces, cut to ``limit``
+    characters (``...`` ending a cut one); with ``named``, after the exception's class (``ArrowInvalid: ...``).
+    An exception that said nothing is its class name.
+
+    The one place the text of an exception that is not evalcore's is read. An evalcore error is shown from its
+    fields instead (``exc.message``, or ``exc.subject`` and ``exc.detail`` chosen for the reader); given one,
+    this returns its ``message``."""
+    if isinstance(exc, InputError):
+        return exc.message
+    lines = str(exc).strip().splitlines()
+    text = " ".join(lines[0].split()) if lines else ""
+    if len(text) > limit:
+        text = text[:max(limit - 3, 0)].rstrip() + "..."
+    if not text:
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if named else text
 
 
 class EvalcoreWarning(UserWarning):

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
 
-from evalcore.errors import InputError, OptionError, input_error
+from evalcore.errors import InputError, OptionError, foreign_reason, input_error
 from evalcore.io import dataset as ds
 from evalcore.io.dataset import is_url
 from evalcore.io.files import atomic_write, locked
@@ -252,7 +252,7 @@ def check_npy_header(name: str, path) -> tuple[tuple, np.dtype, bool, int]:
         try:
             version = fmt.read_magic(fh)
         except ValueError as exc:
-            raise input_error(name, f"not a .npy file ({exc})") from None
+            raise input_error(name, f"not a .npy file ({foreign_reason(exc)})") from None
         try:
             if version == (1, 0):
                 shape, fortran, dtype = fmt.read_array_header_1_0(fh)
@@ -262,7 +262,7 @@ def check_npy_header(name: str, path) -> tuple[tuple, np.dtype, bool, int]:
                 raise input_error(name, f".npy format version {version[0]}.{version[1]} is not accepted "
                                  "(write it with numpy.save: version 1.0 or 2.0)")
         except (ValueError, SyntaxError, TypeError) as exc:
-            raise input_error(name, f"the .npy header cannot be read ({exc})") from None
+            raise input_error(name, f"the .npy header cannot be read ({foreign_reason(exc)})") from None
         offset = fh.tell()
     dtype = check_dtype(name, dtype)
     if not isinstance(shape, tuple) or not all(isinstance(s, int) and s >= 0 for s in shape):
@@ -358,7 +358,7 @@ def open_submission(path) -> Submission:
                 sub.arrays[side] = NpyRows(str(root / name), shape, dtype, offset) if not fortran \
                     else np.load(root / name, mmap_mode="r", allow_pickle=False)
             except (ValueError, OSError) as exc:
-                raise input_error(name, f"cannot be read ({exc})") from None
+                raise input_error(name, f"cannot be read ({foreign_reason(exc)})") from None
             sub.names[side] = name
         return sub
 
@@ -378,8 +378,7 @@ def open_submission(path) -> Submission:
         except KeyError:
             arr = None
         except Exception as exc:  # noqa: BLE001 - untrusted metadata zarr itself refuses
-            detail = " ".join(str(exc).split())[:200]
-            raise input_error(name, f"unreadable Zarr metadata ({exc.__class__.__name__}: {detail})") from None
+            raise input_error(name, f"unreadable Zarr metadata ({foreign_reason(exc, named=True)})") from None
         if not isinstance(arr, zarr.Array):
             raise input_error(name, f"missing from the submission {path}")
         check_zarr_array(name, arr)
@@ -428,7 +427,7 @@ def check_submission(sub: Submission, n_query: int, n_gallery: int, dims: int = 
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - a corrupt chunk of an untrusted Zarr group
-            raise input_error(name, f"cannot be read ({exc.__class__.__name__}: {exc})") from None
+            raise input_error(name, f"cannot be read ({foreign_reason(exc, named=True)})") from None
         found.raise_if_any(name, tolerance)
     return digest.hexdigest()
 
@@ -492,7 +491,7 @@ def read_leaderboard(path) -> pa.Table:
     try:
         table = table.select(LEADERBOARD_SCHEMA.names).cast(LEADERBOARD_SCHEMA)
     except (pa.ArrowException, ValueError) as exc:
-        raise InputError(f"--leaderboard {path}: columns of unexpected types ({exc})") from None
+        raise InputError(f"--leaderboard {path}: columns of unexpected types ({foreign_reason(exc)})") from None
     for name in ("team", "submission"):  # rows written before names were normalised join their team
         values = [None if v is None else normalized(v) for v in table.column(name).to_pylist()]
         table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))

@@ -20,7 +20,7 @@ import zarr.abc.store
 from zarr.core.buffer.cpu import NDBuffer
 from zarr.core.sync import sync
 
-from evalcore.errors import ArrayError, DatasetNotFoundError, InputError, input_error, rows_text
+from evalcore.errors import ArrayError, DatasetNotFoundError, InputError, foreign_reason, input_error, rows_text
 from evalcore.io import progress
 from evalcore.types import PROTOCOLS, SIMILARITIES
 
@@ -94,7 +94,7 @@ def open_dataset(path, storage_options: Mapping | None = None) -> zarr.Group:
     except RecursionError:  # json's reader gives up on values nested ~1,000 deep
         raise InputError(f"dataset {path}: its zarr.json holds values nested too deeply to read") from None
     except (KeyError, ValueError, TypeError) as exc:
-        raise InputError(f"dataset {path}: cannot be opened as a Zarr group ({exc})") from None
+        raise InputError(f"dataset {path}: cannot be opened as a Zarr group ({foreign_reason(exc)})") from None
 
 
 def metadata_too_large(where: str, size: int) -> InputError:
@@ -195,18 +195,11 @@ def has(group: zarr.Group, name: str) -> bool:
     except OSError:
         raise  # the store did not answer: not the data's fault (exit 1)
     except Exception as exc:  # noqa: BLE001 - any parse failure of the metadata is bad input
-        raise input_error(name, f"its Zarr metadata cannot be read ({_reason(exc)})") from None
+        raise input_error(name, f"its Zarr metadata cannot be read ({foreign_reason(exc, named=True, limit=160)})") from None
     if not isinstance(found, zarr.Array):
         return False
     check_chunk_grid(name, found)  # before anything lists, checks or reads its chunks
     return True
-
-
-def _reason(exc: BaseException) -> str:
-    """An exception as one short line (class and first line of the message)."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = text if len(text) <= 160 else text[:157] + "..."
-    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
 
 
 def chunk_rows_text(arr: zarr.Array, index: int) -> str:
@@ -313,7 +306,7 @@ def _decoded(arr: zarr.Array, name: str, rows, read):
     except Exception as exc:  # noqa: BLE001 - a decode failure of stored bytes is bad input
         bad = _bad_chunk(arr, rows)
         where = chunk_rows_text(arr, bad) + " " if bad is not None else ""
-        raise input_error(name, f"{where}cannot be read, the stored data is corrupt ({_reason(exc)})") from None
+        raise input_error(name, f"{where}cannot be read, the stored data is corrupt ({foreign_reason(exc, named=True, limit=160)})") from None
 
 
 def read_points(arr: zarr.Array, name: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -329,7 +322,7 @@ def read_points(arr: zarr.Array, name: str, rows: np.ndarray, cols: np.ndarray) 
     except Exception as exc:  # noqa: BLE001 - a decode failure of stored bytes is bad input
         bad = _bad_chunk(arr, np.unique(rows))
         where = chunk_rows_text(arr, bad) + " " if bad is not None else ""
-        raise input_error(name, f"{where}cannot be read, the stored data is corrupt ({_reason(exc)})") from None
+        raise input_error(name, f"{where}cannot be read, the stored data is corrupt ({foreign_reason(exc, named=True, limit=160)})") from None
 
 
 def higher_is_better(group: zarr.Group) -> bool:

@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import evalcore
-from evalcore.errors import InputError
+from evalcore.errors import InputError, foreign_reason
 from evalcore.io.dataset import is_url, local_path
 
 MANIFEST = "manifest.json"
@@ -634,7 +634,7 @@ def parse_record(path, name: str, data: bytes) -> dict:
     except RecursionError:
         raise InputError(f"report {path}: {name} is nested too deep to be a run record") from None
     except ValueError as exc:  # JSONDecodeError, and bytes that are not UTF-8
-        raise InputError(f"report {path}: {name} is not JSON ({exc}); the report is damaged") from None
+        raise InputError(f"report {path}: {name} is not JSON ({foreign_reason(exc)}); the report is damaged") from None
     if not isinstance(record, dict):
         raise InputError(f"report {path}: {name} holds a JSON {type(record).__name__}, not an object; "
                          "the report is damaged")
@@ -645,5 +645,5 @@ def _parquet(path, name: str, data: bytes) -> pa.Table:
     try:
         return pq.read_table(pa.BufferReader(data))
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise InputError(f"report {path}: {name} is not a readable Parquet file ({str(exc).splitlines()[0]}); "
+        raise InputError(f"report {path}: {name} is not a readable Parquet file ({foreign_reason(exc)}); "
                          "the report is damaged") from None

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalcore.core.protocols.qrels import IN_POOL, MAX_GRADE
-from evalcore.errors import input_error
+from evalcore.errors import foreign_reason, input_error
 from evalcore.io.importers import trec as trec_files
 from evalcore.io.importers import trec_scan
 from evalcore.io.importers.checks import WARNINGS
@@ -323,7 +323,7 @@ def table_lines(table, name: str, kind: str) -> trec_files.TrecLines:
         try:
             table = pa.Table.from_pandas(table, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
-            raise input_error(name, f"the table cannot be read ({str(exc).splitlines()[0]})") from None
+            raise input_error(name, f"the table cannot be read ({foreign_reason(exc)})") from None
     if table.num_rows > MAX_ENTRIES:
         raise input_error(name, f"{table.num_rows} rows, more than {MAX_ENTRIES}")
     if not table.num_rows:

@@ -52,7 +52,7 @@ from evalcore.engine.options import (
     parse_expansion,
     parse_rerank,
 )
-from evalcore.errors import ClusterUnreachable, InputError, OptionError, input_error
+from evalcore.errors import ClusterUnreachable, InputError, OptionError, foreign_reason, input_error
 from evalcore.io import history as h
 from evalcore.io import report
 from evalcore.io.dataset import is_url, local_path
@@ -165,7 +165,7 @@ def _evaluation(i: int, ev, where: str) -> dict:
     try:
         h.check_name(ev["name"])
     except InputError as exc:
-        raise input_error(where, f"{exc}") from None
+        raise input_error(where, exc.message, exc.rows) from None
     declared = [d for d in declarations.DECLARATIONS if d.job == "evaluation" and d.name in ev]
     for d in declared:
         if isinstance(d.constraint, declarations.Choice):  # protocols: the registry's, also those a test adds
@@ -233,7 +233,7 @@ def _ranking_options(label: str, ev: dict) -> None:
                     raise input_error(option, f"{value!r} is not \"K,ALPHA\" or [K, ALPHA]")
     except InputError as exc:  # the file's key, not the command line's flag
         keys = {"--" + key.replace("_", "-"): key for key in ("rerank", "query_expansion", "database_augmentation")}
-        raise input_error(label, str(exc.reworded(lambda text: keys.get(text, text)))) from None
+        raise input_error(label, exc.reworded(lambda text: keys.get(text, text)).message, exc.rows) from None
 
 
 def load_job(path) -> dict:
@@ -245,7 +245,7 @@ def load_job(path) -> dict:
     except FileNotFoundError:
         raise input_error(where, "no such job file") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise input_error(where, f"not a readable TOML file ({exc})") from None
+        raise input_error(where, f"not a readable TOML file ({foreign_reason(exc)})") from None
     _unknown(where, job, TOP_KEYS)
     _flat(where, job, TABLE_KEYS & TOP_KEYS)
     for key in ("reports", "history"):
@@ -422,7 +422,7 @@ def cmd_nightly(args) -> int:
         except ClusterUnreachable:
             raise
         except InputError as exc:
-            errors[name] = (EXIT_INPUT, str(exc))
+            errors[name] = (EXIT_INPUT, exc.message)
         except Exception as exc:  # noqa: BLE001 - one evaluation failing must not stop the others
             errors[name] = (EXIT_FAILED, f"{exc.__class__.__name__}: {exc}")
         if name in errors:
@@ -433,7 +433,7 @@ def cmd_nightly(args) -> int:
         try:
             h.check_joins(history, run_date, name, summary, f"history {history_dir}")
         except InputError as exc:
-            errors[name] = (EXIT_INPUT, f"{exc}; its report was written, its history entry was not")
+            errors[name] = (EXIT_INPUT, f"{exc.message}; its report was written, its history entry was not")
             print(f"evalcore: error: nightly {run_date}: evaluation {name!r}: {errors[name][1]}", file=sys.stderr)
     done = {name: summary for name, summary in done.items() if name not in errors}
     with h.history_lock(history_dir):

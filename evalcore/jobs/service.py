@@ -64,7 +64,7 @@ import numpy as np
 import pyarrow as pa
 import zarr
 
-from evalcore.errors import InputError, OptionError, input_error
+from evalcore.errors import InputError, OptionError, foreign_reason, input_error
 from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
 from evalcore.io import ledger as lg
@@ -173,7 +173,7 @@ def check_truth(path: str) -> None:
     try:
         group = ds.open_dataset(path)
     except InputError as exc:
-        raise OptionError("--truth", f"{exc}") from None
+        raise OptionError("--truth", exc.message) from None
     n_query, _, _ = ch.truth_shape(group)
     ch.truth_splits(group, n_query)
 
@@ -229,7 +229,7 @@ def check_name(what: str, name: str) -> str | None:
     try:
         ch.check_label(what, name)
     except InputError as exc:
-        return str(exc)
+        return exc.message
     return None
 
 
@@ -259,7 +259,11 @@ MAX_ENTRIES = 100_000
 
 class TreeRefused(Exception):
     """A submission's folder tree is past ``MAX_DEPTH`` or ``MAX_ENTRIES``, or a folder of it cannot be
-    listed; the message is the reason."""
+    listed; ``reason`` says which."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def walk(path: Path, max_depth: int | None = None, max_entries: int | None = None) -> list[tuple[str, os.stat_result]]:
@@ -307,7 +311,7 @@ def signature(path: Path) -> tuple:
     try:
         rows = walk(path)
     except TreeRefused as exc:
-        return (("", "too big", str(exc), time.time_ns()),)
+        return (("", "too big", exc.reason, time.time_ns()),)
     return tuple((rel, stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns) for rel, st in rows)
 
 
@@ -371,7 +375,7 @@ def inspect(c: Candidate) -> str | None:
     try:
         rows = walk(c.path)
     except TreeRefused as exc:
-        return f"submission {c.name!r}: {exc}"
+        return f"submission {c.name!r}: {exc.reason}"
     inside: dict[tuple[int, int], int] = {}
     for _, st in rows:
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
@@ -409,7 +413,7 @@ def load_truth(path: str) -> LoadedTruth:
     try:
         group = ds.open_dataset(path)
     except InputError as exc:
-        raise OptionError("--truth", f"{exc}") from None
+        raise OptionError("--truth", exc.message) from None
     n_query, n_gallery, dims = ch.truth_shape(group)
     splits = ch.truth_splits(group, n_query)
     arrays = {}
@@ -563,6 +567,7 @@ def scorer_main(conn, truth_path: str, scheduler: str | None, workers: int | Non
                 work: str | None = None) -> None:
     """The scorer process: load the truth (and join or start the cluster) once, then answer requests.
 
+    First it says ("ok", (n_query, n_gallery, dims)), ("invalid", the InputError) or ("failed", reason); then
     ("check", path) -> ("ok", fingerprint) | ("rejected", reason) | ("failed", reason);
     ("score",) -> ("ok", Scored) | ("failed", reason). It ends when the service's end of the pipe closes.
     """
@@ -586,9 +591,11 @@ def serve(conn, truth_path: str, scheduler: str | None, workers: int | None, mem
                 from evalcore.engine.cluster import dask_client
 
                 client = stack.enter_context(dask_client(scheduler, workers, memory_limit))
+        except InputError as exc:  # bad input (the truth, an option): the service stops with this very error
+            conn.send(("invalid", exc))
+            return
         except Exception as exc:  # noqa: BLE001 - told to the service, which stops with it
-            conn.send(("failed", lg.one_line(f"{exc.__class__.__name__}: {exc}" if not isinstance(exc, InputError)
-                                             else str(exc))))
+            conn.send(("failed", lg.one_line(foreign_reason(exc, named=True))))
             return
         conn.send(("ok", (truth.n_query, truth.n_gallery, truth.dims)))
         sub = fingerprint = None
@@ -607,9 +614,9 @@ def serve(conn, truth_path: str, scheduler: str | None, workers: int | None, mem
                     conn.send(("ok", score_checked(truth, sub, fingerprint, client, None if work is None else Path(work))))
                     sub = None
             except InputError as exc:
-                conn.send(("rejected", lg.one_line(str(exc))))
+                conn.send(("rejected", lg.one_line(exc.message)))
             except Exception as exc:  # noqa: BLE001 - a failed submission is a row, not the end of the scorer
-                conn.send(("failed", lg.one_line(f"{exc.__class__.__name__}: {exc}")))
+                conn.send(("failed", lg.one_line(foreign_reason(exc, named=True))))
 
 
 def death(exitcode: int) -> str:
@@ -627,7 +634,11 @@ class ScorerTimeout(Exception):
 
 
 class ScorerDied(Exception):
-    """The scorer process ended without answering."""
+    """The scorer process ended without answering; ``how`` says how it ended, when that is known."""
+
+    def __init__(self, how: str = "its pipe closed") -> None:
+        super().__init__(how)
+        self.how = how
 
 
 class Scorer:
@@ -660,7 +671,9 @@ class Scorer:
         if status != "ok":
             self.process.join(STOP_GRACE)  # it ends by itself after telling why
             self.stop()
-            raise InputError(value) if value.startswith(("--truth", "truth")) else RuntimeError(value)
+            if status == "invalid":  # the InputError the scorer raised, its class and fields kept (pickled)
+                raise value.with_traceback(None) from None
+            raise RuntimeError(value)
 
     def _answer(self, timeout: float):
         if not self.conn.poll(max(0.0, timeout)):
@@ -753,7 +766,7 @@ def decide(config: ServiceConfig, scorer: Scorer, c: Candidate, entries: list[lg
         except ScorerDied as exc:
             # kept on disk before the retry: a submission that also takes the service down with it is not
             # retried for ever across restarts
-            deaths, last = note_crash(config, sid, str(exc))
+            deaths, last = note_crash(config, sid, exc.how)
     if status != "ok":
         return entry(config, c, status, value, received, started)
     if signature(c.path) != before:

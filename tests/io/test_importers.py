@@ -173,6 +173,61 @@ def test_npy_object_array_is_rejected_without_unpickling(tmp_path):
            query_ids=tmp_path / "other.npy", gallery_ids=tmp_path / "other.npy")
 
 
+def _pickled_npy(path):
+    import pickle
+
+    with open(path, "wb") as fh:
+        pickle.dump({"x": 1}, fh)
+
+
+def _object_npy(path):
+    np.save(path, np.array([[1.0], None], dtype=object), allow_pickle=True)
+
+
+@pytest.mark.parametrize("write, words", [
+    (_pickled_npy, "is not a .npy array (it does not start with the .npy magic bytes)"),
+    (_object_npy, "holds a Python object array (dtype object)"),
+])
+def test_cli_import_refuses_a_pickled_or_object_npy_from_its_header(tmp_path, capsys, monkeypatch, write, words):
+    """Read from the header before numpy loads anything: exit status 2, one line naming the file, nothing written."""
+    from evalcore.cli.main import main
+
+    bad = tmp_path / "qf.npy"
+    write(bad)
+    np.save(tmp_path / "other.npy", np.ones((2, 1)))
+    loaded = []
+    monkeypatch.setattr(np, "load", lambda *a, **k: loaded.append(a) or pytest.fail("np.load was called"))
+    out = tmp_path / "out.zarr"
+    code = main(["import", "npy", "--query-features", str(bad), "--gallery-features", str(tmp_path / "other.npy"),
+                 "--query-ids", str(tmp_path / "other.npy"), "--gallery-ids", str(tmp_path / "other.npy"),
+                 "--out", str(out)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("evalcore: error:"), err
+    assert str(bad) in lines[0] and words in lines[0] and "Traceback" not in err
+    assert loaded == [] and not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["other.npy", "qf.npy"]
+
+
+def test_npz_members_and_archives_are_refused_from_their_headers(tmp_path):
+    import pickle
+    import zipfile
+
+    archive = tmp_path / "feats.npz"
+    np.savez(archive, qf=np.ones((2, 3)), gf=np.ones((2, 3)), g_pids=np.array([1, 2]))
+    with zipfile.ZipFile(archive, "a") as zf:  # a member that is a pickle, not a .npy
+        zf.writestr("q_pids.npy", pickle.dumps([1, 2]))
+    _fails(tmp_path / "out.zarr", r"feats\.npz: key q_pids: is not a \.npy array", "npy", [archive])
+    pickled = tmp_path / "run.npz"
+    pickled.write_bytes(pickle.dumps({"qf": [1.0]}))
+    _fails(tmp_path / "out.zarr", r"run\.npz: is not an \.npz archive \(not a zip file\)", "npy", [pickled])
+    np.save(tmp_path / "one.npy", np.ones((2, 3)))
+    _fails(tmp_path / "out.zarr", r"one\.npy: is a single \.npy array", "npy", [tmp_path / "one.npy"])
+    np.save(tmp_path / "cube.npy", np.ones((2, 1, 1)))
+    _fails(tmp_path / "out.zarr", r"cube\.npy: the \.npy header's shape \(2, 1, 1\) has 3 dimensions", "npy", [],
+           query_features=tmp_path / "cube.npy", gallery_features=tmp_path / "one.npy",
+           query_ids=tmp_path / "one.npy", gallery_ids=tmp_path / "one.npy")
+
+
 @pytest.mark.parametrize("arrays, match", [
     ({"qf": np.ones((2, 3)), "gf": np.ones((3, 3)), "q_pids": [1, 2], "g_pids": [1, 2]},
      r"feats\.npz: key g_pids: 2 entries, but key gf has 3 rows"),

@@ -1,4 +1,8 @@
-"""``npy``: torchreid / fast-reid arrays, one ``.npz`` or ``.npy`` files; never unpickled."""
+"""``npy``: torchreid / fast-reid arrays, one ``.npz`` or ``.npy`` files; never unpickled.
+
+Every array's .npy header is read first (``evalcore.io.npy``: numpy's bounded header parser): a file or
+member without the .npy magic (a pickle), a dtype of Python objects, more than two dimensions or more data
+than the file holds is refused, naming the file (and key), before numpy loads anything."""
 from __future__ import annotations
 
 import os
@@ -6,7 +10,7 @@ import zipfile
 
 import numpy as np
 
-from evalcore.errors import InputError, input_error
+from evalcore.errors import InputError, foreign_reason, input_error
 from evalcore.io import npy as npy_header
 from evalcore.io.importers.checks import check_features, check_integers, check_unique, junk_of, protocol_of
 
@@ -24,23 +28,43 @@ _NPY_REQUIRED = ("query_features", "gallery_features", "query_ids", "gallery_ids
 
 
 def _load_npy(path) -> np.ndarray:
+    """The array of the .npy file ``path``, its header read and checked first (``_loadable``): numpy never sees
+    a file that is not a .npy (a pickle, an .npz) or that holds Python objects."""
     name = str(path)
     if not os.path.isfile(path):
         raise input_error(name, "no such file")
-    npy_header.check_npy_file(name, path)  # before numpy allocates what the header claims
     try:
-        data = np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
-            raise input_error(name, "holds a Python object array, which is not loaded "
-                             "(pickle is disabled); save a numeric array instead") from None
-        raise input_error(name, f"not a readable .npy file ({exc})") from None
-    except (OSError, EOFError) as exc:
-        raise input_error(name, f"not a readable .npy file ({exc})") from None
-    if isinstance(data, np.lib.npyio.NpzFile):
-        data.close()
-        raise input_error(name, "is an .npz archive; give it as the input, not as a single array")
-    return data
+        with open(path, "rb") as fh:
+            magic = npy_header.is_npy(fh)
+            if not magic and not os.fstat(fh.fileno()).st_size:
+                raise input_error(name, "is empty, not a .npy array")
+            if not magic and zipfile.is_zipfile(fh):
+                raise input_error(name, "is an .npz archive; give it as the input, not as a single array")
+            fh.seek(0)
+            header = _loadable(name, npy_header.read_header(name, fh) if magic else None)
+            npy_header.check_fits(name, header, os.fstat(fh.fileno()).st_size)
+            fh.seek(0)
+            return np.load(fh, allow_pickle=False)  # the file checked, not whatever is at its name now
+    except InputError:
+        raise
+    except (ValueError, OSError, EOFError) as exc:
+        raise input_error(name, f"not a readable .npy file ({foreign_reason(exc)})") from None
+
+
+def _loadable(where: str, header: npy_header.NpyHeader | None) -> npy_header.NpyHeader:
+    """``header`` (None: the file or member has no .npy magic) when what it describes may be loaded, else an
+    InputError naming ``where`` and what is wrong: not a .npy (a pickle is never loaded), a dtype holding
+    Python objects (loading them would unpickle), more than two dimensions (ids have one, features two)."""
+    if header is None:
+        raise input_error(where, "is not a .npy array (it does not start with the .npy magic bytes); pickled "
+                          "data is never loaded: save a numeric array with numpy.save")
+    if header.dtype.hasobject:
+        raise input_error(where, f"holds a Python object array (dtype {header.dtype}), which is not loaded "
+                          "(pickle is disabled); save a numeric array instead")
+    if len(header.shape) > 2:
+        raise input_error(where, f"the .npy header's shape {header.shape} has {len(header.shape)} dimensions; "
+                          "ids have one, features two")
+    return header
 
 
 def _load_npz(path) -> dict[str, tuple[str, np.ndarray]]:
@@ -48,12 +72,20 @@ def _load_npz(path) -> dict[str, tuple[str, np.ndarray]]:
     name = str(path)
     if not os.path.isfile(path):
         raise input_error(name, "no such file")
-    try:
+    try:  # numpy is given zip archives only: anything else it would read as a .npy, or unpickle
+        with open(path, "rb") as fh:
+            if npy_header.is_npy(fh):
+                raise input_error(name, "is a single .npy array, not an .npz archive")
+            if not zipfile.is_zipfile(fh):
+                raise input_error(name, "is not an .npz archive (not a zip file); pickled data is never loaded: "
+                                  "save the arrays with numpy.savez")
         archive = np.load(path, allow_pickle=False)
+    except InputError:
+        raise
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise input_error(name, f"not a readable .npz file ({exc})") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise input_error(name, "is a single .npy array, not an .npz archive")
+        raise input_error(name, f"not a readable .npz file ({foreign_reason(exc)})") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):  # a zip file is always opened as one
+        raise input_error(name, "is not an .npz archive")
     found = {}
     with archive:
         for option, aliases in NPY_KEYS.items():
@@ -66,30 +98,26 @@ def _load_npz(path) -> dict[str, tuple[str, np.ndarray]]:
             _check_member(archive, key, f"{name}: key {key}")
             try:
                 found[option] = (f"{name}: key {key}", archive[key])
-            except ValueError as exc:
-                if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
-                    raise input_error(name, f"key {key}: holds a Python object array, which is not "
-                                     "loaded (pickle is disabled); save a numeric array instead") from None
-                raise input_error(name, f"key {key}: unreadable ({exc})") from None
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+                raise input_error(name, f"key {key}: unreadable ({foreign_reason(exc)})") from None
     return found
 
 
 def _check_member(archive, key: str, where: str) -> None:
-    """The header of the .npz member ``key`` against the size the archive declares for it, before it is loaded
-    (the archive cannot give more bytes than it declares: zipfile stops there and checks the CRC)."""
+    """The header of the .npz member ``key``, before it is loaded: ``_loadable`` (a member without the .npy magic
+    would be unpickled, one of Python objects too), and against the size the archive declares for it (the
+    archive cannot give more bytes than it declares: zipfile stops there and checks the CRC)."""
     names = archive.zip.namelist()
     member = key + ".npy" if key + ".npy" in names else key
     try:
         info = archive.zip.getinfo(member)
         with archive.zip.open(info) as fh:
-            if not npy_header.is_npy(fh):
-                return  # numpy loads such a member as a pickle, which is refused when it is loaded
-            header = npy_header.read_header(where, fh)
+            header = npy_header.read_header(where, fh) if npy_header.is_npy(fh) else None
     except InputError:
         raise
     except (KeyError, OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
-        raise input_error(where, f"unreadable ({exc.__class__.__name__}: {exc})") from None
-    npy_header.check_fits(where, header, info.file_size)
+        raise input_error(where, f"unreadable ({foreign_reason(exc, named=True)})") from None
+    npy_header.check_fits(where, _loadable(where, header), info.file_size)
 
 
 def _relative(where: str, other: str) -> str:

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from evalcore.core import result_lists
 from evalcore.core.protocols.qrels import IN_POOL, MAX_GRADE
-from evalcore.errors import InputError, OptionError, input_error
+from evalcore.errors import InputError, OptionError, foreign_reason, input_error
 from evalcore.io import dataset as ds
 from evalcore.io import progress
 from evalcore.io.importers import trec_scan
@@ -31,7 +31,7 @@ def _read_ids(path) -> list[str]:
         with open(path, encoding="utf-8") as handle:
             lines = handle.read().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise input_error(name, f"cannot be read ({exc})") from None
+        raise input_error(name, f"cannot be read ({foreign_reason(exc)})") from None
     while lines and not lines[-1].strip():
         lines.pop()
     ids = []
@@ -197,7 +197,8 @@ class TrecLines:
 
 
 def _utf8_error(exc: UnicodeDecodeError, offset: int) -> str:
-    """``str(exc)`` as decoding the whole file would say it: positions shifted by the piece's ``offset``."""
+    """What decoding the whole file would have said, from the error's fields (encoding, positions, reason): the
+    positions shifted by the piece's ``offset``."""
     start, end = exc.start + offset, exc.end + offset
     if exc.end - exc.start == 1:
         return f"'{exc.encoding}' codec can't decode byte 0x{exc.object[exc.start]:02x} in position {start}: " \
