@@ -226,8 +226,8 @@ def small_demo(monkeypatch):
     from evalcore.jobs import synthetic
 
     def small(path, dims=256, dtype="float32", seed=0):
-        synthetic.write_clustered(path, n_query=40, n_gallery=200, dims=dims, n_ids=20, n_cams=3, dtype=dtype,
-                                  junk=0.02, seed=seed, protocol="reid")
+        synthetic.write_clustered(path, synthetic.Clusters(n_query=40, n_gallery=200, dims=dims, n_ids=20, n_cams=3,
+                                                           dtype=dtype, junk=0.02, protocol="reid"), seed=seed)
     monkeypatch.setattr(synthetic, "write_market_like", small)
     return ["--dims", "8", "--threshold", "0.5"]
 

@@ -250,8 +250,8 @@ def test_two_demo_datasets_of_planted_quality_differ_significantly(tmp_path):
     from evalcore.jobs import synthetic
 
     for name, separation in (("sharp", 4.0), ("blurred", 3.0)):
-        synthetic.write_clustered(tmp_path / f"{name}.zarr", n_query=300, n_gallery=3000, dims=32, n_ids=80,
-                                  separation=separation, unknown=0.05, seed=5)
+        synthetic.write_clustered(tmp_path / f"{name}.zarr", synthetic.Clusters(
+            n_query=300, n_gallery=3000, dims=32, n_ids=80, separation=separation, unknown=0.05), seed=5)
         assert cli("evaluate", tmp_path / f"{name}.zarr", "--out", tmp_path / name, "--quiet").returncode == 0
     p = cli("compare", tmp_path / "sharp", tmp_path / "blurred", "--out", tmp_path / "cmp", "--resamples", 2000,
             "--permutations", 2000)

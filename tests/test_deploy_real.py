@@ -115,9 +115,10 @@ def write_dataset(path: Path, n_query: int, n_gallery: int, dims: int, seed: int
 
     # Several query chunks and gallery blocks, distractors, junk and unknown
     # queries: the distributed paths all get exercised.
-    synthetic.write_clustered(path, n_query=n_query, n_gallery=n_gallery, dims=dims, n_ids=max(20, n_query // 4),
-                              distractors=0.14, junk=0.02, unknown=0.02, seed=seed, query_chunk=256, separation=2.0,
-                              gallery_chunk=2048)
+    synthetic.write_clustered(path, synthetic.Clusters(n_query=n_query, n_gallery=n_gallery, dims=dims,
+                                                   n_ids=max(20, n_query // 4), distractors=0.14, junk=0.02,
+                                                   unknown=0.02, separation=2.0),
+                              seed=seed, query_chunk=256, gallery_chunk=2048)
 
 
 def local_evaluate(dataset: Path, out: Path):

@@ -246,9 +246,9 @@ def generate(path: str, shape: str) -> None:
 
 def write_data(path: str, nq: int, ng: int, dims: int, dtype: str, ids: int, keys: bool = False) -> None:
     """The benchmarks' clustered reid data (10% distractors, 1% junk, 2% open-set queries, seed 1)."""
-    synthetic.write_clustered(path, n_query=nq, n_gallery=ng, dims=dims, n_ids=ids, dtype=dtype,
-                              distractors=0.1, junk=0.01, unknown=0.02, seed=1,
-                              query_chunk=1024, gallery_chunk=65536, keys=keys)
+    synthetic.write_clustered(path, synthetic.Clusters(n_query=nq, n_gallery=ng, dims=dims, n_ids=ids, dtype=dtype,
+                                                   distractors=0.1, junk=0.01, unknown=0.02),
+                              seed=1, query_chunk=1024, gallery_chunk=65536, keys=keys)
 
 
 def run(args) -> int:
@@ -696,14 +696,15 @@ def sweep_svg(rows: list[dict], title: str) -> str:
 
     ratio = svg.line_chart(
         [series("ratio", w, c) for w, c in zip(counts, colors)],
-        title=f"evaluate / matrix-product floor, {title}", xlabel=xlabel, ylabel="evaluate / floor", xlim=xlim,
-        ylim=(0.0, max(r["ratio"] for r in rows) * 1.1), xlog=xlog,
+        svg.Axes(title=f"evaluate / matrix-product floor, {title}", xlabel=xlabel, ylabel="evaluate / floor",
+                 xlim=xlim, ylim=(0.0, max(r["ratio"] for r in rows) * 1.1), xlog=xlog),
         legend=[svg.LegendEntry(plural(w), c, markers=True) for w, c in zip(counts, colors)], legend_at="below")
     seconds = svg.line_chart(
         [series("evaluate_s", w, c) for w, c in zip(counts, colors)]
         + [series("floor_s", w, c, dash=svg.DASHED) for w, c in zip(counts, colors)],
-        title="seconds: evaluate (solid), floor on as many BLAS threads (dashed)", xlabel=xlabel, ylabel="seconds",
-        xlim=xlim, ylim=(0.0, max(max(r["evaluate_s"], r["floor_s"]) for r in rows) * 1.1), xlog=xlog,
+        svg.Axes(title="seconds: evaluate (solid), floor on as many BLAS threads (dashed)", xlabel=xlabel,
+                 ylabel="seconds", xlim=xlim, ylim=(0.0, max(max(r["evaluate_s"], r["floor_s"]) for r in rows) * 1.1),
+                 xlog=xlog),
         legend=[svg.LegendEntry(f"evaluate, {plural(w)}", c, markers=True) for w, c in zip(counts, colors)]
         + [svg.LegendEntry(f"floor, {w} thread{'s' if w > 1 else ''}", c, dash=svg.DASHED, markers=True)
            for w, c in zip(counts, colors)], legend_at="below")

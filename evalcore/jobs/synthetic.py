@@ -7,6 +7,7 @@ first and filled in row blocks, so a million-row gallery never sits in memory.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import zarr
@@ -26,11 +27,9 @@ def _create(root, name, shape, dtype, chunk_rows):
                                  config={"write_empty_chunks": True}, **extra)
 
 
-def write_clustered(path, *, n_query: int, n_gallery: int, dims: int, n_ids: int, n_cams: int = 6,
-                    dtype="float32", separation: float = 4.0, distractors: float = 0.14, junk: float = 0.0,
-                    unknown: float = 0.0, protocol: str = "reid", seed: int = 0,
-                    query_chunk: int = 1024, gallery_chunk: int = 32768, keys: bool = True) -> None:
-    """Write a reid/class dataset of the given shape.
+@dataclass(frozen=True)
+class Clusters:
+    """What a synthetic reid/class dataset holds: its shape and how its identities look.
 
     ``separation``: how many standard deviations of non-matching scores a
     matching score sits above them on average (4 gives mAP near 0.8 on a
@@ -39,6 +38,27 @@ def write_clustered(path, *, n_query: int, n_gallery: int, dims: int, n_ids: int
     flagged in ``gallery/junk``; ``unknown``: query share whose identity has no
     gallery image (open-set queries).
     """
+
+    n_query: int
+    n_gallery: int
+    dims: int
+    n_ids: int
+    n_cams: int = 6
+    dtype: str = "float32"
+    separation: float = 4.0
+    distractors: float = 0.14
+    junk: float = 0.0
+    unknown: float = 0.0
+    protocol: str = "reid"
+
+
+def write_clustered(path, clusters: Clusters, *, seed: int = 0, query_chunk: int = 1024, gallery_chunk: int = 32768,
+                    keys: bool = True) -> None:
+    """Write the dataset ``clusters`` describes, drawn from ``seed``, in chunks of (at most) ``query_chunk`` and
+    ``gallery_chunk`` rows; ``keys``: with ``query/key`` and ``gallery/key``."""
+    c = clusters
+    n_query, n_gallery, dims, n_ids, dtype = c.n_query, c.n_gallery, c.dims, c.n_ids, c.dtype
+    separation, distractors, junk, unknown = c.separation, c.distractors, c.junk, c.unknown
     rng = np.random.default_rng(seed)
     itemsize = np.dtype(dtype).itemsize
     # about 32 MiB per chunk whatever the width: a block read never decompresses much more than it uses
@@ -79,12 +99,12 @@ def write_clustered(path, *, n_query: int, n_gallery: int, dims: int, n_ids: int
             emb[label < 0] += rng.standard_normal((int((label < 0).sum()), dims), dtype=np.float32) / np.sqrt(dims)
             arrays[f"{side}/emb"][a:b] = emb.astype(dtype)
             arrays[f"{side}/label"][a:b] = label
-            arrays[f"{side}/cam"][a:b] = rng.integers(1, n_cams + 1, b - a)
+            arrays[f"{side}/cam"][a:b] = rng.integers(1, c.n_cams + 1, b - a)
             if side == "gallery" and junk:
                 arrays["gallery/junk"][a:b] = rng.random(b - a) < junk
             if keys:
                 arrays[f"{side}/key"][a:b] = np.array([f"{side[0]}{i:07d}" for i in range(a, b)], dtype=object)
-    root.attrs[SHARED_ATTRIBUTE] = {"version": 1, "protocol": protocol, "similarity": "cosine"}
+    root.attrs[SHARED_ATTRIBUTE] = {"version": 1, "protocol": c.protocol, "similarity": "cosine"}
 
 
 def write_market_like(path, dims: int = 256, dtype="float32", seed: int = 0) -> None:
@@ -93,5 +113,5 @@ def write_market_like(path, dims: int = 256, dtype="float32", seed: int = 0) -> 
     About 14% distractors (label -1), 2% junk, and 2% of identities without a
     gallery image, so a few queries are unknown (open set).
     """
-    write_clustered(path, n_query=3368, n_gallery=19732, dims=dims, n_ids=751, n_cams=6, dtype=dtype,
-                    distractors=0.14, junk=0.02, unknown=0.02, seed=seed, protocol="reid")
+    write_clustered(path, Clusters(n_query=3368, n_gallery=19732, dims=dims, n_ids=751, n_cams=6, dtype=dtype,
+                                   distractors=0.14, junk=0.02, unknown=0.02, protocol="reid"), seed=seed)

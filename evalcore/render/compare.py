@@ -277,9 +277,9 @@ def _cmc_chart(bands: pa.Table | None) -> str | None:
         fills.append(svg.Band(run, k, low, high, colors[i % len(colors)]))
         entries.append(svg.LegendEntry(f"{run} (band: interval)", colors[i % len(colors)]))
     lo = max(0.0, float(np.nanmin(lows)) - 0.02)
-    return svg.line_chart(series, title="CMC with bootstrap bands", xlabel="k (log scale)", ylabel="CMC",
-                          xlim=(1, max(2.0, float(ks.max()))), ylim=(lo, 1.0), xlog=True, legend=entries,
-                          legend_at="below", bands=fills)
+    return svg.line_chart(series, svg.Axes(title="CMC with bootstrap bands", xlabel="k (log scale)", ylabel="CMC",
+                                           xlim=(1, max(2.0, float(ks.max()))), ylim=(lo, 1.0), xlog=True),
+                          legend=entries, legend_at="below", bands=fills)
 
 
 def render_compare_html(comparison: Comparison, record: dict, cmc_bands: pa.Table | None = None) -> str:

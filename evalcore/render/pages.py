@@ -264,10 +264,10 @@ def _plot_cmc(cmc: pa.Table, scale: str = "auto") -> str | None:
     xlog = scale == "log" or (scale == "auto" and max_k > 100)
     top = max(max_k, 2)
     return svg.data_uri(svg.line_chart(
-        series, title="Cumulative match characteristic", xlabel="rank k" + (" (log scale)" if xlog else ""),
-        ylabel="CMC (fraction with a match in top k)", xlim=(1, top), ylim=(y0, 1 + 0.02 * (1 - y0)), xlog=xlog,
-        xinteger=True, legend=legend, legend_at="lower right", bands=bands,
-        xticks=None if xlog else svg.ticks_from(1, top),
+        series, svg.Axes(title="Cumulative match characteristic", xlabel="rank k" + (" (log scale)" if xlog else ""),
+                         ylabel="CMC (fraction with a match in top k)", xlim=(1, top), ylim=(y0, 1 + 0.02 * (1 - y0)),
+                         xlog=xlog, xinteger=True, xticks=None if xlog else svg.ticks_from(1, top)),
+        legend=legend, legend_at="lower right", bands=bands,
     ))
 
 
@@ -344,8 +344,9 @@ def _plot_sweep(sweep: pa.Table, threshold: float | None) -> str | None:
         vlines.append(svg.VLine(threshold, svg.COLORS["grey"], svg.DOTTED, 1.2))
         legend.append(svg.LegendEntry(f"threshold {threshold:.4g}", svg.COLORS["grey"], dash=svg.DOTTED, width=1.2))
     return svg.data_uri(svg.line_chart(
-        series, title="Open-set error rates (FPIR solid, FNIR dashed)", xlabel="threshold on the rank-1 score", ylabel="rate",
-        xlim=svg.padded(lo, hi), ylim=(0, 1.02), vlines=vlines, legend=legend, legend_at="below",
+        series, svg.Axes(title="Open-set error rates (FPIR solid, FNIR dashed)", xlabel="threshold on the rank-1 score",
+                         ylabel="rate", xlim=svg.padded(lo, hi), ylim=(0, 1.02)),
+        vlines=vlines, legend=legend, legend_at="below",
     ))
 
 
@@ -393,8 +394,8 @@ def _plot_det(sweep: pa.Table, summary: pa.Table | None = None) -> str | None:
     xlim = det_limits([x for s in series for x in s.xs])
     ylim = det_limits([y for s in series for y in s.ys])
     return svg.data_uri(svg.line_chart(
-        series, title="DET: open-set errors across thresholds", xlabel="FPIR (unknown queries accepted, log scale)",
-        ylabel="FNIR (known queries missed, log scale)", xlim=xlim, ylim=ylim, xlog=True, ylog=True,
+        series, svg.Axes(title="DET: open-set errors across thresholds", xlabel="FPIR (unknown queries accepted, log scale)",
+                         ylabel="FNIR (known queries missed, log scale)", xlim=xlim, ylim=ylim, xlog=True, ylog=True),
         legend=legend, legend_at="below",
     ))
 
@@ -757,10 +758,10 @@ def _plot_trend(rows: list[dict], metric: str, evaluations: list[str]) -> str:
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
     legend = [svg.LegendEntry(s_.label, s_.color, markers=True) for s_ in series]
     return svg.data_uri(svg.line_chart(
-        series, title=f"{_label(metric)} over time", xlabel="run date", ylabel=_label(metric),
-        xlim=(-0.5, span + 0.5), ylim=svg.padded(lo, hi if hi > lo else lo + 1e-3, 0.08), xinteger=True,
-        legend=legend, legend_at="below",
-        xformat=lambda d: (origin + _dt.timedelta(days=int(round(d)))).strftime("%b %d")))
+        series, svg.Axes(title=f"{_label(metric)} over time", xlabel="run date", ylabel=_label(metric),
+                         xlim=(-0.5, span + 0.5), ylim=svg.padded(lo, hi if hi > lo else lo + 1e-3, 0.08), xinteger=True,
+                         xformat=lambda d: (origin + _dt.timedelta(days=int(round(d)))).strftime("%b %d")),
+        legend=legend, legend_at="below"))
 
 
 def _latest_table(rows: list[dict], metrics: list[str], evaluations: list[str]) -> str:

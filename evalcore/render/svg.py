@@ -97,6 +97,27 @@ class LegendEntry:
 
 
 @dataclass(frozen=True)
+class Axes:
+    """A line chart's axes: its title, the axis labels, the ranges shown and how x and y are ticked.
+
+    ``xlog``/``ylog`` put x/y on a log axis (limits must then be positive) with 1-2-5 ticks under two decades,
+    else decade ticks; ``xinteger`` keeps x ticks on integers, ``xticks`` gives them; ``xformat`` writes the x
+    tick labels (``xinteger`` ticks as dates, on the trend page).
+    """
+
+    title: str
+    xlabel: str
+    ylabel: str
+    xlim: tuple[float, float]
+    ylim: tuple[float, float]
+    xlog: bool = False
+    ylog: bool = False
+    xinteger: bool = False
+    xticks: Sequence[float] | None = None
+    xformat: Callable[[float], str] | None = None
+
+
+@dataclass(frozen=True)
 class Frame:
     """The plot area in pixels and the data ranges it shows."""
 
@@ -361,37 +382,25 @@ def _vline(line: VLine, frame: Frame) -> str:
 
 def line_chart(
     series: Sequence[Series],
+    axes: Axes,
     *,
-    title: str,
-    xlabel: str,
-    ylabel: str,
-    xlim: tuple[float, float],
-    ylim: tuple[float, float],
-    xlog: bool = False,
-    xinteger: bool = False,
     vlines: Sequence[VLine] = (),
     legend: Sequence[LegendEntry] = (),
     legend_at: str = "lower right",
     bands: Sequence[Band] = (),
-    xformat: Callable[[float], str] | None = None,
-    ylog: bool = False,
-    xticks: Sequence[float] | None = None,
 ) -> str:
-    """Lines on shared axes, as SVG text.
+    """Lines on shared ``axes``, as SVG text.
 
     Each series is one polyline through its finite points in the given order
     (non-finite points are skipped, and points <= 0 on a log axis, which has no
-    place for them). ``xlog``/``ylog`` put x/y on a log axis (limits must then be
-    positive) with 1-2-5 ticks under two decades, else decade ticks; ``xinteger``
-    keeps x ticks on integers, ``xticks`` gives them.
-    ``legend_at`` is ``"lower right"`` (inside the axes) or ``"below"``.
+    place for them). ``legend_at`` is ``"lower right"`` (inside the axes) or ``"below"``.
     ``bands`` are drawn first, under the lines: one translucent ``<path class="band">`` each.
-    ``xformat`` writes the x tick labels (``xinteger`` ticks as dates, on the trend page).
     """
     entries = list(legend)
     rows = _below_layout(entries, WIDTH - _MARGIN["left"] - _MARGIN["right"])[1] if legend_at == "below" else 0
-    frame = _frame(xlim, ylim, xlog, rows, ylog)
-    parts = _axes(frame, title, xlabel, ylabel, xinteger, False, xformat, xticks)
+    xlog, ylog = axes.xlog, axes.ylog
+    frame = _frame(axes.xlim, axes.ylim, xlog, rows, ylog)
+    parts = _axes(frame, axes.title, axes.xlabel, axes.ylabel, axes.xinteger, False, axes.xformat, axes.xticks)
     parts += [_band(b, frame) for b in bands]
     for item in series:
         points = [(float(x), float(y)) for x, y in zip(item.xs, item.ys) if math.isfinite(float(x)) and math.isfinite(float(y))

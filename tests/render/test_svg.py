@@ -94,7 +94,7 @@ def _ticks(root: ET.Element, axis: str) -> list[tuple[float, float]]:
 def test_line_chart_structure_and_escaping():
     series = [svg.Series("a<b>&c", [1, 2, 3], [0.1, 0.5, 0.9], "#1f77b4", markers=True),
               svg.Series("dashed", [1, 3], [0.2, 0.3], "#ff7f0e", dash=svg.DASHED)]
-    text = svg.line_chart(series, title="T <x>", xlabel="k", ylabel="y", xlim=(1, 3), ylim=(0, 1), xinteger=True,
+    text = svg.line_chart(series, svg.Axes(title="T <x>", xlabel="k", ylabel="y", xlim=(1, 3), ylim=(0, 1), xinteger=True),
                           vlines=[svg.VLine(2.5)], legend=[svg.LegendEntry("a<b>&c", "#1f77b4")])
     root = parse(text)  # well-formed XML despite the markup in labels
     assert root.get("viewBox") == "0 0 600 380"
@@ -113,8 +113,8 @@ def test_line_chart_structure_and_escaping():
 
 
 def test_line_chart_skips_non_finite_points():
-    text = svg.line_chart([svg.Series("s", [1, 2, 3], [0.1, float("nan"), 0.3])], title="", xlabel="", ylabel="",
-                          xlim=(1, 3), ylim=(0, 1))
+    text = svg.line_chart([svg.Series("s", [1, 2, 3], [0.1, float("nan"), 0.3])],
+                          svg.Axes(title="", xlabel="", ylabel="", xlim=(1, 3), ylim=(0, 1)))
     assert len(parse(text).find(".//s:polyline", NS).get("points").split()) == 2
 
 
@@ -140,7 +140,7 @@ def test_histogram_bars_follow_numpy_counts():
 
 
 def test_data_uri_round_trips():
-    text = svg.line_chart([], title="é", xlabel="", ylabel="", xlim=(0, 1), ylim=(0, 1))
+    text = svg.line_chart([], svg.Axes(title="é", xlabel="", ylabel="", xlim=(0, 1), ylim=(0, 1)))
     uri = svg.data_uri(text)
     assert uri.startswith("data:image/svg+xml;base64,")
     assert base64.b64decode(uri.split(",", 1)[1]).decode("utf-8") == text

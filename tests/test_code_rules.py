@@ -1,0 +1,141 @@
+"""Rules of the code itself, read with ``ast`` (issue 36): no ordinary function takes more than 12 parameters,
+and an exception is never read back out of ``str(exc)``: evalcore's own errors are shown from their fields
+(``exc.message``, ``exc.subject``/``exc.detail``), another library's through ``errors.foreign_reason``."""
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import evalcore
+
+PACKAGE = Path(evalcore.__file__).parent
+
+#: the most parameters an ordinary function takes (self and cls not counted)
+MAX_PARAMETERS = 12
+#: the generated keyword form of evaluate: every option by name, the request in three parts behind it
+LONG_ALLOWED = {("api.py", "evaluate")}
+#: where an exception's text may be read: the helper that decides how foreign text is shown, and the
+#: modules that read a library's message to tell its failures apart (the dataset's store, the input kinds)
+STR_EXC_ALLOWED = {("errors.py", "foreign_reason"), ("io/dataset.py", None), ("io/kinds.py", None)}
+
+
+def _compiled(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Decorated with numba's ``njit``/``jit`` (``@njit``, ``@numba.njit(cache=True)``): its arguments are arrays."""
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name in ("njit", "jit"):
+            return True
+    return False
+
+
+def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> int:
+    a = node.args
+    named = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x is not None]
+    return len([n for n in named if n not in ("self", "cls")])
+
+
+def long_functions(source: str, where: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        n = parameter_count(node)
+        if n > MAX_PARAMETERS and not _compiled(node) and (where, node.name) not in LONG_ALLOWED:
+            found.append(f"{where}:{node.lineno} {node.name} ({n} parameters)")
+    return found
+
+
+def _rooted_at(expr: ast.expr, name: str) -> bool:
+    """``exc``, or a call on it (``exc.reworded(...)``)."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        expr = expr.func.value
+    return isinstance(expr, ast.Name) and expr.id == name
+
+
+#: names that hold an exception wherever they are (a helper's parameter, say), caught there or not
+EXCEPTION_NAMES = frozenset({"exc", "err", "error", "exception"})
+
+
+def exception_texts(source: str, where: str) -> list[str]:
+    """``str(exc)`` of an exception (a name an ``except ... as`` caught, or one of EXCEPTION_NAMES) outside
+    STR_EXC_ALLOWED."""
+    if (where, None) in STR_EXC_ALLOWED:
+        return []
+    found = []
+
+    def visit(node: ast.AST, function: str | None, caught: frozenset[str]) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            function, caught = node.name, EXCEPTION_NAMES
+        if isinstance(node, ast.ExceptHandler) and node.name:
+            caught = caught | {node.name}
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str"
+                and len(node.args) == 1 and any(_rooted_at(node.args[0], name) for name in caught)
+                and (where, function) not in STR_EXC_ALLOWED):
+            found.append(f"{where}:{node.lineno} {ast.unparse(node)}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, function, caught)
+
+    visit(ast.parse(source), None, EXCEPTION_NAMES)
+    return found
+
+
+def _package_files():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(PACKAGE).as_posix(), path.read_text()
+
+
+def test_no_ordinary_function_takes_more_than_12_parameters():
+    found = [line for where, source in _package_files() for line in long_functions(source, where)]
+    assert found == [], "group the parameters into a small frozen dataclass:\n" + "\n".join(found)
+
+
+def test_no_exception_is_read_back_out_of_its_text():
+    found = [line for where, source in _package_files() for line in exception_texts(source, where)]
+    assert found == [], ("use the fields of an evalcore error (exc.message, exc.subject, exc.detail) or "
+                         "errors.foreign_reason(exc) for another library's:\n" + "\n".join(found))
+
+
+def test_the_checkers_are_not_vacuous():
+    thirteen = ", ".join(f"a{i}" for i in range(13))
+    source = textwrap.dedent(f"""
+        import numba
+        from numba import njit
+
+        def long({thirteen}): pass
+        def twelve(self, {", ".join(f"a{i}" for i in range(12))}): pass
+        def star(a, *args, b, c, d, e, f, g, h, i, j, k, **kwargs): pass
+        @njit(cache=True)
+        def kernel({thirteen}): pass
+        @numba.njit
+        def kernel2({thirteen}): pass
+        class C:
+            def method(self, {thirteen}): pass
+    """)
+    assert [line.split()[1] for line in long_functions(source, "x.py")] == ["long", "star", "method"]
+    assert long_functions("def evaluate(" + thirteen + "): pass", "api.py") == []
+    source = textwrap.dedent("""
+        def f():
+            try:
+                pass
+            except ValueError as exc:
+                a = str(exc)
+                b = str(exc.reworded(len)).strip()
+                c = str(other)
+                d = exc.message
+            try:
+                pass
+            except OSError as oops:
+                e = str(oops)
+            return str(oops)   # not caught here, and not an exception's usual name
+
+        def foreign_reason(exc):
+            return str(exc)
+    """)
+    flagged = exception_texts(source, "x.py")
+    assert [line.split(" ", 1)[1] for line in flagged] == ["str(exc)", "str(exc.reworded(len))", "str(oops)",
+                                                          "str(exc)"]
+    assert exception_texts(source, "errors.py") == ["errors.py:6 str(exc)", "errors.py:7 str(exc.reworded(len))",
+                                                    "errors.py:13 str(oops)"]
+    assert exception_texts(source, "io/dataset.py") == []
