@@ -16,7 +16,8 @@ from distributed.comm.core import CommClosedError
 from distributed.scheduler import KilledWorker
 from distributed.worker_memory import parse_memory_limit
 
-from evalcore.engine.faults import task_queries  # task keys are built and read there
+# task keys are built and read there; the no-workers reason is there beside the other final cancellations
+from evalcore.engine.faults import NO_WORKERS_REASON, task_queries
 from evalcore.errors import ClusterError, ClusterUnreachable, InputError, OptionError, WorkerFailed, input_error
 
 ADDRESS = re.compile(r"^(tcp|tls|ucx|inproc)://([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
@@ -34,8 +35,6 @@ MEMORY_RESTART_TOPIC = "worker-restart-memory"
 #: seconds a run waits while the cluster has no worker at all before it gives up (env var overrides)
 NO_WORKERS_TIMEOUT_ENV = "EVALCORE_NO_WORKERS_TIMEOUT"
 NO_WORKERS_TIMEOUT = 30.0
-#: the reason given to futures cancelled because the cluster had no workers
-NO_WORKERS_REASON = "evalcore-no-workers"
 #: Resident memory of an idle worker process (Python, numpy, numba, zarr, pyarrow and distributed
 #: loaded): 210 to 290 MiB measured, the most in a fresh pip-installed environment.
 IDLE_WORKER_MEMORY = 300 * 2 ** 20

@@ -41,8 +41,7 @@ from evalcore.engine.plan import (
     shard_owners,
 )
 from evalcore.engine.reduce import add_top1_keys, empty_per_query, run_warnings, score_note, summarize
-from evalcore.engine.schedule import load_kernels_aside, raise_input_error, run_here, splits_columns, submit_chunks
-from evalcore.engine.tasks import ChunkResult
+from evalcore.engine.schedule import ClusterChunks, load_kernels_aside, raise_input_error, run_here, splits_columns
 from evalcore.errors import WorkerStalled
 from evalcore.io import dataset as ds
 from evalcore.io.validate import validate as validate_dataset
@@ -84,7 +83,7 @@ class RunRecord:
                     "near_ties_resolved": self.near_ties_resolved, "warnings": list(self.warnings),
                     "timings": dict(self.timings), "workers": self.workers, "stall_timeout": self.stall_timeout,
                     "faults": [f.record() for f in self.faults],
-                    "workers_lost": [f.worker for f in self.faults],
+                    "workers_lost": [f.worker for f in self.faults if f.worker],
                     "retried_chunks": [list(c) for c in retried_chunks(self.faults)]})
         if self.rerank_chunks_from_estimates is not None:
             out["rerank_chunks_from_estimates"] = self.rerank_chunks_from_estimates
@@ -239,40 +238,37 @@ def _evaluate(path, options: Options | None, *, client, threads: int, storage_op
             run_caches.forget_run(ctx.run_id)
     else:
         # deferred: runs without a client never import distributed
-        from distributed import CancelledError, as_completed
+        from distributed import CancelledError
 
-        if isinstance(source, zarr.Group):  # arrays in memory: one copy per worker, not one per task
-            source = client.scatter(source, broadcast=True, hash=False)
         # sharded: progress by (chunk, shard) scans as they finish, else by chunks
         scans = progress.TaskCounter(on_progress, len(chunks) * len(shards), "shards") if shards else None
-        futures = submit_chunks(client, source, options, chunks, storage_options, ctx, shards, owners, model,
-                                    estimates, on_scan=scans.one if scans else None)
+        # arrays in memory and the re-ranking model: one copy per worker, held for the run (``ClusterChunks``)
+        tasks = ClusterChunks(client, source, options, chunks, storage_options, ctx, shards, owners, model,
+                              estimates, on_scan=scans.one if scans else None)
         if not shards:
             on_progress(0, len(chunks), "chunks")
-        index = {f.key: i for i, f in enumerate(futures)}
-        watch = StallWatch(client, futures, ctx.run_id, stall_timeout)
+        watch = StallWatch(client, tasks.futures, ctx.run_id, stall_timeout)
         try:
             with watch:
-                for done, future in enumerate(as_completed(futures, loop=client.loop), start=1):
-                    try:
-                        results[index[future.key]] = future.result()
-                    except CancelledError:
-                        if watch.failure:
-                            raise WorkerStalled(watch.failure) from None
-                        raise
-                    watch.progress()
-                    chunk: ChunkResult = results[index[future.key]]
-                    if chunk.input_error is not None:
-                        client.cancel(futures)
-                        raise_input_error(chunk)
-                    if on_chunk:
-                        on_chunk(chunk.stats(), done, len(chunks))
-                    if not shards:
-                        on_progress(done, len(chunks), "chunks")
-                    future.release()
+                try:
+                    for done, (i, chunk) in enumerate(tasks.completed(on_again=watch.resubmitted), start=1):
+                        results[i] = chunk
+                        watch.progress()
+                        if chunk.input_error is not None:
+                            client.cancel(tasks.futures)
+                            raise_input_error(chunk)
+                        if on_chunk:
+                            on_chunk(chunk.stats(), done, len(chunks))
+                        if not shards:
+                            on_progress(done, len(chunks), "chunks")
+                except CancelledError:
+                    if watch.failure:
+                        raise WorkerStalled(watch.failure) from None
+                    raise
             if scans:  # every chunk is combined, so every scan is done, whether or not its callback has come
                 scans.finish()
         finally:
+            tasks.release()
             forget_on_workers(client, ctx.run_id, skip=watch.unavailable)
         faults = watch.faults
     ranked = time.perf_counter()

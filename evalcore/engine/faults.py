@@ -29,6 +29,15 @@ scheduler which of the run's tasks each worker holds, and it sees:
   raises ``WorkerStalled`` with ``failure``, one line naming the worker and
   the query rows.
 
+- **a cancelled chunk**: a chunk's future the scheduler cancelled without the
+  run asking for it (``already forgotten``: a task it could no longer
+  compute, ``lost dependencies``, a release). The driver submits that chunk
+  again under a new key (``TaskKey.attempt``), at most ``CANCELLED_RETRIES``
+  times (then the run fails naming its queries); each is a ``Fault`` of kind
+  ``cancelled``. Cancellations the run or the client made on purpose (a stall
+  or no workers failing the run, a lost scheduler, a scheduler restart) are
+  not submitted again: ``resubmittable``.
+
 Held time is what the driver sees between polls: from the first poll that
 finds a task on a worker to the first that does not (waiting behind the
 worker's other task included), the same measure for the limit and the stall.
@@ -62,6 +71,13 @@ STALL_FACTOR = 10
 MAX_STALLS = 2
 #: the reason given to the run's futures when a stall fails it
 STALL_REASON = "evalcore-stalled"
+#: the reason given to futures cancelled because the cluster had no workers (``cluster.WorkerWatch``)
+NO_WORKERS_REASON = "evalcore-no-workers"
+#: cancellations that end the run: evalcore's own (a stall, no workers) and the client's (scheduler gone or
+#: restarted); any other cancellation of a chunk is the scheduler's, and the chunk is submitted again
+FINAL_CANCEL_REASONS = frozenset({STALL_REASON, NO_WORKERS_REASON, "scheduler-connection-lost", "scheduler-restart"})
+#: a chunk cancelled by the scheduler is submitted again at most this many times (as a task is retried 3 times)
+CANCELLED_RETRIES = 3
 #: a worker whose last heartbeat is this much older than the freshest worker's has stopped answering
 #: (capped by the stall limit); workers heartbeat every 0.5 s (up to 10 workers) to a few seconds
 FROZEN_AFTER = 10.0
@@ -72,16 +88,18 @@ TEST_STALL_ENV = "EVALCORE_TEST_STALL"
 log = logging.getLogger("evalcore.faults")
 
 #: task keys: evalcore-chunk-Q0-Q1-RUN, or for sharded runs evalcore-truth-Q0-Q1-RUN,
-#: evalcore-bands-Q0-Q1-S0-S1-RUN, evalcore-scan-Q0-Q1-S0-S1-RUN and evalcore-combine-Q0-Q1-RUN
+#: evalcore-bands-Q0-Q1-S0-S1-RUN, evalcore-scan-Q0-Q1-S0-S1-RUN and evalcore-combine-Q0-Q1-RUN; a chunk
+#: submitted again after the scheduler cancelled it ends in -rN, its Nth resubmission
 #: (``TaskKey`` builds and reads them; this is the one pattern they follow)
-TASK_KEY = re.compile(r"^evalcore-([a-z]+)-(\d+)-(\d+)(?:-(\d+)-(\d+))?-([0-9a-f]+)$")
+TASK_KEY = re.compile(r"^evalcore-([a-z]+)-(\d+)-(\d+)(?:-(\d+)-(\d+))?-([0-9a-f]+)(?:-r(\d+))?$")
 TaskKind = Literal["chunk", "truth", "bands", "scan", "combine"]
 
 
 @dataclass(frozen=True)
 class TaskKey:
     """The key of one task of a run: its kind, query rows [q0, q1), gallery rows [s0, s1) for a shard's
-    task, and the run (the first 8 characters of its id). ``str()`` is the Dask key; ``parse`` reads one."""
+    task, the run (the first 8 characters of its id) and the attempt (0, or N for a chunk's Nth submission
+    after the scheduler cancelled it). ``str()`` is the Dask key; ``parse`` reads one."""
 
     kind: TaskKind
     q0: int
@@ -89,13 +107,15 @@ class TaskKey:
     run: str
     s0: int | None = None
     s1: int | None = None
+    attempt: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "run", self.run[:8])
 
     def __str__(self) -> str:
         shard = f"-{self.s0}-{self.s1}" if self.s0 is not None else ""
-        return f"evalcore-{self.kind}-{self.q0}-{self.q1}{shard}-{self.run}"
+        attempt = f"-r{self.attempt}" if self.attempt else ""
+        return f"evalcore-{self.kind}-{self.q0}-{self.q1}{shard}-{self.run}{attempt}"
 
     @classmethod
     def parse(cls, key) -> TaskKey | None:
@@ -103,8 +123,9 @@ class TaskKey:
         found = TASK_KEY.match(key) if isinstance(key, str) else None
         if not found:
             return None
-        kind, q0, q1, s0, s1, run = found.groups()
-        return cls(cast(TaskKind, kind), int(q0), int(q1), run, None if s0 is None else int(s0), None if s1 is None else int(s1))
+        kind, q0, q1, s0, s1, run, attempt = found.groups()
+        return cls(cast(TaskKind, kind), int(q0), int(q1), run, None if s0 is None else int(s0),
+                   None if s1 is None else int(s1), int(attempt or 0))
 
     @property
     def span(self) -> tuple[int, int]:
@@ -116,10 +137,20 @@ class TaskKey:
         return f"queries {self.q0}-{self.q1 - 1}{shard}"
 
 
-def task_key(kind: TaskKind, q0: int, q1: int, run_id: str, shard: tuple[int, int] | None = None) -> str:
+def task_key(kind: TaskKind, q0: int, q1: int, run_id: str, shard: tuple[int, int] | None = None,
+             attempt: int = 0) -> str:
     """The Dask key of a task of run ``run_id`` (see ``TaskKey``)."""
     s0, s1 = shard if shard is not None else (None, None)
-    return str(TaskKey(kind, q0, q1, run_id, s0, s1))
+    return str(TaskKey(kind, q0, q1, run_id, s0, s1, attempt))
+
+
+def resubmittable(exc: BaseException) -> bool:
+    """Whether a chunk whose future ended with ``exc`` is submitted again: a cancellation by the scheduler
+    (a key it forgot or released; a killed worker's chunk whose broadcast input was gone), not one of
+    ``FINAL_CANCEL_REASONS``."""
+    from distributed.client import FutureCancelledError  # deferred: runs without a client never import it
+
+    return isinstance(exc, FutureCancelledError) and exc.reason not in FINAL_CANCEL_REASONS
 
 
 def task_queries(key) -> str | None:
@@ -167,7 +198,7 @@ def test_stall(q0: int) -> None:
     time.sleep(float(seconds))
 
 
-FaultKind = Literal["lost", "left", "stalled"]
+FaultKind = Literal["lost", "left", "stalled", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -175,12 +206,15 @@ class Fault:
     """A worker that stopped serving the run, and the run's tasks that therefore ran again.
 
     ``kind``: ``lost`` (the worker died or lost its connection), ``left`` (it
-    retired on purpose, its tasks moved) or ``stalled`` (evalcore found it stuck
-    and restarted or removed it). ``chunks``: the query rows [q0, q1) of the
-    tasks that ran again; ``tasks``: their keys. For a stall, ``held_s`` is how
-    long the worker had held the oldest of them, ``heartbeat_s`` how long it
-    had been silent, ``limit_s`` the stall limit then, and ``action`` what
-    the scheduler did (``restarted``, ``removed``).
+    retired on purpose, its tasks moved), ``stalled`` (evalcore found it stuck
+    and restarted or removed it) or ``cancelled`` (the scheduler cancelled a
+    chunk's future and the driver submitted the chunk again; ``action`` is the
+    reason the scheduler gave, ``worker`` is empty: no worker is blamed).
+    ``chunks``: the query rows [q0, q1) of the tasks that ran again;
+    ``tasks``: their keys (a cancelled chunk: the key cancelled). For a stall,
+    ``held_s`` is how long the worker had held the oldest of them,
+    ``heartbeat_s`` how long it had been silent, ``limit_s`` the stall limit
+    then, and ``action`` what the scheduler did (``restarted``, ``removed``).
     """
 
     kind: FaultKind
@@ -208,6 +242,8 @@ class Fault:
     def event(self) -> str:
         """One line for the log as it happens."""
         what = _queries_text(self.chunks)
+        if self.kind == "cancelled":
+            return f"the scheduler cancelled {what} ({self.action}); submitting them again"
         if self.kind == "stalled":
             return (f"worker {self.worker} has held {self._stall(what)}; "
                     f"{'restarting' if self.action == 'restarted' else 'removing'} it, its tasks run again "
@@ -217,6 +253,8 @@ class Fault:
     def message(self) -> str:
         """One line for run.json's warnings (and stderr at the end of the run)."""
         what = _queries_text(self.chunks)
+        if self.kind == "cancelled":
+            return f"the scheduler cancelled {what} ({self.action}); they ran again, so the results are complete"
         if self.kind == "stalled":
             return (f"worker {self.worker} held {self._stall(what)}; evalcore {self.action} it and "
                     f"{'they' if what else 'the run'} ran again on another worker, so the results are complete")
@@ -332,6 +370,18 @@ class StallWatch:
     def progress(self) -> None:
         """The driver received a chunk."""
         self._progress = self.clock()
+
+    def resubmitted(self, cancelled, again, reason: str) -> None:
+        """The driver submitted a chunk again (future ``again``) after the scheduler cancelled its future
+        ``cancelled`` for ``reason``: recorded as a fault, and ``again`` watched (and cancelled if the run
+        fails) like the run's other futures."""
+        self.futures.append(again)  # one append: a poll iterating the list at once sees it or not, no matter
+        fault = Fault("cancelled", "", _spans([cancelled.key]), [str(cancelled.key)], action=reason)
+        self.faults.append(fault)
+        log.warning(fault.event())
+        if self.failure is not None:  # the watch failed the run while it was submitted: this one ends too
+            with contextlib.suppress(Exception):
+                self.client.cancel([again], reason=STALL_REASON)
 
     @property
     def limit(self) -> float:

@@ -2,18 +2,21 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, cast
 
+import zarr
 from threadpoolctl import threadpool_limits
 
 from evalcore.engine import progress
-from evalcore.engine.faults import TaskKind, task_key, test_stall
+from evalcore.engine.faults import CANCELLED_RETRIES, TaskKey, TaskKind, resubmittable, task_key, test_stall
 from evalcore.engine.gallery import GalleryBlocks
 from evalcore.engine.options import Options
 from evalcore.engine.plan import DatasetShape, Span, TaskContext
 from evalcore.engine.rerank import Pieces, estimate_rows, worker_pieces
 from evalcore.engine.tasks import ChunkResult, chunk_truth, combine_shards, evaluate_chunk, scan_shard, shard_bands
+from evalcore.errors import ClusterError
 from evalcore.io import dataset as ds
 
 
@@ -43,9 +46,13 @@ def load_kernels_aside(scan: str = "embeddings") -> threading.Thread:
 
 
 def submit_chunks(client, path, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
-                  shards: list[Span] | None, owners: list[list[str]] | None = None, rerank=None,
-                  estimates: Pieces | None = None, on_scan=None) -> list:
+                  shards: list[Span] | None, owners: list[list[str]] | None = None, model=None,
+                  estimates: Pieces | None = None, on_scan=None, attempt: int = 0) -> list:
     """Futures of every chunk's ``ChunkResult``: one task each, or a small graph over gallery shards.
+
+    ``model``: the re-ranking model as scattered to every worker (a future the caller holds for the run:
+    ``ClusterChunks``); ``attempt``: N for the Nth submission of chunks the scheduler cancelled (their keys
+    end in -rN, ``TaskKey``).
 
     Sharded work is submitted shard by shard (earlier submissions run first):
     the bands of every chunk in shard 1, 2, ..., then the scans from the last
@@ -59,8 +66,6 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
     """
     run = ctx.run_id
     if shards is None:
-        # a re-ranking model goes to every worker once, not once per task
-        model = client.scatter(rerank, broadcast=True, hash=False) if rerank is not None else None
         # a chunk runs where the kept estimates of its rows are, if it can, and reads them there by key: not
         # a dependency, so a lost holder costs the chunk its own products, never the run (``worker_pieces``)
         where = client.who_has([f for _, _, f in estimates]) if estimates else {}
@@ -70,17 +75,19 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
             holders = sorted({w for _, _, key in mine for w in where.get(key, ())})
             pin = {"workers": holders, "allow_other_workers": True} if holders else {}
             futures.append(client.submit(chunk_task, path, options, q0, q1, storage_options, ctx, model, mine,
-                                         key=task_key("chunk", q0, q1, run), retries=3, pure=False, **pin))
+                                         key=task_key("chunk", q0, q1, run, attempt=attempt), retries=3,
+                                         pure=False, **pin))
         return futures
 
-    order = iter(range(10 ** 9, 0, -1))
+    # a chunk submitted again goes before every task of the first submission: the run waits on it alone
+    order = iter(range(10 ** 9 * (1 + attempt), 0, -1))
 
     def submit(fn, kind: TaskKind, q0: int, q1: int, *args, shard: Span | None = None, workers=None):
         # the order of submission, as explicit priorities: a worker runs its ready tasks in that order
         # (Dask's own ordering of separately submitted tasks does not follow it)
         pin = {"workers": workers, "allow_other_workers": True} if workers else {}
-        return client.submit(fn, path, options, q0, q1, *args, key=task_key(kind, q0, q1, run, shard), retries=3,
-                             pure=False, priority=next(order), **pin)
+        return client.submit(fn, path, options, q0, q1, *args, key=task_key(kind, q0, q1, run, shard, attempt),
+                             retries=3, pure=False, priority=next(order), **pin)
 
     owner = owners or [[] for _ in shards]
     truths = [submit(chunk_truth, "truth", q0, q1, storage_options, ctx) for q0, q1 in chunks]
@@ -102,6 +109,111 @@ def submit_chunks(client, path, options: Options, chunks: list[Span], storage_op
             future.add_done_callback(lambda _: on_scan())
     return [submit(combine_shards, "combine", q0, q1, storage_options, ctx, truths[i],
                    *[scans[k, i] for k in range(len(shards))]) for i, (q0, q1) in enumerate(chunks)]
+
+
+class ClusterChunks:
+    """A cluster run's chunk futures (``submit_chunks``), what they read from every worker held for the
+    whole run, and a chunk submitted again when the scheduler cancels its future.
+
+    Held: data scattered to the workers (the re-ranking model, arrays given in
+    memory) is pure data to the scheduler, which forgets it as soon as no
+    client wants it and no task waits for it, that is once every chunk has
+    finished. A chunk whose result was then lost with its worker (finished,
+    not yet fetched) could no longer be computed, and the scheduler cancelled
+    it ("already forgotten") where a lost one is run again. Held here, the
+    data stays while the run goes on, and Dask runs such a chunk again itself.
+
+    Submitted again (``again``): a chunk whose future the scheduler cancelled
+    all the same (``faults.resubmittable``), under a new key, at most
+    ``CANCELLED_RETRIES`` times, the held data scattered again from the
+    driver's copy first if the cluster lost every copy of it. ``completed``
+    gives every chunk's result exactly once.
+    """
+
+    def __init__(self, client, source, options: Options, chunks: list[Span], storage_options, ctx: TaskContext,
+                 shards: list[Span] | None, owners: list[list[str]] | None = None, rerank=None,
+                 estimates: Pieces | None = None, on_scan=None):
+        self.client, self.chunks = client, chunks
+        self._submit = (options, storage_options, ctx, shards, owners)
+        self._estimates = estimates
+        # the driver's copies, scattered to every worker once (not once per task), again if every copy is lost
+        self._inputs = {"source": source if isinstance(source, zarr.Group) else None,
+                        "model": rerank if shards is None else None}
+        self._held: dict[str, Any] = {}
+        self._source = source
+        self.attempts = [0] * len(chunks)
+        #: each chunk's future now (its latest submission)
+        self.futures = submit_chunks(client, self._path(), options, chunks, storage_options, ctx, shards, owners,
+                                     self._broadcast("model"), estimates, on_scan)
+
+    def _broadcast(self, name: str):
+        """The held future of input ``name`` on every worker (None when the run has none), scattered again
+        when the cluster lost it."""
+        value = self._inputs[name]
+        if value is None:
+            return None
+        held = self._held.get(name)
+        if held is None or held.status != "finished":
+            held = self._held[name] = self.client.scatter(value, broadcast=True, hash=False)
+        return held
+
+    def _path(self):
+        return self._broadcast("source") if self._inputs["source"] is not None else self._source
+
+    def again(self, i: int, exc: BaseException):
+        """Chunk ``i`` submitted again after its future ended with ``exc``, a cancellation; ``exc`` raised
+        again when it is final (``faults.FINAL_CANCEL_REASONS``), a ClusterError naming the queries when the
+        chunk was cancelled ``CANCELLED_RETRIES`` times already."""
+        if not resubmittable(exc):
+            raise exc
+        q0, q1 = self.chunks[i]
+        if self.attempts[i] >= CANCELLED_RETRIES:
+            raise ClusterError(f"the scheduler cancelled the task of queries {q0}-{q1 - 1} {self.attempts[i] + 1} "
+                               f"times (last: {getattr(exc, 'reason', exc)}), each time it was submitted again; "
+                               "see the scheduler's log; nothing was written") from exc
+        self.attempts[i] += 1
+        options, storage_options, ctx, shards, owners = self._submit
+        (future,) = submit_chunks(self.client, self._path(), options, [(q0, q1)], storage_options, ctx, shards,
+                                  owners, self._broadcast("model"), self._estimates, attempt=self.attempts[i])
+        self.futures[i] = future
+        return future
+
+    def completed(self, on_again: Callable[[Any, Any, str], None] | None = None) -> Iterator[tuple[int, Any]]:
+        """(chunk index, result) of every chunk, each once, as they finish; a future is released once the
+        caller took its result (asks for the next). A chunk cancelled by the scheduler is submitted again
+        (``again``; ``on_again(cancelled, new, reason)`` is told) and its new future waited for; any other
+        failure is raised as the future raises it."""
+        # deferred: cluster runs only (as_completed renamed: the module's own is concurrent.futures')
+        from distributed import CancelledError
+        from distributed import as_completed as completing
+
+        index = {f.key: i for i, f in enumerate(self.futures)}
+        waiting = set(range(len(self.futures)))
+        pending = completing(self.futures, loop=self.client.loop)
+        for future in pending:
+            i = index.pop(future.key)
+            try:
+                result = future.result()
+            except CancelledError as exc:
+                new = self.again(i, exc)
+                index[new.key] = i
+                if on_again is not None:
+                    on_again(future, new, getattr(exc, "reason", "unknown"))
+                pending.add(new)
+                continue
+            if i not in waiting:  # never two results for one chunk (one future per chunk is waited for)
+                continue
+            waiting.discard(i)
+            yield i, result
+            future.release()
+        if waiting:  # as_completed ends when every future did: a chunk left without a result is a bug, said so
+            run = self._submit[2].run_id
+            spans = ", ".join(TaskKey("chunk", *self.chunks[i], run).queries() for i in sorted(waiting))
+            raise ClusterError(f"the cluster run ended without the results of {spans}; nothing was written")
+
+    def release(self) -> None:
+        """The held inputs given back (the run is over)."""
+        self._held.clear()
 
 
 def chunk_task(path, options: Options, q0: int, q1: int, storage_options, ctx: TaskContext,
