@@ -111,3 +111,32 @@ def test_a_scorer_that_dies_while_starting_is_one_clear_line(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert "the scorer process ended (signal 9 (SIGKILL)) while loading the truth and starting" in err
     assert "Traceback" not in err
+
+
+def test_a_truth_the_scorer_refuses_is_that_error_with_its_class_and_fields(tmp_path, monkeypatch, capsys):
+    """The scorer loads the truth again in its own process: an InputError there crosses to the service as itself
+    (pickled with its fields), not as text the service would sort by its first words."""
+    truth = make_truth(tmp_path / "truth.zarr")
+    save(tmp_path / "subs" / "team-a" / "1", *submission(truth))
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "sitecustomize.py").write_text(
+        "from evalcore.errors import ArrayError\nfrom evalcore.jobs import service\n\n"
+        "def load_truth(path):\n    raise ArrayError('gallery/emb', 'rows 3, 7 are planted', rows=[3, 7])\n\n"
+        "service.load_truth = load_truth\n")
+    monkeypatch.setenv("PYTHONPATH", str(planted))  # only new processes import it: here, the scorer
+    from evalcore.errors import ArrayError
+    from evalcore.jobs import service
+
+    scorer = service.Scorer(service.ServiceConfig(tmp_path / "subs", str(tmp_path / "truth.zarr"), tmp_path / "o",
+                                                  timeout=60.0, once=True))
+    try:
+        with pytest.raises(ArrayError) as caught:
+            scorer.start()
+    finally:
+        scorer.stop()
+    assert caught.value.array == "gallery/emb" and caught.value.rows == [3, 7]
+    assert caught.value.message == "gallery/emb: rows 3, 7 are planted"
+    assert run_once(tmp_path / "subs", tmp_path / "truth.zarr", tmp_path / "out") == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1] == "evalcore: error: gallery/emb: rows 3, 7 are planted", lines
