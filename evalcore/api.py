@@ -516,6 +516,10 @@ def _evaluate(what: Data, how: How, where: Where) -> Result:
             if value:
                 raise OptionError(flag, "accepts rank 1 when its score is >= T; --similarity euclidean reports "
                                   "squared distances (lower is better): use --similarity cosine or dot")
+    if options.ties == "average" and (how.sweep or how.target_fpir is not None):
+        raise OptionError("--sweep" if how.sweep else "--target-fpir", "the open-set sweep is not defined under "
+                          "--ties average: it needs the one item at rank 1, and a tie there has none (use --ties "
+                          "pessimistic or optimistic)")
     if how.target_fpir is not None and not 0 <= how.target_fpir <= 1:
         raise OptionError("--target-fpir", f"{how.target_fpir} must lie in [0, 1]")
     if where.workers is not None and where.client is not None:
@@ -762,6 +766,8 @@ _NESTED: contextvars.ContextVar[bool] = contextvars.ContextVar("evalcore_nested_
 #: the engine words its warnings for the command line; a Python caller reads the parameter instead. Exact
 #: phrases, not a pattern: a new flag in a warning fails test_python_warnings rather than being guessed at
 PYTHON_WORDS = (("(--empty-queries zero)", '(empty_queries="zero")'),
+                ("evalcore metrics --ties average", 'evalcore.metric_names(ties="average")'),
+                ("--ties average", 'ties="average"'),
                 ("pass --threshold to", "pass threshold= to"),
                 ("--max-rank ", "max_rank="))
 
@@ -825,10 +831,12 @@ def python_names(from_arrays: bool, distances: bool = False) -> Callable[[str], 
     return word
 
 
-def metric_names() -> list[registry.MetricInfo]:
+def metric_names(ties: Ties = "pessimistic") -> list[registry.MetricInfo]:
     """Every registered metric, one a line when printed: the name ``metrics=`` takes, its per-query (and
-    summary) column pattern, which direction is better, and its definition (``evalcore metrics``)."""
-    return registry.describe()
+    summary) column pattern, which direction is better, and its definition (``evalcore metrics``).
+    ``ties="average"``: the metrics defined under ``ties="average"``, each with its definition there
+    (``evalcore metrics --ties average``)."""
+    return registry.describe(ties)
 
 
 def validate(source: Source, protocol: str | None = None, *, similarity: str | None = None, judged_only: bool = False,

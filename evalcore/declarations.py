@@ -214,7 +214,9 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("max_rank", "int", 50, PositiveInteger(), flag="--max-rank", cli_default="50",
                 help="length of the CMC curve (default 50)", job="evaluation"),
     Declaration("ties", "str", "pessimistic", Choice(TIES), flag="--ties", cli_default="pessimistic",
-                job="evaluation", changes_numbers=True),
+                help="order of equal scores: pessimistic (default; non-relevant items first), optimistic (relevant "
+                     "first) or average (tied items share their gains: the expected value over every order, for "
+                     "the measures evalcore metrics --ties average lists)", job="evaluation", changes_numbers=True),
     Declaration("threshold", "float | None", None, Number(), flag="--threshold",
                 help="open-set acceptance threshold on the rank-1 score", job="evaluation", changes_numbers=True),
     Declaration("map_at", "int | None", None, PositiveInteger(), flag="--map-at", help="also report ap_at_K / map_at_K",

@@ -9,7 +9,7 @@ from typing import Literal, get_args
 
 Protocol = Literal["reid", "class", "qrels", "geo", "xy"]
 Similarity = Literal["cosine", "dot", "euclidean"]
-Ties = Literal["pessimistic", "optimistic"]
+Ties = Literal["pessimistic", "optimistic", "average"]
 EmptyQueries = Literal["skip", "zero"]
 
 PROTOCOLS: tuple[str, ...] = get_args(Protocol)

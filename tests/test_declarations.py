@@ -263,13 +263,14 @@ def test_run_json_records_the_declared_options():
 # --------------------------------------------------------------------------- the help did not move
 
 
-# `COLUMNS=80 evalcore evaluate --help`, captured at c1d7670, before the flags were generated from the declarations
+# `COLUMNS=80 evalcore evaluate --help`, captured at c1d7670, before the flags were generated from the declarations;
+# recaptured when --ties took average and its help (issue 38): those lines alone changed
 EVALUATE_HELP_BEFORE = """\
 usage: evalcore evaluate [-h] --out OUT [--overwrite] [--quiet]
                          [--protocol {reid,class,qrels,geo,xy}]
                          [--similarity {cosine,dot,euclidean}] [--ks KS]
                          [--max-rank MAX_RANK]
-                         [--ties {pessimistic,optimistic}]
+                         [--ties {pessimistic,optimistic,average}]
                          [--threshold THRESHOLD] [--map-at MAP_AT]
                          [--metrics NAMES] [--judged-only]
                          [--empty-queries {skip,zero}] [--rel-level REL_LEVEL]
@@ -301,7 +302,12 @@ options:
                         default cosine
   --ks KS               cut-offs for hit/recall/precision (default 1,3,5,10)
   --max-rank MAX_RANK   length of the CMC curve (default 50)
-  --ties {pessimistic,optimistic}
+  --ties {pessimistic,optimistic,average}
+                        order of equal scores: pessimistic (default; non-
+                        relevant items first), optimistic (relevant first) or
+                        average (tied items share their gains: the expected
+                        value over every order, for the measures evalcore
+                        metrics --ties average lists)
   --threshold THRESHOLD
                         open-set acceptance threshold on the rank-1 score
   --map-at MAP_AT       also report ap_at_K / map_at_K

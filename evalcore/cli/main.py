@@ -43,7 +43,7 @@ from evalcore.jobs.common import (
     spec_from_args,
 )
 from evalcore.jobs.warmup import WORKLOADS as WARMUP_WORKLOADS
-from evalcore.types import PROTOCOLS, SIMILARITIES
+from evalcore.types import PROTOCOLS, SIMILARITIES, TIES
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 128 + signal.SIGTERM
 #: the file ``evalcore demo`` writes first into its folder: what --overwrite may replace there
@@ -263,7 +263,7 @@ def report_absence(path: str, storage_options) -> str | None:
 def cmd_metrics(args) -> int:
     from evalcore.core import registry
 
-    for line in registry.describe():
+    for line in registry.describe(args.ties):
         print(line)
     return EXIT_OK
 
@@ -419,6 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("metrics", help="list every metric --metrics takes: name, column, direction, definition")
+    p.add_argument("--ties", choices=TIES, default="pessimistic",
+                   help="average: list only the metrics defined under evaluate --ties average, each with its "
+                        "definition there (tied items share their gains); the others list every metric")
     p.set_defaults(func=cmd_metrics)
 
     p = sub.add_parser("warmup", help="compile every kernel into numba's cache now (an image build, a fresh "

@@ -42,11 +42,16 @@ class RankLists:
     #: every retrieved item is judged (labels judge the whole gallery): the not-relevant places are all the
     #: places that are not relevant ranks, and ``nonrel_ranks`` is left None rather than spelt out
     all_judged: bool = False
-    #: tie-averaged nDCG's lists: (indptr, first place, size, gain) of each ranked relevant item's (grade >= 1)
-    #: tie group, groups starting within --depth; None where the ranking does not say (a scan)
+    #: the tie-averaged measures' lists: (indptr, first place, size, gain) of each ranked relevant item's
+    #: (grade >= 1) tie group, groups starting within --depth; None where the ranking does not say (a scan
+    #: under pessimistic or optimistic ties)
     tie_groups: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
     #: per binary rank, the items in the pool but not judged (qrels -2) ranked above it (infAP); None: none known
     pool_before: np.ndarray | None = None
+    #: --rel-level and --depth as the lists were cut: the tie-averaged measures (``core.metrics``, --ties
+    #: average) read the binary gain of a tie group's item (grade >= rel_level) and count no place past depth
+    rel_level: int = 1
+    depth: int | None = None
 
     def has(self, need: str) -> bool:
         """Whether the lists say what a metric ``needs`` (``registry.Metric.needs``): ``n_retrieved``, or
@@ -162,4 +167,4 @@ def rank_lists(ranked: Ranked, truth: Truth, rel_level: int = 1, depth: int | No
     return RankLists(indptr_of(rows[binary], n), ranks[binary], n_relevant, gain_indptr, ranks, gains,
                      ideal_indptr, ideal_gains, None if before is None else before[binary], n_nonrel, n_retrieved,
                      nonrel, all_judged=truth.nonrel_indptr is None, tie_groups=ties,
-                     pool_before=None if pool is None else pool[binary])
+                     pool_before=None if pool is None else pool[binary], rel_level=rel_level, depth=depth)

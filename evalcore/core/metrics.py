@@ -195,21 +195,44 @@ def dcg_at(lists: RankLists, k: int) -> np.ndarray:
     return _known(np.diff(lists.ideal_indptr), _dcg(lists.gain_indptr, lists.gain_ranks, lists.gains, k))
 
 
-def _tie_averaged(lists: RankLists, k: int | None) -> np.ndarray:
-    """DCG with tied items sharing their gains over the tie group's places, over the usual IDCG (cut at k)."""
-    n = len(lists.ideal_indptr) - 1
-    if lists.tie_groups is None:
-        return np.full(n, np.nan)
-    indptr, start, size, gains = lists.tie_groups
+def _groups(lists: RankLists) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, first place, last place counted, size, grade) of each ranked relevant item's tie group
+    (``RankLists.tie_groups``): the last place is the group's, or --depth where the group reaches past it
+    (the places below the cut are not retrieved)."""
+    indptr, start, size, gains = lists.tie_groups   # type: ignore[misc]
     end = start + size - 1
+    if lists.depth is not None:
+        end = np.minimum(end, lists.depth)
+    return indptr, start, end, size, gains
+
+
+def _shared_dcg(lists: RankLists, k: int | None, gains: np.ndarray) -> np.ndarray:
+    """sum_i (gains_i / t_i) * sum_{p = s_i..e_i, p <= k} 1/log2(p + 1) per query: DCG with each tie group's
+    gain shared over its places (``_groups``: s_i, e_i, t_i)."""
+    indptr, start, end, size, _ = _groups(lists)
     top = int(end.max(initial=0)) if k is None else min(int(k), int(end.max(initial=0)))
     # D[m] = sum_{p=1..m} 1/log2(p + 1): a group's discounts are D[min(end, k)] - D[start - 1] (scikit-learn's
     # running sum, as its _tie_averaged_dcg takes them)
     running = np.concatenate([[0.0], np.cumsum(_discount(np.arange(1, top + 1)))])
     last = np.minimum(end, top)
-    spread = np.where(start <= top, running[last] - running[np.minimum(start - 1, top)], 0.0)
-    dcg = _segment_sum(indptr, gains / size * spread)
-    idcg = _dcg(lists.ideal_indptr, positions(lists.ideal_indptr), lists.ideal_gains, k)
+    spread = np.where(start <= last, running[last] - running[np.minimum(start - 1, top)], 0.0)
+    # a place alone (an item tied with nothing): its own discount, as the plain DCG takes it
+    alone = (start == last) & (start <= top)
+    spread[alone] = _discount(start[alone])
+    return _segment_sum(indptr, gains / size * spread)
+
+
+def _tie_averaged(lists: RankLists, k: int | None, exponential: bool = False) -> np.ndarray:
+    """DCG with tied items sharing their gains over the tie group's places, over the usual IDCG (cut at k);
+    ``exponential``: gains 2^g - 1 on both sides."""
+    n = len(lists.ideal_indptr) - 1
+    if lists.tie_groups is None:
+        return np.full(n, np.nan)
+    gains, ideal = lists.tie_groups[3], lists.ideal_gains
+    if exponential:
+        gains, ideal = np.exp2(gains) - 1.0, np.exp2(ideal) - 1.0
+    dcg = _shared_dcg(lists, k, gains)
+    idcg = _dcg(lists.ideal_indptr, positions(lists.ideal_indptr), ideal, k)
     return _known(np.diff(lists.ideal_indptr), dcg / np.where(idcg > 0, idcg, 1.0))
 
 
@@ -566,6 +589,10 @@ class RBPAt:
     def __call__(self, lists: RankLists) -> np.ndarray:
         return _rbp(lists, self.p) if self.measure == "rbp" else _rbp_residual(lists, self.p)
 
+    def tie_averaged(self, lists: RankLists) -> np.ndarray:
+        """rbp at p with tied items sharing their gains (``_rbp_tied``; --ties average defines rbp, not rbp_resid)."""
+        return _rbp_tied(lists, self.p)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RBPAt) and (other.measure, other.p) == (self.measure, self.p)
 
@@ -664,6 +691,235 @@ def utility(lists: RankLists) -> np.ndarray:
     """
     n, hits, _ = _set_counts(lists)
     return hits - (n - hits)
+
+
+# --------------------------------------------------------------------------- --ties average
+# McSherry and Najork (2008): a tie group of t items at places s .. s+t-1 holding relevant items of total gain G
+# gives each of its places the gain G/t. A measure that is a sum over places of gain(place) * weight(place), with
+# weights that do not depend on the order (a cut-off, R, n, the ideal ranking), then equals its expected value
+# over every order of the ties. Below, each such measure computed so from ``RankLists.tie_groups`` (every ranked
+# relevant item with its group's first place, size and grade: ``_groups``); a place past --depth is not
+# retrieved and has weight 0. The registry names each one as its metric's ``average``; a metric without one (AP,
+# RR, hit@k, bpref, ERR, ...: not a sum of gains times fixed weights) is refused under --ties average.
+
+
+def _shared_count(lists: RankLists, cut: int | np.ndarray | None = None) -> np.ndarray:
+    """sum_i b_i * #{p = s_i..e_i : p <= cut} / t_i per query, b_i = 1 when the grade is >= --rel-level else 0:
+    the expected number of relevant items in the top ``cut`` (one per query, or one for all; None: no cut)."""
+    indptr, start, end, size, gains = _groups(lists)
+    if cut is not None:
+        c = np.asarray(cut, dtype=np.int64)
+        end = np.minimum(end, np.repeat(c, np.diff(indptr)) if c.ndim else c)
+    places = np.maximum(end - start + 1, 0)
+    binary = (gains >= lists.rel_level).astype(np.float64)
+    return _segment_sum(indptr, binary * places / size)   # places / t exactly 1 for a group wholly counted
+
+
+def _tied(lists: RankLists, values) -> np.ndarray:
+    """``values()`` where the lists give tie groups (every ranking does under --ties average), else NaN."""
+    if lists.tie_groups is None:
+        return np.full(len(lists.n_relevant), np.nan)
+    return values()
+
+
+def precision_at_tied(lists: RankLists, k: int) -> np.ndarray:
+    """precision_at_k = sum over places p <= k of the relevant share of p's tie group / k (ties averaged)."""
+    return _tied(lists, lambda: _known(lists.n_relevant, _shared_count(lists, k) / k))
+
+
+def recall_at_tied(lists: RankLists, k: int) -> np.ndarray:
+    """recall_at_k = sum over places p <= k of the relevant share of p's tie group / R (ties averaged)."""
+    r = lists.n_relevant
+    return _tied(lists, lambda: _known(r, _shared_count(lists, k) / np.maximum(r, 1)))
+
+
+def r_precision_tied(lists: RankLists) -> np.ndarray:
+    """rprec = sum over places p <= R of the relevant share of p's tie group / R (ties averaged)."""
+    r = np.asarray(lists.n_relevant, dtype=np.int64)
+    return _tied(lists, lambda: _known(r, _shared_count(lists, r) / np.maximum(r, 1)))
+
+
+def _precision_at_multiple_tied(multiple: float):
+    def r_precision_multiple(lists: RankLists) -> np.ndarray:
+        r = np.asarray(lists.n_relevant, dtype=np.int64)
+        cut = np.floor(np.float64(multiple) * r + 0.9).astype(np.int64)   # as trec_eval's, ``RPREC_MULT``
+        return _tied(lists, lambda: _known(r, _shared_count(lists, cut) / np.maximum(cut, 1)))
+    r_precision_multiple.__doc__ = (
+        f"rprec_mult_{multiple:.2f} = sum over places p <= c of the relevant share of p's tie group / c, c = "
+        f"floor({multiple:.2f} * R + 0.9) (ties averaged).")
+    r_precision_multiple.__name__ = f"rprec_mult_{multiple:.2f}_tied".replace(".", "_")
+    return r_precision_multiple
+
+
+RPREC_MULT_TIED = {x: _precision_at_multiple_tied(x) for x in R_MULTIPLES}
+
+
+def relative_precision_at_tied(lists: RankLists, k: int) -> np.ndarray:
+    """relative_p_at_k = sum over places p <= k of the relevant share of p's tie group / min(R, k) (ties averaged)."""
+    r = np.asarray(lists.n_relevant, dtype=np.int64)
+    return _tied(lists, lambda: _known(r, _shared_count(lists, k) / np.maximum(np.minimum(r, k), 1)))
+
+
+def num_rel_tied(lists: RankLists) -> np.ndarray:
+    """num_rel = R (the order does not change it)."""
+    return num_rel(lists.indptr, lists.ranks, lists.n_relevant)
+
+
+def num_rel_ret_tied(lists: RankLists) -> np.ndarray:
+    """num_rel_ret = sum over retrieved places of the relevant share of their tie groups (ties averaged; summed)."""
+    return _tied(lists, lambda: _known(lists.n_relevant, _shared_count(lists)))
+
+
+def _set_counts_tied(lists: RankLists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(n, expected relevant retrieved, R) per query, float64 (``_set_counts`` with ties averaged)."""
+    return _retrieved(lists), _shared_count(lists), np.asarray(lists.n_relevant, dtype=np.float64)
+
+
+def set_precision_tied(lists: RankLists) -> np.ndarray:
+    """set_p = h / n, h the expected relevant retrieved (the relevant shares of the retrieved places); 0 when n = 0."""
+    def values():
+        n, hits, r = _set_counts_tied(lists)
+        return _unless_unknown(n, r, np.where(n > 0, hits / np.maximum(n, 1), 0.0))
+    return _tied(lists, values)
+
+
+def set_recall_tied(lists: RankLists) -> np.ndarray:
+    """set_recall = h / R, h the expected relevant retrieved (ties averaged)."""
+    def values():
+        n, hits, r = _set_counts_tied(lists)
+        return _unless_unknown(n, r, hits / np.maximum(r, 1))
+    return _tied(lists, values)
+
+
+def set_f_tied(lists: RankLists) -> np.ndarray:
+    """set_f = 2 h / (n + R), h the expected relevant retrieved: set_F (2 P R / (P + R) = 2 h / (n + R)) is linear in h."""
+    def values():
+        n, hits, r = _set_counts_tied(lists)
+        return _unless_unknown(n, r, 2 * hits / np.maximum(n + r, 1))
+    return _tied(lists, values)
+
+
+def set_relative_precision_tied(lists: RankLists) -> np.ndarray:
+    """set_relative_p = h / min(n, R), h the expected relevant retrieved (ties averaged); 0 when n = 0."""
+    def values():
+        n, hits, r = _set_counts_tied(lists)
+        most = np.minimum(n, r)
+        return _unless_unknown(n, r, np.where(most > 0, hits / np.maximum(most, 1), 0.0))
+    return _tied(lists, values)
+
+
+def utility_tied(lists: RankLists) -> np.ndarray:
+    """utility = 2 h - n, h the expected relevant retrieved (ties averaged); defined without relevant items too."""
+    def values():
+        n, hits, _ = _set_counts_tied(lists)
+        return 2 * hits - n
+    return _tied(lists, values)
+
+
+def ndcg_tied(lists: RankLists) -> np.ndarray:
+    """ndcg = sum_i (g_i / t_i) * sum_{p = s_i..s_i+t_i-1} 1/log2(p + 1) / IDCG: tied items share their gains (= ndcg_avg)."""
+    return _tie_averaged(lists, None)
+
+
+def ndcg_at_tied(lists: RankLists, k: int) -> np.ndarray:
+    """ndcg_at_k = sum_i (g_i / t_i) * sum_{p = s_i..s_i+t_i-1, p <= k} 1/log2(p + 1) / IDCG@k (= ndcg_avg_at_k)."""
+    return _tie_averaged(lists, k)
+
+
+def dcg_tied(lists: RankLists) -> np.ndarray:
+    """dcg = sum_i (g_i / t_i) * sum_{p = s_i..s_i+t_i-1} 1/log2(p + 1): DCG with tied items sharing their gains."""
+    return _tied(lists, lambda: _known(np.diff(lists.ideal_indptr), _shared_dcg(lists, None, _groups(lists)[4])))
+
+
+def dcg_at_tied(lists: RankLists, k: int) -> np.ndarray:
+    """dcg_at_k = sum_i (g_i / t_i) * sum_{p = s_i..s_i+t_i-1, p <= k} 1/log2(p + 1) (ties averaged)."""
+    return _tied(lists, lambda: _known(np.diff(lists.ideal_indptr), _shared_dcg(lists, k, _groups(lists)[4])))
+
+
+def ndcg_exponential_tied(lists: RankLists) -> np.ndarray:
+    """ndcg_exp = sum_i ((2^g_i - 1) / t_i) * sum_{p = s_i..s_i+t_i-1} 1/log2(p + 1) / IDCG (exp gain; ties averaged)."""
+    return _tie_averaged(lists, None, exponential=True)
+
+
+def ndcg_exponential_at_tied(lists: RankLists, k: int) -> np.ndarray:
+    """ndcg_exp_at_k = sum_i ((2^g_i - 1) / t_i) * sum_{p = s_i..s_i+t_i-1, p <= k} 1/log2(p + 1) / IDCG@k (ties averaged)."""
+    return _tie_averaged(lists, k, exponential=True)
+
+
+def _rbp_tied(lists: RankLists, p: float) -> np.ndarray:
+    """(1 - p) * sum over places u of (the group's shared gain at u / g_max) * p^(u - 1) = sum_i (g_i / g_max / t_i)
+    * (p^(s_i - 1) - p^(e_i)): RBP with tied items sharing their gains (``_rbp``'s g_max)."""
+    def values():
+        indptr, start, end, size, gains = _groups(lists)
+        top = np.zeros(len(lists.ideal_indptr) - 1)
+        has = np.diff(lists.ideal_indptr) > 0
+        top[has] = lists.ideal_gains[lists.ideal_indptr[:-1][has]]
+        rows = segment_ids(indptr)
+        weights = np.where(start <= end, np.power(p, start - 1.0) - np.power(p, end * 1.0), 0.0)
+        terms = gains / np.maximum(top[rows], 1.0) / size * weights
+        return _known(np.diff(lists.ideal_indptr), _segment_sum(indptr, terms))
+    return _tied(lists, values)
+
+
+def rank_biased_precision_tied(lists: RankLists) -> np.ndarray:
+    """rbp = (1 - p) * sum over places u of (g(u) / g_max) * p^(u - 1), p = 0.9, g(u) the gain u's tie group shares."""
+    return _rbp_tied(lists, RBP_PERSISTENCE)
+
+
+def _rbp_at_tied(p: float):
+    def rbp(lists: RankLists) -> np.ndarray:
+        return _rbp_tied(lists, p)
+    rbp.__doc__ = (f"rbp_{p:.2f} = (1 - p) * sum over places u of (g(u) / g_max) * p^(u - 1), p = {p:g}, g(u) the "
+                   "gain u's tie group shares (ties averaged).")
+    rbp.__name__ = f"rbp_{p:.2f}_tied".replace(".", "_")
+    return rbp
+
+
+#: persistence -> rbp at it with ties averaged, for the values of ``RBP_AT``
+RBP_AT_TIED = {p: _rbp_at_tied(p) for p in RBP_OTHER_PERSISTENCES}
+
+
+def ndcg_at_r_levels_tied(lists: RankLists) -> np.ndarray:
+    """rndcg = mean over c in C of DCG(c) / IDCG(c) (C as rndcg's), DCG(c) with tied items sharing their gains.
+
+    Each DCG(c) is a sum over places p <= c of the shared gain at p over log2(p + 1), and C depends on the
+    grades and n alone, so the mean is linear in the places' gains.
+    """
+    n = len(lists.ideal_indptr) - 1
+    if lists.tie_groups is None or lists.n_retrieved is None:
+        return np.full(n, np.nan)
+    ideal_indptr, ideal = lists.ideal_indptr, lists.ideal_gains.astype(np.float64)
+    n_ideal = np.diff(ideal_indptr)
+    # the cut-offs of each query: where its ideal gain drops (its last place included), then n when n >= R' + 2
+    place = positions(ideal_indptr)
+    seg = segment_ids(ideal_indptr)
+    drops = np.ones(len(ideal), dtype=bool)
+    drops[:-1] = (ideal[1:] != ideal[:-1]) | (seg[1:] != seg[:-1])
+    running_ideal = np.cumsum(ideal / np.log2(place + 1.0))
+    idcg_at = running_ideal - np.concatenate([[0.0], running_ideal])[ideal_indptr[:-1]][seg]
+    n_ret = np.asarray(lists.n_retrieved, dtype=np.int64)
+    tail = np.flatnonzero((n_ideal > 0) & (n_ret >= n_ideal + 2))
+    point_row = np.concatenate([seg[drops], tail])
+    point_cut = np.concatenate([place[drops], n_ret[tail]])
+    point_idcg = np.concatenate([idcg_at[drops], idcg_at[ideal_indptr[1:][tail] - 1]])
+    # every (cut-off, ranked relevant item) of a query: the item's shared discounts down to the cut-off
+    indptr, start, end, size, gains = _groups(lists)
+    per_row = np.diff(indptr)
+    pair_point = np.repeat(np.arange(len(point_row)), per_row[point_row])
+    offsets = np.arange(len(pair_point)) - np.repeat(np.cumsum(per_row[point_row]) - per_row[point_row],
+                                                     per_row[point_row])
+    item = indptr[:-1][point_row][pair_point] + offsets
+    last = np.minimum(end[item], point_cut[pair_point])
+    top = int(last.max(initial=0))
+    running = np.concatenate([[0.0], np.cumsum(_discount(np.arange(1, top + 1)))])
+    spread = np.where(start[item] <= last, running[np.maximum(last, 0)] - running[np.minimum(start[item] - 1, top)],
+                      0.0)
+    dcg = np.bincount(pair_point, weights=gains[item] / size[item] * spread, minlength=len(point_row))
+    ratio = np.bincount(point_row, weights=dcg / point_idcg, minlength=n)
+    points = np.bincount(point_row, minlength=n)
+    known = (np.asarray(lists.n_relevant) > 0) & (n_ideal > 0)
+    return np.where(known, ratio / np.maximum(points, 1), np.nan)
+
 
 
 # --------------------------------------------------------------------------- open set

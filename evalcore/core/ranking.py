@@ -144,8 +144,11 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
         rank(g) = #{kept items in earlier groups} + #{kept items of g's group placed before g} + 1
 
     and a list that scores everything alike gets the ranks of a list that
-    put every relevant item last (pessimistic). Without scores ties cannot be
-    seen and the given order stands. Bad lists (an index outside [0, ``n_gallery``)
+    put every relevant item last (pessimistic). ``average`` ranks as
+    ``pessimistic`` does; the metrics then share each group's gains over its
+    places (``Ranked.tie_groups``, kept under every policy). Without scores
+    ties cannot be seen and the given order stands (tie groups of one item),
+    whatever the policy. Bad lists (an index outside [0, ``n_gallery``)
     other than the pad -1, an item twice in a row, NaN or rising scores) raise
     InputError naming the rows (``q0`` = first global row). Each row is walked
     once (``list_kernels.rank_rows``).
@@ -185,7 +188,7 @@ def rank_by_lists(items: np.ndarray, scores: np.ndarray | None, truth: Truth,
     nonrel_ranks = np.zeros(int(nonrel_start[-1]), dtype=np.int64)
     pool_indptr, pool_items = _csr_or_empty(truth.pool_indptr, truth.pool_items, n)
     pool_before = np.zeros(int(out_start[-1]) if truth.pool_indptr is not None else 0, dtype=np.int64)
-    rank_rows(items, scores if scores is not None else np.zeros((0, 0)), scores is not None, ties == "pessimistic",
+    rank_rows(items, scores if scores is not None else np.zeros((0, 0)), scores is not None, ties != "optimistic",
               junk_indptr, junk_items,
               gallery_junk if gallery_junk is not None else np.zeros(0, dtype=bool), gallery_junk is not None,
               allowed_indptr, allowed_items, truth.allowed_indptr is not None,
@@ -239,10 +242,13 @@ def rank_pairs(indptr: np.ndarray, items: np.ndarray, scores: np.ndarray, releva
     order; top1 = the first item. With ``truth`` (whose relevant items are
     among the pairs) the ranks carry their relevant pairs, and, every listed
     item being judged, the judged non-relevant ones above each: r_i - i.
+    ``average`` orders as ``pessimistic`` and also gives each relevant rank's
+    tie group (the pairs of its query with its score: first place, size).
     """
     n = len(indptr) - 1
     rows = segment_ids(indptr)
-    tie = relevant if ties == "pessimistic" else ~relevant
+    pessimistic = ties != "optimistic"
+    tie = relevant if pessimistic else ~relevant
     pair = None
     if truth is not None:
         pair = np.full(len(items), -1, dtype=np.int64)
@@ -251,7 +257,7 @@ def rank_pairs(indptr: np.ndarray, items: np.ndarray, scores: np.ndarray, releva
         pair[found] = np.searchsorted(keys, rows[found] * (1 << 32) + items[found])
     if pair is not None and truth is not None and truth.rel_gain is not None:
         gain = np.where(pair >= 0, truth.gains[np.maximum(pair, 0)], 0)
-        order = np.lexsort((items, gain if ties == "pessimistic" else -gain, tie, -scores.astype(np.float64), rows))
+        order = np.lexsort((items, gain if pessimistic else -gain, tie, -scores.astype(np.float64), rows))
     else:
         order = np.lexsort((items, tie, -scores.astype(np.float64), rows))
     position = np.arange(len(rows), dtype=np.int64) - indptr[rows] + 1
@@ -276,9 +282,18 @@ def rank_pairs(indptr: np.ndarray, items: np.ndarray, scores: np.ndarray, releva
         nonrel_indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows[~rel_sorted], minlength=n), out=nonrel_indptr[1:])
         nonrel = (nonrel_indptr, position[~rel_sorted])
+    groups = None
+    if ties == "average":   # runs of equal scores within a query, in the sorted order: one tie group each
+        ordered = scores[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = (rows[1:] != rows[:-1]) | (ordered[1:] != ordered[:-1])
+        run = np.cumsum(first) - 1
+        starts = np.flatnonzero(first)
+        size = np.diff(np.append(starts, len(order)))
+        groups = (position[starts][run][rel_sorted], size[run][rel_sorted])
     return Ranked(rel_indptr, ranks, np.asarray(n_relevant, dtype=np.int64), top1, top1_score, relevant_score,
                   pairs=pairs, judged_before=judged_before, n_retrieved=np.diff(indptr).astype(np.int64),
-                  nonrel_ranks=nonrel)
+                  nonrel_ranks=nonrel, tie_groups=groups)
 
 
 def is_member(indptr: np.ndarray, items: np.ndarray, of_indptr: np.ndarray, of_items: np.ndarray) -> np.ndarray:

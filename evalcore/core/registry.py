@@ -83,11 +83,22 @@ class Metric:
     #: the ``RankLists`` fields it reads that only a ranking's list gives, not a whole-gallery scan:
     #: ``n_retrieved`` (the retrieved count), ``judged`` (which retrieved items are judged; ``RankLists.has``)
     needs: tuple[str, ...] = ()
+    #: the metric under --ties average, f(lists[, k]) from the lists' tie groups (``core.metrics``: tied items share
+    #: their gains, its docstring the definition); None: not defined there, the metric not being a sum over places
+    #: of a gain times a weight the order leaves alone (AP, RR, hit@k, ...), so asking for it is an input error
+    average: Callable[..., np.ndarray] | None = None
 
     @property
     def definition(self) -> str:
         """The formula: the first line of the function's docstring."""
         return (self.function.__doc__ or "").strip().splitlines()[0]
+
+    @property
+    def average_definition(self) -> str | None:
+        """The formula under --ties average (the first line of ``average``'s docstring), or None: not defined."""
+        if self.average is None:
+            return None
+        return (self.average.__doc__ or "").strip().splitlines()[0]
 
     @property
     def base(self) -> str:
@@ -112,26 +123,27 @@ METRICS: tuple[Metric, ...] = (
            terminal=False),
     Metric("minp", "inp", "minp", m.inverse_negative_penalty, "INP", "mINP"),
     Metric("mrr", "rr", "mrr", m.reciprocal_rank, "RR", "MRR"),
-    Metric("rprec", "rprec", "rprec", m.r_precision, "R-precision", "R-precision", default=False),
-    Metric("ndcg", "ndcg", "ndcg", m.ndcg, "nDCG", "nDCG", default=False, lists=True),
+    Metric("rprec", "rprec", "rprec", m.r_precision, "R-precision", "R-precision", default=False,
+           average=m.r_precision_tied),
+    Metric("ndcg", "ndcg", "ndcg", m.ndcg, "nDCG", "nDCG", default=False, lists=True, average=m.ndcg_tied),
     Metric("bpref", "bpref", "bpref", m.bpref, "bpref", "bpref", default=False, lists=True, judged=True),
     Metric("map@k", "ap_at_{k}", "map_at_{k}", m.average_precision_at, "AP@{k}", "mAP@{k}", parameter="map_at"),
     Metric("hit@k", "hit_at_{k}", "hit_at_{k}", m.hit_at, "hit@{k}", "hit@{k}", parameter="ks", cmc=True),
     Metric("recall@k", "recall_at_{k}", "recall_at_{k}", m.recall_at, "recall@{k}", "recall@{k}", parameter="ks",
-           section="cutoff", terminal=False),
+           section="cutoff", terminal=False, average=m.recall_at_tied),
     Metric("precision@k", "precision_at_{k}", "precision_at_{k}", m.precision_at, "precision@{k}", "precision@{k}",
-           parameter="ks", section="cutoff", terminal=False),
+           parameter="ks", section="cutoff", terminal=False, average=m.precision_at_tied),
     Metric("ndcg@k", "ndcg_at_{k}", "ndcg_at_{k}", m.ndcg_at, "nDCG@{k}", "nDCG@{k}", parameter="ks", default=False,
-           lists=True),
+           lists=True, average=m.ndcg_at_tied),
     Metric("map_cut@k", "ap_cut_{k}", "map_cut_{k}", m.average_precision_cut, "AP cut {k}", "MAP cut {k}",
            parameter="ks", default=False),
     Metric("mrr@k", "rr_at_{k}", "mrr_at_{k}", m.reciprocal_rank_at, "RR@{k}", "MRR@{k}", parameter="ks",
            default=False),
     # trec_eval's -m all_trec measures, under its names lower-cased (case does not matter to parse)
     Metric("num_rel", "num_rel", "num_rel", m.num_rel, "relevant", "relevant (sum)", default=False,
-           terminal=False, aggregate="sum"),
+           terminal=False, aggregate="sum", average=m.num_rel_tied),
     Metric("num_rel_ret", "num_rel_ret", "num_rel_ret", m.num_rel_ret, "relevant retrieved",
-           "relevant retrieved (sum)", default=False, terminal=False, aggregate="sum"),
+           "relevant retrieved (sum)", default=False, terminal=False, aggregate="sum", average=m.num_rel_ret_tied),
     Metric("gm_map", "gm_ap", "gm_map", m.floored_average_precision, "AP (floored)", "GM-AP", default=False,
            terminal=False, aggregate="geometric"),
     Metric("gm_bpref", "gm_bpref", "gm_bpref", m.floored_bpref, "bpref (floored)", "GM-bpref", default=False,
@@ -142,33 +154,36 @@ METRICS: tuple[Metric, ...] = (
     Metric("11pt_avg", "11pt_avg", "11pt_avg", m.eleven_point_average, "11-point iprec", "11-point iprec",
            default=False, terminal=False),
     *(Metric(f"rprec_mult_{x:.2f}", f"rprec_mult_{x:.2f}", f"rprec_mult_{x:.2f}", f, f"P@{x:.2f}R",
-             f"P@{x:.2f}R", default=False, terminal=False) for x, f in m.RPREC_MULT.items()),
+             f"P@{x:.2f}R", default=False, terminal=False, average=m.RPREC_MULT_TIED[x])
+      for x, f in m.RPREC_MULT.items()),
     Metric("num_ret", "num_ret", "num_ret", m.num_ret, "retrieved", "retrieved (sum)", default=False,
-           terminal=False, lists=True, needs=("n_retrieved",), aggregate="sum"),
+           terminal=False, lists=True, needs=("n_retrieved",), aggregate="sum", average=m.num_ret),
     Metric("set_p", "set_p", "set_p", m.set_precision, "set P", "set P", default=False, terminal=False, lists=True,
-           needs=("n_retrieved",)),
+           needs=("n_retrieved",), average=m.set_precision_tied),
     Metric("set_recall", "set_recall", "set_recall", m.set_recall, "set recall", "set recall", default=False,
-           terminal=False, lists=True, needs=("n_retrieved",)),
+           terminal=False, lists=True, needs=("n_retrieved",), average=m.set_recall_tied),
     Metric("set_f", "set_f", "set_f", m.set_f, "set F1", "set F1", default=False, terminal=False, lists=True,
-           needs=("n_retrieved",)),
+           needs=("n_retrieved",), average=m.set_f_tied),
     Metric("set_map", "set_map", "set_map", m.set_map, "set AP", "set MAP", default=False, terminal=False,
            lists=True, needs=("n_retrieved",)),
     Metric("set_relative_p", "set_relative_p", "set_relative_p", m.set_relative_precision, "set relative P",
-           "set relative P", default=False, terminal=False, lists=True, needs=("n_retrieved",)),
+           "set relative P", default=False, terminal=False, lists=True, needs=("n_retrieved",),
+           average=m.set_relative_precision_tied),
     Metric("utility", "utility", "utility", m.utility, "utility", "utility", default=False, terminal=False,
-           lists=True, needs=("n_retrieved",)),
+           lists=True, needs=("n_retrieved",), average=m.utility_tied),
     Metric("num_nonrel_judged_ret", "num_nonrel_judged_ret", "num_nonrel_judged_ret", m.num_nonrel_judged_ret,
            "judged non-relevant retrieved", "judged non-relevant retrieved (sum)", default=False, terminal=False,
            lists=True, needs=("n_retrieved", "judged"), aggregate="sum"),
     Metric("ndcg_exp", "ndcg_exp", "ndcg_exp", m.ndcg_exponential, "nDCG (exp gain)", "nDCG (exp gain)", default=False,
-           terminal=False, lists=True),
+           terminal=False, lists=True, average=m.ndcg_exponential_tied),
     Metric("ndcg_exp@k", "ndcg_exp_at_{k}", "ndcg_exp_at_{k}", m.ndcg_exponential_at, "nDCG@{k} (exp gain)",
-           "nDCG@{k} (exp gain)", parameter="ks", default=False, terminal=False, lists=True),
+           "nDCG@{k} (exp gain)", parameter="ks", default=False, terminal=False, lists=True,
+           average=m.ndcg_exponential_at_tied),
     Metric("ndcg_avg", "ndcg_avg", "ndcg_avg", m.ndcg_tie_average, "nDCG (ties averaged)", "nDCG (ties averaged)",
-           default=False, terminal=False, lists=True, needs=("tie_groups",)),
+           default=False, terminal=False, lists=True, needs=("tie_groups",), average=m.ndcg_tie_average),
     Metric("ndcg_avg@k", "ndcg_avg_at_{k}", "ndcg_avg_at_{k}", m.ndcg_tie_average_at, "nDCG@{k} (ties averaged)",
            "nDCG@{k} (ties averaged)", parameter="ks", default=False, terminal=False, lists=True,
-           needs=("tie_groups",)),
+           needs=("tie_groups",), average=m.ndcg_tie_average_at),
     Metric("judged@k", "judged_at_{k}", "judged_at_{k}", m.judged_at, "judged@{k}", "judged@{k}", parameter="ks",
            section="cutoff", default=False, terminal=False, lists=True, needs=("n_retrieved", "judged")),
     Metric("unj@k", "unj_at_{k}", "unj_at_{k}", m.unjudged_at, "unjudged@{k}", "unjudged@{k}", direction="lower",
@@ -176,12 +191,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("err@k", "err_at_{k}", "err_at_{k}", m.expected_reciprocal_rank_at, "ERR@{k}", "ERR@{k}", parameter="ks",
            default=False, terminal=False, lists=True),
     Metric("rbp", "rbp", "rbp", m.rank_biased_precision, "RBP (p 0.9)", "RBP (p 0.9)", default=False, terminal=False,
-           lists=True),
+           lists=True, average=m.rank_biased_precision_tied),
     Metric("rbp_resid", "rbp_resid", "rbp_resid", m.rank_biased_precision_residual, "RBP residual",
            "RBP residual", direction="lower", default=False, terminal=False, lists=True,
            needs=("n_retrieved", "judged")),
     *(Metric(f"rbp_{p:.2f}", f"rbp_{p:.2f}", f"rbp_{p:.2f}", f, f"RBP (p {p:g})", f"RBP (p {p:g})", default=False,
-             terminal=False, lists=True) for p, (f, _) in m.RBP_AT.items()),
+             terminal=False, lists=True, average=m.RBP_AT_TIED[p]) for p, (f, _) in m.RBP_AT.items()),
     *(Metric(f"rbp_resid_{p:.2f}", f"rbp_resid_{p:.2f}", f"rbp_resid_{p:.2f}", f, f"RBP residual (p {p:g})",
              f"RBP residual (p {p:g})", direction="lower", default=False, terminal=False, lists=True,
              needs=("n_retrieved", "judged")) for p, (_, f) in m.RBP_AT.items()),
@@ -192,12 +207,13 @@ METRICS: tuple[Metric, ...] = (
     Metric("ndcg_rel", "ndcg_rel", "ndcg_rel", m.ndcg_at_relevant, "nDCG (mean at relevant)",
            "nDCG (mean at relevant)", default=False, terminal=False, lists=True),
     Metric("rndcg", "rndcg", "rndcg", m.ndcg_at_r_levels, "nDCG (mean at R levels)", "nDCG (mean at R levels)",
-           default=False, terminal=False, lists=True, needs=("n_retrieved",)),
-    Metric("dcg", "dcg", "dcg", m.dcg, "DCG", "DCG", default=False, terminal=False, lists=True),
+           default=False, terminal=False, lists=True, needs=("n_retrieved",), average=m.ndcg_at_r_levels_tied),
+    Metric("dcg", "dcg", "dcg", m.dcg, "DCG", "DCG", default=False, terminal=False, lists=True, average=m.dcg_tied),
     Metric("dcg@k", "dcg_at_{k}", "dcg_at_{k}", m.dcg_at, "DCG@{k}", "DCG@{k}", parameter="ks", default=False,
-           terminal=False, lists=True),
+           terminal=False, lists=True, average=m.dcg_at_tied),
     Metric("relative_p@k", "relative_p_at_{k}", "relative_p_at_{k}", m.relative_precision_at, "relative P@{k}",
-           "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False),
+           "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False,
+           average=m.relative_precision_at_tied),
 )
 
 #: summary figures that are not per-query metrics (open set), with the direction a gate on them takes
@@ -234,12 +250,16 @@ class Column:
         return self.metric.name if self.k is None else f"{self.metric.base}@{self.k}"
 
     def compute(self, indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
-                lists: RankLists | None = None) -> np.ndarray:
-        """The values per query; a metric that reads ``lists`` gets them (binary ones from the ranks if None)."""
+                lists: RankLists | None = None, average: bool = False) -> np.ndarray:
+        """The values per query; a metric that reads ``lists`` gets them (binary ones from the ranks if None);
+        ``average``: its function under --ties average (``Metric.average``), which reads the lists."""
         args: tuple = (indptr, ranks, n_relevant)
-        if self.metric.lists:
+        function = self.metric.function
+        if average and self.metric.average is not None:
+            function = self.metric.average
+        if self.metric.lists or function is not self.metric.function:
             args = (lists if lists is not None else binary_lists(indptr, ranks, n_relevant),)
-        return self.metric.function(*args) if self.metric.parameter is None else self.metric.function(*args, self.k)
+        return function(*args) if self.metric.parameter is None else function(*args, self.k)
 
 
 # --------------------------------------------------------------------------- names
@@ -330,8 +350,10 @@ def _free_metric(measure: str, p: float) -> Metric:
     if name not in _FREE:
         resid = measure == "rbp_resid"
         text = f"RBP residual (p {p:g})" if resid else f"RBP (p {p:g})"
-        _FREE[name] = Metric(name, name, name, m.RBPAt(measure, p), text, text, direction="lower" if resid else "higher",
-                             default=False, terminal=False, lists=True, needs=("n_retrieved", "judged") if resid else ())
+        function = m.RBPAt(measure, p)
+        _FREE[name] = Metric(name, name, name, function, text, text, direction="lower" if resid else "higher",
+                             default=False, terminal=False, lists=True, needs=("n_retrieved", "judged") if resid else (),
+                             average=None if resid else function.tie_averaged)
     return _FREE[name]
 
 
@@ -459,15 +481,21 @@ def _order(column: Column) -> tuple:
 
 
 def run_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | None,
-                first_rank: bool = False) -> list[Column]:
+                first_rank: bool = False, ties: str = "pessimistic") -> list[Column]:
     """The per-query metric columns of a run, in report order.
 
     ``metrics`` None: every default metric, those with a cut-off at each value of
     their option (``ks``; ``map_at`` when given). Else the named ones: ``recall@5``
     at 5, ``recall`` at each of ``ks``; ``map_at``, when given, adds map@K either
     way. ``first_rank=True`` adds ``first_rank`` (the engine needs it for the CMC,
-    the open-set outcome and the sweep).
+    the open-set outcome and the sweep; under --ties average it stays the engine's,
+    from the pessimistic ranks, and is never reported). ``ties="average"``: the
+    default set is its metrics defined there (``Metric.average``); a named one
+    that is not is an OptionError (``check_ties``).
     """
+    average = ties == "average"
+    if average:
+        check_ties(metrics, map_at, ties)
     def at(metric: Metric, k: int | None) -> list[Column]:
         if metric.parameter is None or k is not None:
             return [Column(metric, k)]
@@ -477,7 +505,7 @@ def run_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | 
     chosen: list[Column] = []
     if metrics is None:
         for metric in METRICS:
-            if metric.default:
+            if metric.default and (not average or metric.average is not None):
                 chosen += at(metric, None)
     else:
         for text in metrics:
@@ -489,14 +517,47 @@ def run_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | 
     return sorted(set(chosen), key=_order)
 
 
-def summary_names(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | None) -> list[str]:
+#: what the refusals under --ties average say about why (README, Metrics: ties)
+AVERAGE_WHY = ("tied items share their gains there, which defines only the measures that add up a gain per place "
+               "(evalcore metrics --ties average lists them)")
+
+
+def undefined_under_average(metrics: Sequence[str] | None, map_at: int | None = None) -> list[str]:
+    """The names among ``metrics`` (as ``select`` spells them; None: the default set) whose metric has no
+    --ties average form (``Metric.average``), each once, plus ``map@K`` for ``map_at``."""
+    if metrics is None:   # as the default set has them: every --ks, map@K only with --map-at (added below)
+        out = [x.name for x in METRICS if x.default and x.average is None and x.parameter != "map_at"]
+    else:
+        out = [name for name in metrics if parse(name)[0].average is None]
+    if map_at:
+        out.append(f"map@{map_at}")
+    return list(dict.fromkeys(out))
+
+
+def check_ties(metrics: Sequence[str] | None, map_at: int | None, ties: str) -> None:
+    """Under --ties average, an OptionError naming the asked-for metrics it does not define (``--metrics``) or
+    ``--map-at``; the default set is cut to the defined ones instead (``run_columns``)."""
+    if ties != "average":
+        return
+    named = undefined_under_average(metrics) if metrics is not None else []
+    if named:
+        raise OptionError("--metrics", f"{', '.join(named)} {'is' if len(named) == 1 else 'are'} not defined under "
+                          f"--ties average: {AVERAGE_WHY}; use --ties pessimistic or optimistic for "
+                          f"{'it' if len(named) == 1 else 'them'}")
+    if map_at:
+        raise OptionError("--map-at", f"map@{map_at} is not defined under --ties average: {AVERAGE_WHY}")
+
+
+def summary_names(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | None,
+                  ties: str = "pessimistic") -> list[str]:
     """The metric columns a run's summary has (``map``, ``hit_at_1``, ...), in order; the counts and the
     open-set figures (``SUMMARY_FIGURES``, with a threshold) come besides. For checks of names in job files."""
-    return [c.summary for c in run_columns(metrics, ks, map_at) if c.summary is not None]
+    return [c.summary for c in run_columns(metrics, ks, map_at, ties=ties) if c.summary is not None]
 
 
 def summary_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | None = None,
-                    threshold: float | None = None, target_fpir: float | None = None) -> list[str]:
+                    threshold: float | None = None, target_fpir: float | None = None,
+                    ties: str = "pessimistic") -> list[str]:
     """Every column of the summary a run with these options writes, ``group`` left out, in order.
 
     Derived from the code that builds them, not listed by hand: the metric
@@ -506,7 +567,7 @@ def summary_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: in
     values, never the columns. What a nightly job file's gates, baselines and
     trend metrics may name.
     """
-    columns = [c for c in run_columns(metrics, ks, map_at) if c.summary is not None]
+    columns = [c for c in run_columns(metrics, ks, map_at, ties=ties) if c.summary is not None]
     empty = np.empty(0, dtype=np.float64)
     summaries = {c.name: c.summary for c in columns if c.summary is not None}
     row = m.summary_row({c.name: empty for c in columns}, np.empty(0, np.int64), summaries,
@@ -515,26 +576,37 @@ def summary_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: in
 
 
 def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_relevant: np.ndarray,
-            zero_empty: np.ndarray | None = None, lists: RankLists | None = None) -> dict[str, np.ndarray]:
+            zero_empty: np.ndarray | None = None, lists: RankLists | None = None,
+            ties: str = "pessimistic") -> dict[str, np.ndarray]:
     """Every column's per-query values, in the given order (NaN / -1 mark nulls).
 
     ``zero_empty`` (bool per query): where it holds and R = 0 every metric is 0
     instead of null; ranks (int64) stay null: there is no rank; a metric that is
     defined there keeps its value (nDCG ignores --rel-level). ``lists``: the
     chunk's ``RankLists`` (its binary lists are ``indptr, ranks, n_relevant``).
+    ``ties="average"``: each metric's ``average`` from the lists' tie groups (the
+    ranks are the pessimistic ones); ``first_rank``, which the engine keeps for
+    itself, is the pessimistic one; any other metric without one is an OptionError.
     """
+    average = ties == "average"
+    if average:
+        undefined = [c.spec for c in columns if c.metric.average is None and c.metric is not BY_NAME["first_rank"]]
+        if undefined:
+            raise OptionError("--metrics", f"{', '.join(dict.fromkeys(undefined))}: not defined under --ties "
+                              f"average: {AVERAGE_WHY}")
     missing = [c.metric.name for c in columns
                if any(lists is None or not lists.has(need) for need in c.metric.needs)]
     if missing:
-        ties = [c.metric.name for c in columns if c.metric.name in missing and "tie_groups" in c.metric.needs]
-        ties = list(dict.fromkeys(ties))
-        if ties:
-            raise OptionError("--metrics", f"{', '.join(ties)} need(s) the tie groups of a precomputed ranking "
-                             "(ranking/item with ranking/score): a scan of the whole gallery does not keep them")
+        tied = [c.metric.name for c in columns if c.metric.name in missing and "tie_groups" in c.metric.needs]
+        tied = list(dict.fromkeys(tied))
+        if tied:
+            raise OptionError("--metrics", f"{', '.join(tied)} need(s) the tie groups of a precomputed ranking "
+                             "(ranking/item with ranking/score): a scan of the whole gallery keeps them under "
+                             "--ties average only")
         raise OptionError("--metrics", f"{', '.join(dict.fromkeys(missing))} need(s) to know which retrieved items "
                          "are judged: under qrels, evaluate precomputed rankings (ranking/item) or --judged-only, "
                          "not a scan of the whole gallery")
-    out = {c.name: c.compute(indptr, ranks, n_relevant, lists) for c in columns}
+    out = {c.name: c.compute(indptr, ranks, n_relevant, lists, average) for c in columns}
     if zero_empty is not None:
         zero = np.asarray(zero_empty, dtype=bool) & (np.asarray(n_relevant) == 0)
         for c in columns:
@@ -587,6 +659,11 @@ def _listing_widths() -> tuple[int, int]:
     return max(12, *(len(i.name) for i in infos)), max(26, *(len(i.columns) for i in infos))
 
 
-def describe() -> list[MetricInfo]:
-    """Every registered metric: name, per-query and summary column patterns, direction, definition."""
+def describe(ties: str = "pessimistic") -> list[MetricInfo]:
+    """Every registered metric: name, per-query and summary column patterns, direction, definition.
+    ``ties="average"``: the metrics defined under --ties average, each with its definition there (the first
+    line of its ``average``'s docstring)."""
+    if ties == "average":
+        return [MetricInfo(x.name, x.column, x.summary, x.direction, x.average_definition or "") for x in METRICS
+                if x.average is not None]
     return [MetricInfo(x.name, x.column, x.summary, x.direction, x.definition) for x in METRICS]

@@ -64,6 +64,12 @@ class Options:
             raise problem
         self.check_declared("empty_queries")
         metrics = None if self.metrics is None else registry.select(self.metrics)
+        if self.ties == "average":
+            registry.check_ties(metrics, self.map_at, self.ties)   # the metrics it does not define, named
+            if self.threshold is not None:
+                raise OptionError("--threshold", "the open-set outcome is not defined under --ties average: it "
+                                  "needs the one item at rank 1, and a tie there has none (use --ties pessimistic "
+                                  "or optimistic)")
         if self.ci is not None:
             self.interval_method()
         rerank = None if self.rerank is None else check_rerank(self.rerank)
@@ -126,7 +132,7 @@ class Options:
         which the engine needs for the CMC and the open set whether or not it is reported)."""
         from evalcore.core import registry
 
-        return registry.run_columns(self.metrics, self.ks, self.map_at, first_rank)
+        return registry.run_columns(self.metrics, self.ks, self.map_at, first_rank, self.ties)
 
 
 def check_rerank(value) -> tuple[int, int, float]:

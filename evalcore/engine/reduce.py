@@ -168,7 +168,13 @@ def run_warnings(per_query: pa.Table, options: Options) -> list[str]:
     if "first_rank" in per_query.column_names:
         unranked = int(((n_relevant > 0) & per_query.column("first_rank").is_null().to_numpy(zero_copy_only=False)).sum())
         if unranked:
-            out.append(f"{unranked} known queries have no relevant item in their ranking lists: rr, hit and ap are 0")
+            out.append(f"{unranked} known queries have no relevant item in their ranking lists: "
+                       + ("rr, hit and ap are 0" if options.ties != "average" else "their measures count none"))
+    if options.ties == "average" and options.metrics is None:
+        from evalcore.core import registry
+
+        left_out = registry.undefined_under_average(None)
+        out.append(f"--ties average: the default metrics {', '.join(left_out)} are left out: {registry.AVERAGE_WHY}")
     return out
 
 
@@ -186,13 +192,13 @@ def score_note(shape: DatasetShape, options: Options) -> str:
         what = "scores" if shape.higher_is_better else \
             "distances (higher_is_better false: ranked by the exact negation)"
         return (f"given: scores/value ({shape.score_dtype} {what}), compared exactly as stored (float16 and float32 "
-                f"widened to float64, never rounded to float32); equal values are ties, ordered {options.ties} "
-                "(--ties); top1_score and relevant_score are the values as given")
+                f"widened to float64, never rounded to float32); equal values are ties, {_tie_policy(options)}; "
+                "top1_score and relevant_score are the values as given")
     if shape.kind is kinds.LISTS:
         if shape.list_scores:
             return (f"given: ranking/item order; items of equal ranking/score (compared in the precision "
-                    f"stored, float32 or float64) form tie groups, "
-                    f"each ordered {options.ties} (--ties) whatever order the list gives")
+                    f"stored, float32 or float64) form tie groups, each {_tie_policy(options)} whatever order "
+                    "the list gives")
         return "given: ranking/item order as it stands (no ranking/score, so ties cannot be seen; --ties does not apply)"
     if options.similarity == "euclidean":
         where = "per (query, judged item) pair (judged-only)" if options.judged_only else \
@@ -200,16 +206,32 @@ def score_note(shape: DatasetShape, options: Options) -> str:
         return ("euclidean: squared L2 distance of the float32 rows as given, lower is better; every comparison "
                 "that decides a rank, a tie or rank 1 is made on the float32 nearest to the exact squared "
                 f"distance, so results depend on no chunking, gallery order, BLAS library or device; compared "
-                f"{where}; top1_score and relevant_score are those squared distances")
+                f"{where}; top1_score and relevant_score are those squared distances" + _average_note(options))
     if options.judged_only:
         return ("judged-only: canonical scores per (query, judged item) pair: the float32 nearest to the exact "
-                "dot product of the normalised float32 rows")
+                "dot product of the normalised float32 rows" + _average_note(options))
     how = "cosine: rows L2-normalised in float64, stored as float32" if options.similarity == "cosine" \
         else "dot: raw inner product of float32 rows"
     return (f"{how}; canonical scores: every comparison that decides a rank, a tie or rank 1 is made on the float32 "
             "nearest to the exact dot product of the two rows, so results depend on no chunking, gallery order, "
             f"BLAS library or device; float32 BLAS products on a {TILE_ROWS}x{TILE_COLS} tile grid only find the "
-            "candidates, within a proven error bound")
+            "candidates, within a proven error bound" + _average_note(options))
+
+
+def _tie_policy(options: Options) -> str:
+    """How a run orders a tie group, for its score note: ``ordered pessimistic (--ties)``, or under average
+    ``sharing its gains over its places (--ties average)``."""
+    if options.ties == "average":
+        return "sharing its gains over its places (--ties average: the expected value over every order of the ties)"
+    return f"ordered {options.ties} (--ties)"
+
+
+def _average_note(options: Options) -> str:
+    """The embeddings' score note's words on --ties average (none under the other policies)."""
+    if options.ties != "average":
+        return ""
+    return ("; items of equal canonical score form tie groups, each sharing its gains over its places (--ties "
+            "average: the expected value over every order of the ties)")
 
 
 def empty_per_query(options: Options) -> pa.Table:

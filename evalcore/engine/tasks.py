@@ -347,7 +347,8 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
         judged = ", ".join(dict.fromkeys(c.metric.name for c in metric_columns if c.metric.judged))
         raise OptionError("--metrics", f"{judged} need(s) to know the judged non-relevant items ranked above each "
                           "relevant one: evaluate precomputed rankings (ranking/item) or --judged-only qrels")
-    values = registry.compute(metric_columns, lists.indptr, lists.ranks, lists.n_relevant, zero_empty, lists)
+    values = registry.compute(metric_columns, lists.indptr, lists.ranks, lists.n_relevant, zero_empty, lists,
+                              options.ties)
     for c in metric_columns:
         cols[c.name] = _nullable(values[c.name].astype(c.metric.dtype), c.metric.null(values[c.name]))
     cols["top1"] = _nullable(r.top1, r.top1 < 0)  # top1_key is added once, on the driver

@@ -214,15 +214,16 @@ class _TileState(CountState):
         self.similarity = similarity
         # euclidean: the largest query norm of the tile, for the absolute part of the error bound
         self.qmax = float(np.max(qnorms[r0:r1])) if qnorms is not None and r1 > r0 else 0.0
-        # the boundaries of the ascending thresholds, for the fold
-        self.bounds = tie_boundaries(self.thr_sorted, ties)
+        # the boundaries of the ascending thresholds, for the fold (--ties average folds as pessimistic ties do,
+        # against doubled thresholds: ``CountState._count_both_sides``)
+        self.bounds = tie_boundaries(self.thr_sorted, "pessimistic" if self.pessimistic else "optimistic")
         self.qerr = np.ascontiguousarray(qerr[r0:r1], dtype=np.float64)
         self.low = np.full(n, -np.inf, dtype=np.float64)      # largest (score - error) seen: rank 1 is >= it
         # A negative is rank 1 only if its canonical score reaches the best relevant one (``CountState.finish``),
         # so the bound starts there: far fewer early pairs are emitted as rank-1 candidates to settle.
         ends = self.row_start[1:]
         judged = ends > self.row_start[:-1]
-        self.low[judged] = self.thr_sorted[ends[judged] - 1]
+        self.low[judged] = self.rel_sorted[ends[judged] - 1]
         self.dense = False    # most pairs need canonical scores: compute them first (``update_canonical``)
         # scratch for the kernel, reused across tiles
         self._out_idx: np.ndarray | None = None
@@ -254,7 +255,7 @@ class _TileState(CountState):
             # many pairs (a constant or collapsed submission): identical gallery rows share one score
             rep = gtile.representatives()[cols] if k > width else cols
             canon = pair_scores(qtile, gtile.rows, rows + self.l0, rep, self.similarity)
-            fold_settled(rows, cols + col0, flags, canon, self.pessimistic, self.row_start, self.thr_sorted,
+            fold_settled(rows, cols + col0, flags, canon, self.pessimistic, self.thr_start, self.thr_sorted,
                          self.hist, self.best, self.best_idx)
             self.n_near += int(np.count_nonzero(flags & NEAR))
             self.dense = 2 * k > sub.size
@@ -273,7 +274,7 @@ class _TileState(CountState):
         k, out_idx, out_flag = self._fold(sub, col0, colmask, zero, gtile.norms, 0.0, 0.0)
         if k:
             rows, cols = np.divmod(out_idx[:k], sub.shape[1])
-            fold_settled(rows, cols + col0, out_flag[:k], sub[rows, cols], self.pessimistic, self.row_start,
+            fold_settled(rows, cols + col0, out_flag[:k], sub[rows, cols], self.pessimistic, self.thr_start,
                          self.thr_sorted, self.hist, self.best, self.best_idx)
         self.n_near += n_exact
 
@@ -286,7 +287,7 @@ class _TileState(CountState):
             out_idx = self._out_idx = np.empty(sub.size, dtype=np.int64)
             out_flag = self._out_flag = np.empty(sub.size, dtype=np.uint8)
         k = fold_tile(sub, _NO_JUNK if colmask is None else colmask, qerr, gnorm, gmax, floor, self.low,
-                      self.row_start, self.bounds, self.hist, out_idx, out_flag)
+                      self.thr_start, self.bounds, self.hist, out_idx, out_flag)
         return k, out_idx, out_flag
 
     def merge(self, other: CountState) -> None:

@@ -296,7 +296,7 @@ def fold_shared(queries: RerankQueries, state: ScoreState, est: np.ndarray, tile
     out_p, out_f = np.empty(size, np.int64), np.empty(size, np.uint8)
     used = fold_shared_estimates(sh.indptr, sh.cols, sh.vals, state.l0, est, err,
                                  _NO_JUNK if colmask is None else colmask, col0, state.pessimistic,
-                                 state.row_start, state.thr_sorted, state.hist, state.best, state.best_idx,
+                                 state.thr_start, state.thr_sorted, state.hist, state.best, state.best_idx,
                                  np.ascontiguousarray(queries.scale[state.l0:state.l1], dtype=np.float64),
                                  queries.params.lambda_value, out_p, out_f)
     if used:
@@ -305,7 +305,7 @@ def fold_shared(queries: RerankQueries, state: ScoreState, est: np.ndarray, tile
         c = sh.cols[p] - col0
         values = -queries.final(canonical_pairs(queries.normalized[state.l0:state.l1], tile, r, c),
                                 r + state.l0, jaccard(sh.vals[p]))
-        fold_settled(r, c + col0, out_f[:used], values, state.pessimistic, state.row_start, state.thr_sorted,
+        fold_settled(r, c + col0, out_f[:used], values, state.pessimistic, state.thr_start, state.thr_sorted,
                      state.hist, state.best, state.best_idx)
 
 
@@ -321,14 +321,14 @@ def fold_plain(queries: RerankQueries, state: ScoreState, est: np.ndarray, tile:
     out_f = np.empty(size, np.uint8)
     row = 0
     while row < n:
-        used, row = fold_estimates(est, err, junk, col0, state.pessimistic, state.row_start, state.thr_sorted,
+        used, row = fold_estimates(est, err, junk, col0, state.pessimistic, state.thr_start, state.thr_sorted,
                                    state.hist, state.best, state.best_idx, scale, queries.params.lambda_value,
                                    row, out_r, out_c, out_f)
         if used:
             r, c = out_r[:used], out_c[:used]
             cos = canonical_pairs(queries.normalized[state.l0:state.l1], tile, r, c)
             values = -queries.final(cos, r + state.l0, np.ones(used))
-            fold_settled(r, c + col0, out_f[:used], values, state.pessimistic, state.row_start, state.thr_sorted,
+            fold_settled(r, c + col0, out_f[:used], values, state.pessimistic, state.thr_start, state.thr_sorted,
                          state.hist, state.best, state.best_idx)
 
 

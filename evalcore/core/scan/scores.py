@@ -61,7 +61,7 @@ class ScoreState(CountState):
         """Fold the chunk's values of gallery items ``col0 ..`` (float64, ours to overwrite)."""
         sub = values[self.l0:self.l1]
         self.mask(sub, col0)
-        fold_exact(sub, _NO_JUNK if colmask is None else colmask, col0, self.pessimistic, self.row_start,
+        fold_exact(sub, _NO_JUNK if colmask is None else colmask, col0, self.pessimistic, self.thr_start,
                    self.thr_sorted, self.hist, self.best, self.best_idx)
 
 
