@@ -317,6 +317,10 @@ def cmd_bench(args) -> int:
         from evalcore.jobs import bench_trec
 
         return bench_trec.run(args)
+    if args.shape == "first-run":  # a newcomer's install and first demo, as whole processes
+        from evalcore.jobs import bench_first_run
+
+        return bench_first_run.run(args)
     if args.shape == "beir":  # exact evaluation beside BEIR's top-1000 + pytrec_eval pipeline, whole processes
         from evalcore.jobs import bench_beir
 
@@ -447,12 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="measure evaluate against the matrix-product floor and a full-sort evaluator")
     p.add_argument("--shape", choices=["small", "medium", "market", "large", "xl", "reid-200k", "trec", "beir",
-                                       "challenge", "challenge-product", "challenge-big"],
+                                       "challenge", "challenge-product", "challenge-big", "first-run"],
                    help="the one shape to measure (default market; not with --sweep); reid-200k: 20,000 x "
                    "200,000 x 128, for --rerank at scale; trec: import trec-run + "
                    "evaluate of a synthetic run (--queries x --top) as whole processes, beside pytrec_eval; "
                    "challenge, challenge-product, challenge-big: the scoring service against evalcore score per "
-                   "submission")
+                   "submission; first-run: pip install -e . (and .[test]) into new venvs, then evalcore demo "
+                   "cold and again, as whole processes")
     p.add_argument("--workers", help="worker processes (default 2); with --sweep a comma list like --workers-list")
     p.add_argument("--memory-limit", default=None, help="per worker (xl uses 2GiB; --sweep defaults to 2GiB)")
     p.add_argument("--data-dir", help="where to write the generated datasets, reused when there "
