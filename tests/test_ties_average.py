@@ -518,3 +518,38 @@ def test_command_line_average_and_its_refusal(tmp_path):
     assert listing.returncode == 0
     assert [line.split()[0] for line in listing.stdout.splitlines()] == \
         [x.name for x in registry.METRICS if x.average is not None]
+
+
+def test_a_job_file_takes_ties_average(tmp_path):
+    from evalcore.jobs.nightly import load_job
+
+    path = tmp_path / "job.toml"
+    path.write_text('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\ndataset = "d.zarr"\n'
+                    'ties = "average"\nmetrics = ["ndcg@10"]\n')
+    assert load_job(path)["evaluation"][0]["ties"] == "average"
+    path.write_text(path.read_text().replace('"average"', '"mean"'))
+    with pytest.raises(evalcore.InputError, match="ties 'mean' is not one of pessimistic, optimistic, average"):
+        load_job(path)
+
+
+def test_re_ranked_runs_average_between_the_two_orders():
+    """k-reciprocal re-ranking folds as the scans do (``CountState``), so average works there too. No reference
+    of its final distances can tell their ties apart here; what every order's mean must satisfy can: it lies
+    between the pessimistic and optimistic values, and equals them where they agree (no tie that matters)."""
+    rng = np.random.default_rng(19)
+    distinct = rng.normal(size=(15, 8)).astype(np.float32)
+    gallery = distinct[rng.integers(0, 15, 60)]            # repeated rows: tied final distances
+    query = rng.normal(size=(20, 8)).astype(np.float32)
+    kwargs = dict(query=query, gallery=gallery, query_labels=rng.integers(0, 5, 20),
+                  gallery_labels=rng.integers(0, 5, 60), rerank=True, ks=(1, 5),
+                  metrics=["precision@k", "recall@k", "ndcg", "rbp"])
+    runs = {t: evalcore.evaluate(**kwargs, ties=t).per_query for t in ("pessimistic", "optimistic", "average")}
+    tied = 0
+    for name in ("precision_at_1", "precision_at_5", "recall_at_5", "ndcg", "rbp"):
+        low, high, mean = (np.array(runs[t].column(name).to_pylist(), float)
+                           for t in ("pessimistic", "optimistic", "average"))
+        assert np.all(low <= mean + 1e-12) and np.all(mean <= high + 1e-12), name
+        same = np.isclose(low, high, rtol=0, atol=1e-15)
+        assert np.allclose(mean[same], low[same], rtol=0, atol=1e-12), name
+        tied += int((~same).sum())
+    assert tied > 0

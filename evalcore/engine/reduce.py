@@ -163,7 +163,8 @@ def run_warnings(per_query: pa.Table, options: Options) -> list[str]:
     if unknown:
         out.append(f"{unknown} of {len(n_relevant)} queries have no relevant gallery item (unknown, open set): "
                    "their metrics are null and they are left out of every mean"
-                   + ("" if options.threshold is not None else "; pass --threshold to score them as open-set queries")
+                   + ("" if options.threshold is not None or options.ties == "average"
+                      else "; pass --threshold to score them as open-set queries")
                    + _judged_empty_note(per_query, options))
     if "first_rank" in per_query.column_names:
         unranked = int(((n_relevant > 0) & per_query.column("first_rank").is_null().to_numpy(zero_copy_only=False)).sum())

@@ -933,10 +933,11 @@ def _terminal_worst(per_query: pa.Table, n: int, width: int) -> list[str]:
 
 
 def asked_metrics(run: Mapping | None) -> bool:
-    """Whether the run (its run.json record) named the metrics to compute: then its summary holds just those,
-    and the terminal shows every one (else the default set's summary, of which the terminal shows the short set)."""
+    """Whether the run (its run.json record) named the metrics to compute, or ran under --ties average (whose
+    default set is the few metrics defined there): then its summary holds just those, and the terminal shows
+    every one (else the default set's summary, of which the terminal shows the short set)."""
     options = (run or {}).get("options")
-    return isinstance(options, Mapping) and bool(options.get("metrics"))
+    return isinstance(options, Mapping) and (bool(options.get("metrics")) or options.get("ties") == "average")
 
 
 def _summary_name(label: str, summary: pa.Table) -> str:
