@@ -52,7 +52,7 @@ from evalcore.engine.options import (
     parse_expansion,
     parse_rerank,
 )
-from evalcore.errors import ClusterUnreachable, InputError, OptionError, foreign_reason, input_error
+from evalcore.errors import ClusterError, ClusterUnreachable, InputError, OptionError, foreign_reason, input_error
 from evalcore.io import history as h
 from evalcore.io import report
 from evalcore.io.dataset import is_url, local_path
@@ -423,8 +423,10 @@ def cmd_nightly(args) -> int:
             raise
         except InputError as exc:
             errors[name] = (EXIT_INPUT, exc.message)
-        except Exception as exc:  # noqa: BLE001 - one evaluation failing must not stop the others
+        except ClusterError as exc:  # a worker that kept dying or stalled: its message is the whole story
             errors[name] = (EXIT_FAILED, f"{exc.__class__.__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - one evaluation failing must not stop the others
+            errors[name] = (EXIT_FAILED, foreign_reason(exc, named=True))
         if name in errors:
             print(f"evalcore: error: nightly {run_date}: evaluation {name!r} failed: {errors[name][1]}",
                   file=sys.stderr, flush=True)
