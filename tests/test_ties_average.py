@@ -165,16 +165,19 @@ def test_given_scores_equal_the_mean_over_every_order_of_the_ties(seed):
     assert "--ties average" in result.run["scores"]
 
 
-@pytest.mark.parametrize("similarity", ["dot", "cosine"])
+@pytest.mark.parametrize("similarity", ["dot", "euclidean", "cosine"])
 def test_embeddings_equal_the_mean_over_every_order_of_the_ties(similarity):
-    """dot: small integer vectors (exact products, many equal); cosine: gallery rows repeated (identical rows
-    have identical canonical scores). reid: same identity and camera is junk, removed before counting."""
+    """dot and euclidean: small integer vectors (exact products and squared distances, many equal); cosine:
+    gallery rows repeated (identical rows have identical canonical scores). reid: same identity and camera is
+    junk, removed before counting."""
     rng = np.random.default_rng(3)
     nq, d = 6, 3
-    if similarity == "dot":
+    if similarity in ("dot", "euclidean"):
         gallery = rng.integers(0, 3, (10, d)).astype(np.float32)
         query = rng.integers(0, 3, (nq, d)).astype(np.float32)
         exact = query.astype(np.float64) @ gallery.astype(np.float64).T
+        if similarity == "euclidean":   # higher is better: minus the squared distance
+            exact = -((query.astype(np.float64)[:, None, :] - gallery.astype(np.float64)[None]) ** 2).sum(-1)
     else:
         distinct = rng.normal(size=(4, d)).astype(np.float32)
         gallery = distinct[rng.integers(0, 4, 10)]
@@ -399,7 +402,7 @@ def _clustered(rng, nq, ng, d=8):
     return query, gallery
 
 
-@pytest.mark.parametrize("similarity", ["dot", "cosine"])
+@pytest.mark.parametrize("similarity", ["dot", "cosine", "euclidean"])
 def test_results_are_bit_identical_under_chunking_shards_threads_and_gallery_order(tmp_path, similarity):
     rng = np.random.default_rng(16)
     nq, ng = 300, 5000
@@ -428,6 +431,27 @@ def test_results_are_bit_identical_under_chunking_shards_threads_and_gallery_ord
     # and the ties matter here: pessimistic gives another nDCG somewhere
     pess = engine_evaluate(plain, Options(protocol="class", similarity=similarity, ks=(1,), metrics=("ndcg",)))
     assert not pess.per_query.column("ndcg").equals(base.column("ndcg"))
+
+
+def test_given_scores_are_bit_identical_under_chunking_and_gallery_order(tmp_path):
+    rng = np.random.default_rng(20)
+    nq, ng = 200, 3000
+    scores = tied_rows(rng, nq, ng, 7)
+    ql, gl = rng.integers(0, 20, nq), rng.integers(0, 20, ng)
+    perm = rng.permutation(ng)
+    options = Options(protocol="class", ties="average", ks=(1, 10, 100),
+                      metrics=registry.select(["ndcg", "ndcg@k", "precision@k", "recall@k", "rbp", "rndcg"]))
+    plain, shuffled = tmp_path / "plain.zarr", tmp_path / "shuffled.zarr"
+    ds.write_dataset(plain, {"scores/value": scores, "query/label": ql, "gallery/label": gl}, chunk_rows=50)
+    ds.write_dataset(shuffled, {"scores/value": scores[:, perm], "query/label": ql, "gallery/label": gl[perm]},
+                     chunk_rows=64)
+    names = [c.name for c in options.checked().columns()]
+    runs = [engine_evaluate(plain, options), engine_evaluate(plain, options, chunk_rows=33, threads=2),
+            engine_evaluate(shuffled, options)]
+    for other in runs[1:]:
+        for name in [*names, "top1_score", "relevant_score"]:
+            assert other.per_query.column(name).equals(runs[0].per_query.column(name)), name
+        assert other.summary.equals(runs[0].summary)
 
 
 # --------------------------------------------------------------------------- the defined set and the refusals
