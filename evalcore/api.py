@@ -82,6 +82,12 @@ class Data:
     arrays: dict[str, Any]
     storage_options: Mapping[str, Any] | None
 
+    def __post_init__(self) -> None:
+        # fsspec's keyword arguments: a mapping (a number or a string there was a TypeError from deep in fsspec)
+        if self.storage_options is not None and not isinstance(self.storage_options, Mapping):
+            raise OptionError("storage_options", f"give a mapping of fsspec options (such as {{'anon': True}}), "
+                                                 f"not {type(self.storage_options).__name__}")
+
 
 @dataclass(frozen=True)
 class How:
@@ -755,6 +761,13 @@ def total_memory() -> int:
 
 
 _FLAG = re.compile(r"--([a-z][a-z-]*)")
+#: a declared option's flag -> its Python parameter, where the two are not the same word (``--storage-option``
+#: is ``storage_options``); any other flag is its words joined by underscores (``--max-rank``: ``max_rank``)
+FLAG_PARAMETERS = {d.flag: d.name for d in declarations.DECLARATIONS if d.flag and d.flag[2:].replace("-", "_") != d.name}
+
+
+def _parameter_of_flag(found: re.Match[str]) -> str:
+    return FLAG_PARAMETERS.get(found.group(0), found.group(1).replace("-", "_"))
 
 
 #: set inside ``command_line_words()``: errors keep the command line's words
@@ -824,7 +837,7 @@ def python_names(from_arrays: bool, distances: bool = False) -> Callable[[str], 
     advice = "" if from_arrays else "; evalcore.validate(source) lists them"
 
     def word(text: str) -> str:
-        text = _FLAG.sub(lambda m: m.group(1).replace("-", "_"), text.replace(VALIDATE_ADVICE, advice))
+        text = _FLAG.sub(_parameter_of_flag, text.replace(VALIDATE_ADVICE, advice))
         for array, parameter in arrays.items():  # whole names only: query/emb, not query/embx
             text = re.sub(rf"(?<![\w/]){re.escape(array)}(?![\w/])", parameter, text)
         return text

@@ -93,3 +93,19 @@ def test_the_api_names_parameters_in_each_kind():
     with pytest.raises(ArrayError) as caught:
         evalcore.evaluate(query=gallery, gallery=bad, query_labels=[0, 1, 2, 3], gallery_labels=[0, 1, 2, 3])
     assert caught.value.array == "gallery" and caught.value.rows == [2]
+
+
+@pytest.mark.parametrize("given", [5, "anon=true", ["anon", True]])
+def test_storage_options_that_are_not_a_mapping_name_the_parameter(given):
+    with pytest.raises(evalcore.OptionError) as caught:
+        evalcore.evaluate("s3://bucket/ds.zarr", storage_options=given)
+    assert caught.value.option == "storage_options" and "mapping" in caught.value.detail
+
+
+def test_a_flag_is_shown_to_python_as_its_declared_parameter():
+    # the declarations' name, not the flag's words: --storage-option is storage_options
+    from evalcore.api import python_names
+
+    word = python_names(from_arrays=False)
+    assert word("--storage-option 'x' is not KEY=VALUE") == "storage_options 'x' is not KEY=VALUE"
+    assert word("--max-rank: 0 must be a positive integer") == "max_rank: 0 must be a positive integer"
