@@ -201,7 +201,10 @@ def evaluate(source: Source = None, *, query: ArrayLike = None, gallery: ArrayLi
     ``client=None, workers=None``: run here on threads when the gallery fits,
     else on a local cluster; ``workers=N``: a local cluster of N processes;
     ``client``: that Dask client. ``metrics``: names (``["map", "recall@5"]``, see
-    ``metric_names()``) to compute only those; None: the default set. ``rerank``: ``(k1, k2, lambda_value)``
+    ``metric_names()``) to compute only those; None: the default set. ``ties``: how equal scores rank,
+    ``"pessimistic"`` (non-relevant items first), ``"optimistic"`` or ``"average"`` (tied items share their
+    gains: the expected value over every order of the ties, for the metrics ``metric_names(ties="average")``
+    lists; the default set is cut to those, and naming another is an ``OptionError``). ``rerank``: ``(k1, k2, lambda_value)``
     (or True for 20, 6, 0.3) ranks by k-reciprocal re-ranking's final distance (README, Re-ranking).
     ``database_augmentation=(K, alpha)`` replaces every gallery vector by the normalised sum of itself and its K
     nearest gallery vectors weighted by similarity^alpha, then ``query_expansion=(K, alpha)`` every query by the
