@@ -577,3 +577,15 @@ def test_re_ranked_runs_average_between_the_two_orders():
         assert np.allclose(mean[same], low[same], rtol=0, atol=1e-12), name
         tied += int((~same).sum())
     assert tied > 0
+
+
+def test_a_job_s_gate_on_a_metric_average_ties_leave_out_is_refused_when_the_job_is_read(tmp_path):
+    from evalcore.jobs.nightly import load_job
+
+    path = tmp_path / "job.toml"
+    path.write_text('reports = "r"\nhistory = "h"\n[[evaluation]]\nname = "a"\ndataset = "d.zarr"\n'
+                    'ties = "average"\n[gates.map]\nmax_drop_previous = 0.01\n')
+    with pytest.raises(evalcore.InputError, match=r"'map' is not a metric"):
+        load_job(path)
+    path.write_text(path.read_text().replace("[gates.map]", "[gates.recall_at_5]"))
+    assert load_job(path)["evaluation"][0]["ties"] == "average"

@@ -108,11 +108,11 @@ def _flat(where: str, table: dict, tables: Set[str] = frozenset()) -> None:
 def evaluation_metrics(ev: dict) -> list[str]:
     """The summary columns the evaluation ``ev`` will write: what its gates, baseline and trend may name.
 
-    From its options (metrics, ks, map_at, threshold, target_fpir) through the
+    From its options (metrics, ks, map_at, threshold, target_fpir, ties) through the
     registry and the code that builds the summary (``registry.summary_columns``).
     """
     return registry.summary_columns(ev.get("metrics"), ev.get("ks", DEFAULT_KS), ev.get("map_at"),
-                                    ev.get("threshold"), ev.get("target_fpir"))
+                                    ev.get("threshold"), ev.get("target_fpir"), ev.get("ties", "pessimistic"))
 
 
 def _check_metric(where: str, metric: str, known: list[str], whose: str) -> None:
