@@ -327,7 +327,7 @@ def test_rbp_takes_any_persistence_and_names_it_once(given, name):
     assert column.name == column.summary == name and registry.lookup(name) == column
     assert registry.direction(name) == ("lower" if "resid" in name else "higher")
     assert registry.parse(name) == (column.metric, None)
-    if name in registry._FREE:   # made here: a worker process that unpickles it has the same metric
+    if name in registry._MADE:   # made here: a worker process that unpickles it has the same metric
         assert pickle.loads(pickle.dumps(column)) == column
 
 

@@ -126,14 +126,17 @@ def r_precision(indptr, ranks, n_relevant) -> np.ndarray:
     return _known(r, within / np.maximum(r, 1))
 
 
-def _discount(ranks: np.ndarray) -> np.ndarray:
-    """1 / log2(r + 1) for every rank r (the gain of one relevant item at rank r)."""
-    return 1.0 / np.log2(ranks.astype(np.float64) + 1.0)
+def _discount(ranks: np.ndarray, base: float = 2.0) -> np.ndarray:
+    """1 / log_b(r + 1) for every rank r (the gain of one relevant item at rank r), b = ``base``: 1 / log2(r + 1)
+    for the default 2; ln(b) / ln(r + 1) for another base (scikit-learn's ``dcg_score(log_base=b)``)."""
+    if base == 2.0:
+        return 1.0 / np.log2(ranks.astype(np.float64) + 1.0)
+    return math.log(base) / np.log(ranks.astype(np.float64) + 1.0)
 
 
-def _dcg(indptr: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: int | None) -> np.ndarray:
-    """sum over a query's items with rank r (<= k) of gain / log2(r + 1)."""
-    terms = gains * _discount(ranks)
+def _dcg(indptr: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: int | None, base: float = 2.0) -> np.ndarray:
+    """sum over a query's items with rank r (<= k) of gain / log_b(r + 1), b = ``base``."""
+    terms = gains * _discount(ranks, base)
     if k is not None:
         terms = np.where(ranks <= k, terms, 0.0)
     return _segment_sum(indptr, terms)
@@ -206,19 +209,19 @@ def _groups(lists: RankLists) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     return indptr, start, end, size, gains
 
 
-def _shared_dcg(lists: RankLists, k: int | None, gains: np.ndarray) -> np.ndarray:
-    """sum_i (gains_i / t_i) * sum_{p = s_i..e_i, p <= k} 1/log2(p + 1) per query: DCG with each tie group's
-    gain shared over its places (``_groups``: s_i, e_i, t_i)."""
+def _shared_dcg(lists: RankLists, k: int | None, gains: np.ndarray, base: float = 2.0) -> np.ndarray:
+    """sum_i (gains_i / t_i) * sum_{p = s_i..e_i, p <= k} 1/log_b(p + 1) per query: DCG with each tie group's
+    gain shared over its places (``_groups``: s_i, e_i, t_i), b = ``base``."""
     indptr, start, end, size, _ = _groups(lists)
     top = int(end.max(initial=0)) if k is None else min(int(k), int(end.max(initial=0)))
     # D[m] = sum_{p=1..m} 1/log2(p + 1): a group's discounts are D[min(end, k)] - D[start - 1] (scikit-learn's
     # running sum, as its _tie_averaged_dcg takes them)
-    running = np.concatenate([[0.0], np.cumsum(_discount(np.arange(1, top + 1)))])
+    running = np.concatenate([[0.0], np.cumsum(_discount(np.arange(1, top + 1), base))])
     last = np.minimum(end, top)
     spread = np.where(start <= last, running[last] - running[np.minimum(start - 1, top)], 0.0)
     # a place alone (an item tied with nothing): its own discount, as the plain DCG takes it
     alone = (start == last) & (start <= top)
-    spread[alone] = _discount(start[alone])
+    spread[alone] = _discount(start[alone], base)
     return _segment_sum(indptr, gains / size * spread)
 
 
@@ -575,32 +578,48 @@ def persistence_text(p: float) -> str:
 
 class RBPAt:
     """rbp or rbp_resid at any persistence 0 < p < 1 (``RBP(p=0.73)``): one callable per (measure, p), equal and
-    hashed by them, so the same metric whichever process builds it. Its docstring is its definition."""
+    hashed by them, so the same metric whichever process builds it. Its docstring is its definition. ``shared``:
+    rbp with tied items sharing their gains (its form under --ties average, ``tied``)."""
 
-    def __init__(self, measure: str, p: float) -> None:
-        if measure not in ("rbp", "rbp_resid") or not 0.0 < p < 1.0:
-            raise ValueError(f"RBPAt({measure!r}, {p!r})")
-        self.measure, self.p = measure, float(p)
+    def __init__(self, measure: str, p: float, shared: bool = False) -> None:
+        if measure not in ("rbp", "rbp_resid") or not 0.0 < p < 1.0 or (shared and measure != "rbp"):
+            raise ValueError(f"RBPAt({measure!r}, {p!r}, {shared!r})")
+        self.measure, self.p, self.shared = measure, float(p), bool(shared)
         name = f"{measure}_{persistence_text(self.p)}"
-        self.__doc__ = (f"{name} = (1 - p) * sum_i (g_i / g_max) * p^(r_i - 1), p = {self.p!r} (as rbp)"
+        self.__doc__ = (f"{name} = (1 - p) * sum over places u of (g(u) / g_max) * p^(u - 1), p = {self.p!r}, g(u) "
+                        "the gain u's tie group shares (ties averaged)" if self.shared else
+                        f"{name} = (1 - p) * sum_i (g_i / g_max) * p^(r_i - 1), p = {self.p!r} (as rbp)"
                         if measure == "rbp" else
                         f"{name} = 1 - (1 - p) * sum over judged places u of p^(u - 1), p = {self.p!r} (as rbp_resid)")
 
     def __call__(self, lists: RankLists) -> np.ndarray:
+        if self.shared:
+            return _rbp_tied(lists, self.p)
         return _rbp(lists, self.p) if self.measure == "rbp" else _rbp_residual(lists, self.p)
 
-    def tie_averaged(self, lists: RankLists) -> np.ndarray:
-        """rbp at p with tied items sharing their gains (``_rbp_tied``; --ties average defines rbp, not rbp_resid)."""
-        return _rbp_tied(lists, self.p)
+    def tied(self) -> RBPAt | None:
+        """Its form under --ties average: rbp with tied items sharing their gains; None for rbp_resid (which counts
+        judged places: not defined there)."""
+        return RBPAt(self.measure, self.p, True) if self.measure == "rbp" else None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, RBPAt) and (other.measure, other.p) == (self.measure, self.p)
+        return isinstance(other, RBPAt) and (other.measure, other.p, other.shared) == (self.measure, self.p,
+                                                                                        self.shared)
 
     def __hash__(self) -> int:
-        return hash(("RBPAt", self.measure, self.p))
+        return hash(("RBPAt", self.measure, self.p, self.shared))
 
     def __repr__(self) -> str:
-        return f"RBPAt({self.measure!r}, {self.p!r})"
+        return f"RBPAt({self.measure!r}, {self.p!r}{', True' if self.shared else ''})"
+
+
+def rank_biased(column: str, *, measure: str, p: float = RBP_PERSISTENCE) -> RBPAt:
+    """rbp or rbp_resid (``measure``) at the persistence ``p``: the function of ``RBP(p=...)``'s record
+    (``core.registry``, the parameter ``p``); ``column`` is the record's, which ``RBPAt`` spells itself."""
+    function = RBPAt(measure, p)
+    if column != f"{measure}_{persistence_text(function.p)}":
+        raise ValueError(f"rank_biased({column!r}, measure={measure!r}, p={p!r})")
+    return function
 
 
 #: trec_eval's INFAP_EPSILON: keeps infAP's estimate of the precision above a relevant item defined with none judged
@@ -920,6 +939,112 @@ def ndcg_at_r_levels_tied(lists: RankLists) -> np.ndarray:
     known = (np.asarray(lists.n_relevant) > 0) & (n_ideal > 0)
     return np.where(known, ratio / np.maximum(points, 1), np.nan)
 
+
+
+# --------------------------------------------------------------------------- DCG and nDCG at a setting
+# The parameters the registry declares on dcg, dcg@k, ndcg and ndcg@k (README, Choosing metrics): the gain
+# (linear g, or exponential 2^g - 1), the logarithm's base b of the discount 1/log_b(r + 1), and, for nDCG, ties
+# averaged whatever --ties. ``Discounted`` is one such metric; the plain settings keep their own functions above
+# (``dcg``, ``ndcg``, ``ndcg_exponential``, ``ndcg_tie_average``, ...), which it computes through the same code.
+
+
+def _exponential(gains: np.ndarray) -> np.ndarray:
+    """2^g - 1 for every gain g (Burges et al.'s gain)."""
+    return np.exp2(gains) - 1.0
+
+
+def number_text(x: float, decimals: int | None = None) -> str:
+    """How a number is written in a name: ``decimals`` of them where they say it exactly (0.80), else an integer
+    as one (10), else Python's shortest repr (2.5, 0.735): the text reads back as the same float."""
+    x = float(x)
+    if decimals is not None and float(f"{x:.{decimals}f}") == x:
+        return f"{x:.{decimals}f}"
+    if x.is_integer() and abs(x) < 2.0 ** 53:
+        return str(int(x))
+    return repr(x)
+
+
+class Discounted:
+    """DCG or nDCG, cut at k or not, at one setting of its gain (``"linear"``: g; ``"exp"``: 2^g - 1), its log base
+    b > 1 and (``shared``) ties averaged: one callable per setting, equal and hashed by it, so the same metric
+    whichever process builds it. ``column`` (its per-query column, ``k`` for the cut-off) names it in its docstring,
+    whose first line is its definition. nDCG's value does not depend on b, which cancels in the ratio: it is
+    computed at base 2, so equal to the base-2 nDCG to the last bit."""
+
+    def __init__(self, column: str, normalised: bool, cut: bool, gain: str = "linear", base: float = 2.0,
+                 shared: bool = False) -> None:
+        base = float(base)
+        if gain not in ("linear", "exp") or not (math.isfinite(base) and base > 1.0):
+            raise ValueError(f"Discounted({column!r}, gain={gain!r}, base={base!r})")
+        self.column, self.normalised, self.cut = column.replace("{k}", "k"), bool(normalised), bool(cut)
+        self.gain, self.base, self.shared = gain, base, bool(shared)
+        self.__doc__ = self._definition()
+
+    def _definition(self) -> str:
+        g, ideal = ("(2^g_i - 1)", "(2^g*_j - 1)") if self.gain == "exp" else ("g_i", "g*_j")
+        log = "log2" if self.base == 2.0 else f"log_{number_text(self.base)}"
+        cut = ", p <= k" if self.cut else ""
+        if self.shared:
+            dcg = f"sum_i ({g} / t_i) * sum_{{p = s_i..s_i+t_i-1{cut}}} 1/{log}(p + 1)"
+        else:
+            dcg = f"sum_{{r_i <= k}} {g} / {log}(r_i + 1)" if self.cut else f"sum_i {g} / {log}(r_i + 1)"
+        lines = [f"{self.column} = {dcg}"]
+        if self.normalised:
+            lines[0] += f" / sum_{{j=1..{'min(R, k)' if self.cut else 'R'}}} {ideal} / {log}(j + 1)"
+        details = ["gain " + ("2^g - 1 (Burges et al.)" if self.gain == "exp" else "the grade g"),
+                   "grade >= 1 whatever --rel-level"]
+        if self.shared:
+            details.append("s_i, t_i: the first place and size of item i's group of equal scores (ties averaged)")
+        if self.normalised and self.base != 2.0:
+            details.append("the base cancels in the ratio (log_b x = log2 x / log2 b above and below): the base-2 "
+                           "nDCG's value, computed at base 2, to the last bit")
+        elif not self.normalised:
+            details.append("not normalised; null where the query has no item of grade >= 1 (as dcg)")
+        return lines[0] + "\n\n" + "; ".join(details) + "."
+
+    def __call__(self, lists: RankLists, k: int | None = None) -> np.ndarray:
+        exponential = self.gain == "exp"
+        k = k if self.cut else None
+        if self.normalised:   # the base cancels: nDCG at base 2
+            return _tie_averaged(lists, k, exponential) if self.shared else _ndcg(lists, k, exponential)
+        known = np.diff(lists.ideal_indptr)
+        if self.shared:
+            def values() -> np.ndarray:
+                grades = _groups(lists)[4]
+                return _known(known, _shared_dcg(lists, k, _exponential(grades) if exponential else grades,
+                                                 self.base))
+            return _tied(lists, values)
+        gains = _exponential(lists.gains) if exponential else lists.gains
+        return _known(known, _dcg(lists.gain_indptr, lists.gain_ranks, gains, k, self.base))
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """What its record needs of the lists (``Metric.needs``): the tie groups where it averages ties."""
+        return ("tie_groups",) if self.shared else ()
+
+    def tied(self) -> Discounted:
+        """Its form under --ties average: the same setting with tied items sharing their gains."""
+        return self if self.shared else Discounted(self.column, self.normalised, self.cut, self.gain, self.base, True)
+
+    def _key(self) -> tuple:
+        return self.column, self.normalised, self.cut, self.gain, self.base, self.shared
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Discounted) and other._key() == self._key()
+
+    def __hash__(self) -> int:
+        return hash(("Discounted", *self._key()))
+
+    def __repr__(self) -> str:
+        return (f"Discounted({self.column!r}, normalised={self.normalised}, cut={self.cut}, gain={self.gain!r}, "
+                f"base={self.base!r}, shared={self.shared})")
+
+
+def discounted(column: str, *, normalised: bool, cut: bool, gain: str = "linear", base: float = 2.0,
+               ties: str = "run") -> Discounted:
+    """DCG / nDCG at the parameters ``dcg(gain=exp, base=10)``, ``ndcg(ties=average)@k`` bind (``core.registry``):
+    ``ties="average"`` shares tied items' gains whatever --ties."""
+    return Discounted(column, normalised, cut, gain, base, ties == "average")
 
 
 # --------------------------------------------------------------------------- open set

@@ -17,11 +17,13 @@ brute-force reference in ``tests/core/metrics/references.py``
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -41,6 +43,106 @@ PARAMETERS: tuple[Parameter, ...] = ("ks", "map_at")
 Aggregate = Literal["mean", "geometric", "sum"]
 #: the cut-off's place in a name, column or label pattern
 K = "{k}"
+#: a parameter's value: a word (``exp``) or a number (``0.8``)
+Value = str | float
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter a metric declares where it is registered (``ndcg(gain=exp, base=10)@10``, ``RBP(p=0.8)``, as
+    ir_measures' ``SUPPORTED_PARAMS``): its name, default, the values it takes (words, or a number in an open range)
+    and a one-line description; then how a bound value is written in the metric's name and columns (``_exp``,
+    ``_base10``, ``_0.80``) and in its label (``exp gain``)."""
+
+    name: str
+    default: Value
+    #: one line: what it changes
+    description: str
+    #: the words it takes; empty: a number x with low < x < high (a bound left None is open)
+    choices: tuple[str, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    #: other spellings of a word: ``(("exponential", "exp"),)``
+    aliases: tuple[tuple[str, str], ...] = ()
+    #: a bound value in a name: ``"_" + infix + text``, the text a word's own (or ``texts``'s for it), a number's
+    #: ``number_text`` (with ``decimals`` where they say it exactly)
+    infix: str = ""
+    texts: tuple[tuple[str, str], ...] = ()
+    decimals: int | None = None
+    #: a bound value in a label: ``label.format(value)`` (a number as ``{:g}`` writes it)
+    label: str = "{}"
+    #: what a message about a bad value calls it (``the persistence``)
+    what: str = ""
+
+    @property
+    def allowed(self) -> str:
+        """What it takes, in words: ``linear | exp``, ``a number > 1``, ``a number between 0 and 1``."""
+        if self.choices:
+            return " | ".join(self.choices)
+        if self.low is not None and self.high is not None:
+            return f"a number between {self.low:g} and {self.high:g}"
+        return f"a number > {self.low:g}" if self.low is not None else f"a number < {self.high:g}"
+
+    def __str__(self) -> str:
+        """``gain = linear | exp (default linear)``: the listing's and the messages' words."""
+        default = self.default if isinstance(self.default, str) else f"{self.default:g}"
+        return f"{self.name} = {self.allowed} (default {default})"
+
+    def value(self, text: str) -> Value:
+        """The value a spelling gives (``exponential`` -> ``exp``, ``10`` -> 10.0); ValueError saying what it takes."""
+        if self.choices:
+            word = dict(self.aliases).get(text, text)
+            if word not in self.choices:
+                raise ValueError(f"{self.what or self.name} must be {' or '.join(self.choices)}, not {text!r}")
+            return word
+        try:
+            x = float(text)
+        except ValueError:
+            x = math.nan
+        if not (math.isfinite(x) and (self.low is None or x > self.low) and (self.high is None or x < self.high)):
+            raise ValueError(f"{self.what + ' ' if self.what else ''}{self.name} must be {self.allowed}")
+        return x
+
+    def text(self, value: Value) -> str:
+        """How a bound value is written in a name: ``_exp``, ``_avg``, ``_base10``, ``_0.80``."""
+        if self.choices:
+            return f"_{self.infix}{dict(self.texts).get(str(value), str(value))}"
+        return f"_{self.infix}{m.number_text(float(value), self.decimals)}"
+
+    def read(self, text: str) -> Value:
+        """The value a name's text (``text`` less ``_`` and the infix) is; ValueError where it is none."""
+        if self.choices:
+            words = {dict(self.texts).get(c, c): c for c in self.choices}
+            if text not in words:
+                raise ValueError(text)
+            return words[text]
+        return self.value(text)
+
+    @property
+    def pattern(self) -> str:
+        """The regular expression of its text in a name, optional, the text without ``_`` and infix its group."""
+        if self.choices:
+            texts = [re.escape(dict(self.texts).get(c, c)) for c in self.choices if c != self.default]
+            return f"(?:_{re.escape(self.infix)}({'|'.join(texts)}))?"
+        return f"(?:_{re.escape(self.infix)}([0-9][0-9.e+-]*))?"
+
+    def words(self, value: Value) -> str:
+        """A bound value in a label: ``exp gain``, ``base 10``, ``p 0.73``."""
+        return self.label.format(value if isinstance(value, str) else f"{value:g}")
+
+
+#: the declared parameters (README, Choosing metrics: parameters)
+GAIN = Param("gain", "linear", "an item's gain: its grade g (linear) or 2^g - 1 (exp, Burges et al.)",
+             choices=("linear", "exp"), aliases=(("exponential", "exp"),), label="{} gain")
+BASE = Param("base", 2.0, "the logarithm's base b of the discount 1/log_b(r + 1) (nDCG: cancels)", low=1.0,
+             infix="base", label="base {}")
+TIES = Param("ties", "run", "tied items ordered as --ties says (run), or sharing their gains whatever --ties "
+             "(average)", choices=("run", "average"), texts=(("average", "avg"),), label="ties averaged")
+PERSISTENCE = Param("p", m.RBP_PERSISTENCE, "the persistence: the chance of going on from one place to the next",
+                    low=0.0, high=1.0, decimals=2, label="p {}", what="the persistence")
+DCG_PARAMS = (GAIN, BASE)
+NDCG_PARAMS = (GAIN, TIES, BASE)
+RBP_PARAMS = (PERSISTENCE,)
 
 
 @dataclass(frozen=True)
@@ -87,6 +189,24 @@ class Metric:
     #: their gains, its docstring the definition); None: not defined there, the metric not being a sum over places
     #: of a gain times a weight the order leaves alone (AP, RR, hit@k, ...), so asking for it is an input error
     average: Callable[..., np.ndarray] | None = None
+    #: the parameters it takes (``Param``): ``ndcg(gain=exp, base=10)@k``. A setting of them is a metric of its own
+    #: (``_bind``), named by the plain name and each value not its default in this order (``ndcg_exp_base10@k``);
+    #: the defaults give the plain metric
+    params: tuple[Param, ...] = ()
+    #: the values this record binds that are not their defaults, in ``params``' order (``ndcg_exp``:
+    #: ``(("gain", "exp"),)``); () for the plain metric
+    bound: tuple[tuple[str, Value], ...] = ()
+    #: the plain metric this is a setting of (``ndcg`` for ``ndcg_exp``); None for the plain one
+    family: str | None = None
+    #: on the plain metric: its function at a setting, ``setting(column, **values)``, a callable equal by its values
+    #: whose docstring is its definition, with ``.tied()`` its form under --ties average and ``.needs``
+    setting: Callable[..., Callable[..., np.ndarray]] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def unbound(self) -> tuple[Param, ...]:
+        """The parameters it still takes: its declared ones less those it binds (``ndcg_exp``: ties, base)."""
+        bound = dict(self.bound)
+        return tuple(p for p in self.params if p.name not in bound)
 
     @property
     def definition(self) -> str:
@@ -125,7 +245,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("mrr", "rr", "mrr", m.reciprocal_rank, "RR", "MRR"),
     Metric("rprec", "rprec", "rprec", m.r_precision, "R-precision", "R-precision", default=False,
            average=m.r_precision_tied),
-    Metric("ndcg", "ndcg", "ndcg", m.ndcg, "nDCG", "nDCG", default=False, lists=True, average=m.ndcg_tied),
+    Metric("ndcg", "ndcg", "ndcg", m.ndcg, "nDCG", "nDCG", default=False, lists=True, average=m.ndcg_tied,
+           params=NDCG_PARAMS, setting=partial(m.discounted, normalised=True, cut=False)),
     Metric("bpref", "bpref", "bpref", m.bpref, "bpref", "bpref", default=False, lists=True, judged=True),
     Metric("map@k", "ap_at_{k}", "map_at_{k}", m.average_precision_at, "AP@{k}", "mAP@{k}", parameter="map_at"),
     Metric("hit@k", "hit_at_{k}", "hit_at_{k}", m.hit_at, "hit@{k}", "hit@{k}", parameter="ks", cmc=True),
@@ -134,7 +255,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("precision@k", "precision_at_{k}", "precision_at_{k}", m.precision_at, "precision@{k}", "precision@{k}",
            parameter="ks", section="cutoff", terminal=False, average=m.precision_at_tied),
     Metric("ndcg@k", "ndcg_at_{k}", "ndcg_at_{k}", m.ndcg_at, "nDCG@{k}", "nDCG@{k}", parameter="ks", default=False,
-           lists=True, average=m.ndcg_at_tied),
+           lists=True, average=m.ndcg_at_tied, params=NDCG_PARAMS,
+           setting=partial(m.discounted, normalised=True, cut=True)),
     Metric("map_cut@k", "ap_cut_{k}", "map_cut_{k}", m.average_precision_cut, "AP cut {k}", "MAP cut {k}",
            parameter="ks", default=False),
     Metric("mrr@k", "rr_at_{k}", "mrr_at_{k}", m.reciprocal_rank_at, "RR@{k}", "MRR@{k}", parameter="ks",
@@ -174,32 +296,42 @@ METRICS: tuple[Metric, ...] = (
     Metric("num_nonrel_judged_ret", "num_nonrel_judged_ret", "num_nonrel_judged_ret", m.num_nonrel_judged_ret,
            "judged non-relevant retrieved", "judged non-relevant retrieved (sum)", default=False, terminal=False,
            lists=True, needs=("n_retrieved", "judged"), aggregate="sum"),
+    # settings of ndcg's parameters registered as metrics of their own (ndcg(gain=exp) is ndcg_exp; any other
+    # setting is made when a run names it: _bind)
     Metric("ndcg_exp", "ndcg_exp", "ndcg_exp", m.ndcg_exponential, "nDCG (exp gain)", "nDCG (exp gain)", default=False,
-           terminal=False, lists=True, average=m.ndcg_exponential_tied),
+           terminal=False, lists=True, average=m.ndcg_exponential_tied, params=NDCG_PARAMS,
+           bound=(("gain", "exp"),), family="ndcg"),
     Metric("ndcg_exp@k", "ndcg_exp_at_{k}", "ndcg_exp_at_{k}", m.ndcg_exponential_at, "nDCG@{k} (exp gain)",
            "nDCG@{k} (exp gain)", parameter="ks", default=False, terminal=False, lists=True,
-           average=m.ndcg_exponential_at_tied),
+           average=m.ndcg_exponential_at_tied, params=NDCG_PARAMS, bound=(("gain", "exp"),), family="ndcg@k"),
     Metric("ndcg_avg", "ndcg_avg", "ndcg_avg", m.ndcg_tie_average, "nDCG (ties averaged)", "nDCG (ties averaged)",
-           default=False, terminal=False, lists=True, needs=("tie_groups",), average=m.ndcg_tie_average),
+           default=False, terminal=False, lists=True, needs=("tie_groups",), average=m.ndcg_tie_average,
+           params=NDCG_PARAMS, bound=(("ties", "average"),), family="ndcg"),
     Metric("ndcg_avg@k", "ndcg_avg_at_{k}", "ndcg_avg_at_{k}", m.ndcg_tie_average_at, "nDCG@{k} (ties averaged)",
            "nDCG@{k} (ties averaged)", parameter="ks", default=False, terminal=False, lists=True,
-           needs=("tie_groups",), average=m.ndcg_tie_average_at),
+           needs=("tie_groups",), average=m.ndcg_tie_average_at, params=NDCG_PARAMS, bound=(("ties", "average"),),
+           family="ndcg@k"),
     Metric("judged@k", "judged_at_{k}", "judged_at_{k}", m.judged_at, "judged@{k}", "judged@{k}", parameter="ks",
            section="cutoff", default=False, terminal=False, lists=True, needs=("n_retrieved", "judged")),
     Metric("unj@k", "unj_at_{k}", "unj_at_{k}", m.unjudged_at, "unjudged@{k}", "unjudged@{k}", direction="lower",
            parameter="ks", section="cutoff", default=False, terminal=False, lists=True, needs=("n_retrieved", "judged")),
     Metric("err@k", "err_at_{k}", "err_at_{k}", m.expected_reciprocal_rank_at, "ERR@{k}", "ERR@{k}", parameter="ks",
            default=False, terminal=False, lists=True),
+    # rbp and rbp_resid at trec_eval's p = 0.9, then at the other registered persistences (any other p is made
+    # when a run names it: _bind)
     Metric("rbp", "rbp", "rbp", m.rank_biased_precision, "RBP (p 0.9)", "RBP (p 0.9)", default=False, terminal=False,
-           lists=True, average=m.rank_biased_precision_tied),
+           lists=True, average=m.rank_biased_precision_tied, params=RBP_PARAMS,
+           setting=partial(m.rank_biased, measure="rbp")),
     Metric("rbp_resid", "rbp_resid", "rbp_resid", m.rank_biased_precision_residual, "RBP residual",
            "RBP residual", direction="lower", default=False, terminal=False, lists=True,
-           needs=("n_retrieved", "judged")),
+           needs=("n_retrieved", "judged"), params=RBP_PARAMS, setting=partial(m.rank_biased, measure="rbp_resid")),
     *(Metric(f"rbp_{p:.2f}", f"rbp_{p:.2f}", f"rbp_{p:.2f}", f, f"RBP (p {p:g})", f"RBP (p {p:g})", default=False,
-             terminal=False, lists=True, average=m.RBP_AT_TIED[p]) for p, (f, _) in m.RBP_AT.items()),
+             terminal=False, lists=True, average=m.RBP_AT_TIED[p], params=RBP_PARAMS, bound=(("p", p),), family="rbp")
+      for p, (f, _) in m.RBP_AT.items()),
     *(Metric(f"rbp_resid_{p:.2f}", f"rbp_resid_{p:.2f}", f"rbp_resid_{p:.2f}", f, f"RBP residual (p {p:g})",
              f"RBP residual (p {p:g})", direction="lower", default=False, terminal=False, lists=True,
-             needs=("n_retrieved", "judged")) for p, (_, f) in m.RBP_AT.items()),
+             needs=("n_retrieved", "judged"), params=RBP_PARAMS, bound=(("p", p),), family="rbp_resid")
+      for p, (_, f) in m.RBP_AT.items()),
     Metric("infap", "infap", "infap", m.inferred_average_precision, "infAP", "infAP", default=False, terminal=False,
            lists=True, judged=True),
     Metric("bing", "bing", "bing", m.binary_gain, "binG", "binG", default=False, terminal=False),
@@ -208,9 +340,11 @@ METRICS: tuple[Metric, ...] = (
            "nDCG (mean at relevant)", default=False, terminal=False, lists=True),
     Metric("rndcg", "rndcg", "rndcg", m.ndcg_at_r_levels, "nDCG (mean at R levels)", "nDCG (mean at R levels)",
            default=False, terminal=False, lists=True, needs=("n_retrieved",), average=m.ndcg_at_r_levels_tied),
-    Metric("dcg", "dcg", "dcg", m.dcg, "DCG", "DCG", default=False, terminal=False, lists=True, average=m.dcg_tied),
+    Metric("dcg", "dcg", "dcg", m.dcg, "DCG", "DCG", default=False, terminal=False, lists=True, average=m.dcg_tied,
+           params=DCG_PARAMS, setting=partial(m.discounted, normalised=False, cut=False)),
     Metric("dcg@k", "dcg_at_{k}", "dcg_at_{k}", m.dcg_at, "DCG@{k}", "DCG@{k}", parameter="ks", default=False,
-           terminal=False, lists=True, average=m.dcg_at_tied),
+           terminal=False, lists=True, average=m.dcg_at_tied, params=DCG_PARAMS,
+           setting=partial(m.discounted, normalised=False, cut=True)),
     Metric("relative_p@k", "relative_p_at_{k}", "relative_p_at_{k}", m.relative_precision_at, "relative P@{k}",
            "relative P@{k}", parameter="ks", section="cutoff", default=False, terminal=False,
            average=m.relative_precision_at_tied),
@@ -289,8 +423,8 @@ def _match(name: str) -> tuple[Column, bool] | None:
             if k is not None and (k < 1 or str(k) != found.group(1)):
                 continue
             return Column(metric, k), is_summary
-    free = _free(name)
-    return (Column(free), True) if free is not None else None
+    setting = _setting(name, ("summary", "column"))
+    return (Column(setting[0], setting[1]), setting[2] == "summary") if setting is not None else None
 
 
 def lookup(name: str) -> Column | None:
@@ -322,55 +456,195 @@ def known_names() -> list[str]:
     return [x.name for x in METRICS]
 
 
-#: a name with parameters, as ir_measures and CONTRACT §18 spell them: ``ndcg(gain=exp)``, then ``@k`` if any
-_CALL = re.compile(r"^([a-z_0-9]+\([^()]*\))(@[0-9]+|@k)?$")
-#: the parameter spellings of the registered settings (lower case, spaces left out) -> the registered name
-PARAMETER_SPELLINGS = {
-    "ndcg(gain=exp)": "ndcg_exp", "ndcg(gain=exponential)": "ndcg_exp", "ndcg(gain=linear)": "ndcg",
-    "ndcg(ties=average)": "ndcg_avg", "rbp(p=0.9)": "rbp", "rbp_resid(p=0.9)": "rbp_resid",
-    **{f"{name}(p={p:{spelling}})": f"{name}_{p:.2f}" for p in m.RBP_OTHER_PERSISTENCES for name in ("rbp", "rbp_resid")
-       for spelling in ("g", ".2f")},
-}
-#: rbp / rbp_resid at a persistence of their own, 0 < p < 1: ``RBP(p=0.73)`` or ``rbp_0.73`` (and its column,
-#: summary); a record is made the first time a process meets the name (``_free_metric``), the same each time
-_FREE_NAME = re.compile(r"^(rbp|rbp_resid)_(0\.[0-9]+)$")
-_FREE_CALL = re.compile(r"^(rbp|rbp_resid)\(p=([^()]*)\)$")
-_FREE: dict[str, Metric] = {}
-#: where those sit in report order: after the registered RBPs
-_RBP_PLACE = max(i for i, x in enumerate(METRICS) if x.name.startswith("rbp"))
+# --------------------------------------------------------------------------- parameters
 
 
-def _free_metric(measure: str, p: float) -> Metric:
-    """rbp / rbp_resid at persistence p: the registered record where p has one (0.9: ``rbp``), else one made here."""
-    if p == m.RBP_PERSISTENCE:
-        return BY_NAME[measure]
-    name = f"{measure}_{m.persistence_text(p)}"
+#: the plain metrics that declare parameters (``Metric.params``), in registry order
+_PLAIN = tuple(x for x in METRICS if x.params and x.family is None)
+#: each plain metric's place in report order for the settings made of it: after its last registered setting
+_FAMILY_LAST = {x.name: max(i for i, y in enumerate(METRICS) if y is x or y.family == x.name) for x in _PLAIN}
+#: the settings made when a process first meets them (``_bind``): the same record each time and in every process
+_MADE: dict[str, Metric] = {}
+
+
+def _split(pattern: str) -> tuple[str, str]:
+    """(head, tail) of a name or column pattern: a setting's text goes between them, before the cut-off
+    (``ndcg`` + ``_exp`` + ``_at_{k}``; ``rbp`` + ``_0.73`` + ``""``)."""
+    for tail in ("@k", f"_at_{K}", f"@{K}", f"_{K}"):
+        if pattern.endswith(tail):
+            return pattern.removesuffix(tail), tail
+    return pattern, ""
+
+
+def _with_setting(pattern: str, plain: Metric, bound: Sequence[tuple[str, Value]]) -> str:
+    """A name or column pattern of ``plain`` at the setting ``bound``: each value not its default, in the order of
+    the declarations (``ndcg_exp_avg_base10_at_{k}``)."""
+    head, tail = _split(pattern)
+    values = dict(bound)
+    return head + "".join(p.text(values[p.name]) for p in plain.params if p.name in values) + tail
+
+
+def _tail_regex(tail: str) -> str:
+    return "" if not tail else "@([0-9]+|k)" if tail == "@k" else re.escape(tail.split(K)[0]) + "([0-9]+)"
+
+
+#: (regex, plain metric, what it matches: "name", "column" or "summary") for the settings of every plain metric
+#: with parameters: a group per parameter's text, then the cut-off's
+_SETTINGS: list[tuple[re.Pattern, Metric, str]] = [
+    (re.compile("^" + re.escape(_split(pattern)[0]) + "".join(p.pattern for p in x.params)
+                + _tail_regex(_split(pattern)[1]) + "$"), x, kind)
+    for x in _PLAIN for kind, pattern in (("summary", x.summary), ("column", x.column), ("name", x.name)) if pattern]
+
+
+def _bind(metric: Metric, values: Mapping[str, Value]) -> Metric:
+    """``metric`` with ``values`` bound besides those it binds: the plain metric where every value is its default,
+    the registered record of that setting where there is one (``ndcg(gain=exp)``: ``ndcg_exp``), else a record
+    made here, the same each time and in any process that builds it from its name or column (``_made``)."""
+    plain = BY_NAME[metric.family] if metric.family is not None else metric
+    merged = {**dict(metric.bound), **values}
+    bound = tuple((p.name, merged[p.name]) for p in plain.params if p.name in merged and merged[p.name] != p.default)
+    if not bound:
+        return plain
+    name = _with_setting(plain.name, plain, bound)
     if name in BY_NAME:
         return BY_NAME[name]
-    if name not in _FREE:
-        resid = measure == "rbp_resid"
-        text = f"RBP residual (p {p:g})" if resid else f"RBP (p {p:g})"
-        function = m.RBPAt(measure, p)
-        _FREE[name] = Metric(name, name, name, function, text, text, direction="lower" if resid else "higher",
-                             default=False, terminal=False, lists=True, needs=("n_retrieved", "judged") if resid else (),
-                             average=None if resid else function.tie_averaged)
-    return _FREE[name]
+    if name not in _MADE:
+        _MADE[name] = _made(plain, bound)
+    return _MADE[name]
 
 
-def _free(name: str) -> Metric | None:
-    """The metric ``rbp_0.73`` (a name, column or summary column) is, spelt as ``persistence_text`` spells p; or None."""
-    found = _FREE_NAME.match(name)
-    if not found or not 0 < float(found.group(2)) < 1:
-        return None
-    metric = _free_metric(found.group(1), float(found.group(2)))
-    return metric if metric.column == name else None
+def _made(plain: Metric, bound: tuple[tuple[str, Value], ...]) -> Metric:
+    """The record of a setting that is not registered: ``plain``'s, with the setting's name, columns and labels,
+    its function (``plain.setting``), the function's form under --ties average where ``plain`` has one, and what
+    the function needs of the lists besides ``plain``'s needs."""
+    if plain.setting is None:
+        raise ValueError(f"{plain.name} declares parameters but no setting function")
+    column = _with_setting(plain.column, plain, bound)
+    function = plain.setting(column, **dict(bound))
+    tied = getattr(function, "tied", None)
+    words = ", ".join(p.words(dict(bound)[p.name]) for p in plain.params if p.name in dict(bound))
+
+    def label(text: str | None) -> str | None:
+        # the plain label less the default it names (RBP (p 0.9)), then the setting's words: RBP (p 0.73)
+        return None if text is None else re.sub(r" \([^()]*\)$", "", text) + f" ({words})"
+
+    return dataclasses.replace(
+        plain, name=_with_setting(plain.name, plain, bound), column=column,
+        summary=None if plain.summary is None else _with_setting(plain.summary, plain, bound), function=function,
+        label=label(plain.label) or plain.label, summary_label=label(plain.summary_label),
+        average=tied() if plain.average is not None and tied is not None else None,
+        needs=tuple(dict.fromkeys((*plain.needs, *getattr(function, "needs", ())))), default=False, terminal=False,
+        cmc=False, bound=bound, family=plain.name, setting=None)
 
 
-def _index(metric: Metric) -> tuple[int, int, float]:
-    """The metric's place in report order (its registration's; one made for a persistence, after the RBPs)."""
-    if isinstance(metric.function, m.RBPAt) and metric.name in _FREE:
-        return _RBP_PLACE, 1 + (metric.function.measure == "rbp_resid"), metric.function.p
-    return METRICS.index(metric), 0, 0.0
+def _setting(name: str, kinds: Sequence[str]) -> tuple[Metric, int | None, str] | None:
+    """(metric, k, kind) of a setting's name (``dcg_exp@5``, ``dcg_exp@k``: k None), per-query or summary column
+    (``dcg_exp_base10_at_5``, ``rbp_0.73``), spelt exactly as the setting's record spells it; else None."""
+    for regex, plain, kind in _SETTINGS:
+        found = regex.match(name) if kind in kinds else None
+        if not found:
+            continue
+        groups = found.groups()
+        texts, cut = (groups[:-1], groups[-1]) if plain.parameter is not None else (groups, None)
+        try:
+            values = {p.name: p.read(t) for p, t in zip(plain.params, texts) if t is not None}
+        except ValueError:
+            continue
+        if not values:
+            continue
+        metric = _bind(plain, values)
+        k = None if cut in (None, "k") else int(cut)
+        if k is not None and k < 1:
+            continue
+        column = Column(metric, k)
+        spelt = {"name": metric.name if cut == "k" else column.spec, "column": column.name,
+                 "summary": column.summary}[kind]
+        if spelt == name:
+            return metric, k, kind
+    return None
+
+
+def _takes(metric: Metric) -> str:
+    """What a message says ``metric`` takes: ``ndcg takes gain = linear | exp (default linear); ...``."""
+    if not metric.unbound:
+        return f"{metric.name} takes no other parameters"
+    return f"{metric.name} takes {'; '.join(str(p) for p in metric.unbound)}"
+
+
+def _index(metric: Metric) -> tuple[int, int, tuple[float, ...]]:
+    """The metric's place in report order: its registration's; a setting made here comes after its plain
+    metric's registered settings, in the order of its values."""
+    if metric.family is not None and metric.name not in BY_NAME:
+        plain = BY_NAME[metric.family]
+        values = dict(metric.bound)
+        key = tuple(float(p.choices.index(str(v))) if p.choices else float(v)
+                    for p in plain.params for v in [values.get(p.name, p.default)])
+        return _FAMILY_LAST[plain.name], 1, key
+    return METRICS.index(metric), 0, ()
+
+
+#: a name with parameters, as ir_measures spells them: ``ndcg(gain=exp)``, ``ndcg_exp(base=10)``, then ``@k`` if any
+_CALL = re.compile(r"^([a-z_0-9.]+)\(([^()]*)\)(@[0-9]+|@k)?$")
+
+
+def _bare(name: str, cut: bool) -> Metric | None:
+    """The metric a name before ``(...)`` is: with a cut-off after the call, the one that takes k (``ndcg@k``)."""
+    if cut:
+        found = _BASES.get(name)
+        setting = _setting(name + "@k", ("name",)) if found is None else None
+        return found or (setting[0] if setting else None)
+    found = _EXACT.get(name) or (_BASES[name] if name in _BASES and _BASES[name].parameter == "ks" else None)
+    setting = _setting(name, ("name", "column")) if found is None else None
+    return found or (setting[0] if setting else None)
+
+
+def _call(raw: str, name: str, params: str, cut: str | None, option: str) -> tuple[Metric, int | None]:
+    """(metric, k) of ``name(key=value, ...)`` and ``name(...)@k``: every key one the metric declares and does
+    not bind already, each value one it takes (quotes, spaces and the keys' order do not matter)."""
+    metric = _bare(name, cut is not None)
+    if metric is None:
+        uncut = _bare(name, False) if cut is not None else None
+        if uncut is not None:
+            raise input_error(option, f"{raw!r}: {uncut.name} takes no cut-off")
+        raise input_error(option, f"{raw!r}: no metric is called {name!r} (evalcore metrics lists the metrics and "
+                                  "their parameters)")
+    if not metric.params:
+        takers = ", ".join(x.name for x in _PLAIN)
+        raise input_error(option, f"{raw!r}: {metric.name} takes no parameters ({takers} do: evalcore metrics "
+                                  "lists them)")
+    declared = {p.name: p for p in metric.params}
+    given: dict[str, str] = {}
+    for part in params.replace(" ", "").split(","):
+        key, equals, text = part.partition("=")
+        text = text.strip("'\"")
+        if not key or not equals or not text:
+            raise input_error(option, f"{raw!r}: give each parameter as key=value; {_takes(metric)}")
+        if key in given:
+            raise input_error(option, f"{raw!r}: {key} is given twice; {_takes(metric)}")
+        given[key] = text
+    values: dict[str, Value] = {}
+    for key, text in given.items():
+        if key in spellings.RUN_PARAMETERS and key not in declared:
+            raise input_error(option, f"{raw!r}: evalcore sets {key} for the whole run: "
+                                      f"{spellings.RUN_PARAMETERS[key]}")
+        if key not in declared:
+            raise input_error(option, f"{raw!r}: {metric.name} has no parameter {key!r}; {_takes(metric)}")
+        if key in dict(metric.bound):
+            plain = BY_NAME[metric.family or metric.name]
+            other = f"{plain.base}({key}=...){'@k' if plain.parameter else ''}"
+            raise input_error(option, f"{raw!r}: {metric.name} is {key}={dict(metric.bound)[key]} already: write "
+                                      f"{other}" + (f"; {_takes(metric)}" if metric.unbound else ""))
+        try:
+            values[key] = declared[key].value(text)
+        except ValueError as exc:
+            raise input_error(option, f"{raw!r}: {exc}; {_takes(metric)}") from None
+    bound = _bind(metric, values)
+    if cut is None or cut == "@k":
+        return bound, None
+    k = int(cut[1:])
+    if k < 1:
+        raise input_error(option, f"{raw!r}: the cut-off must be a positive integer")
+    return bound, k
 
 
 def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
@@ -378,9 +652,10 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
 
     ``map``, ``ap`` (its per-query column), ``recall@5``, ``recall_at_5``,
     ``map@100`` (= ``map_at_100``, ``ap_at_100``), ``recall`` or ``recall@k`` (at every --ks; ``ndcg@k``
-    and ``mrr@k`` so spelt, as ``ndcg`` and ``mrr`` are the uncut measures); case does not matter. Anything
-    else is an InputError naming ``option``. The contract's parameter spellings of a registered setting are
-    taken too (``nDCG(gain=exp)@10`` is ``ndcg_exp@10``, ``RBP(p=0.9)`` is ``rbp``: ``PARAMETER_SPELLINGS``).
+    and ``mrr@k`` so spelt, as ``ndcg`` and ``mrr`` are the uncut measures); case does not matter. A metric's
+    parameters (``Metric.params``) as ``nDCG(gain=exp)@10`` (``ndcg_exp@10``), ``dcg(gain=exp, base=10)``,
+    ``RBP(p=0.73)``, and a setting's own name or column (``dcg_exp_base10@5``, ``rbp_0.73``). Anything else is an
+    InputError naming ``option``.
     """
     raw = str(text).strip()
     try:   # a field's own spelling first, as that field writes it (P.5, AP@100, hit_rate@10): core.spellings
@@ -388,27 +663,9 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
     except spellings.Refused as exc:
         raise input_error(option, f"{raw!r}: {exc.why}") from None
     name = (spelt or raw).lower()
-    call = _CALL.match(name)
+    call = _CALL.match(name.replace(" ", "")) if "(" in name else None
     if call:
-        spelt = call.group(1).replace(" ", "")
-        free = _FREE_CALL.match(spelt)
-        if free and spelt not in PARAMETER_SPELLINGS:
-            try:
-                p = float(free.group(2))
-            except ValueError:
-                p = math.nan
-            if not 0 < p < 1:
-                raise OptionError(option, f"{raw!r}: the persistence p must be a number between 0 and 1")
-            if call.group(2):
-                raise OptionError(option, f"{raw!r}: {free.group(1)} takes no cut-off")
-            return _free_metric(free.group(1), p), None
-        if spelt not in PARAMETER_SPELLINGS:
-            base = spelt.split("(")[0]
-            known = sorted(x for x in PARAMETER_SPELLINGS if x.startswith(base + "("))
-            raise input_error(option, f"{raw!r}: " + (f"evalcore computes {base} with {', '.join(known)} only"
-                                                       if known else "no metric takes parameters so spelt") +
-                             " (evalcore metrics lists the names)")
-        name = PARAMETER_SPELLINGS[spelt] + (call.group(2) or "")
+        return _call(raw, call.group(1), call.group(2), call.group(3), option)
     if name in _EXACT:
         return _EXACT[name], None
     if name in _AT_EVERY_K:
@@ -423,18 +680,18 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
         return _BASES[base], k
     if name in _BASES and _BASES[name].parameter == "ks":
         return _BASES[name], None
-    free_metric = _free(name)
-    if free_metric is not None:
-        return free_metric, None
+    setting = _setting(name, ("name", "column", "summary"))
+    if setting is not None:
+        return setting[0], setting[1]
     raise UnknownNameError(option, raw, f"unknown metric {raw!r}; known: {', '.join(known_names())} "
                      "(evalcore metrics describes them)")
 
 
 def canonical(metric: Metric, k: int | None) -> str:
     """How ``select`` spells (metric, k): ``recall@5``; ``recall`` for every --ks, ``ndcg@k`` where the bare
-    base (``ndcg``) names another metric."""
+    base (``ndcg``) names another metric, as it does for a setting (``dcg_exp@k``: ``dcg_exp`` is dcg(gain=exp))."""
     if k is None and metric.parameter is not None:
-        return metric.name if metric.base in _EXACT else metric.base
+        return metric.name if metric.base in _EXACT or metric.family is not None else metric.base
     return Column(metric, k).spec
 
 
@@ -640,6 +897,9 @@ class MetricInfo:
     summary: str | None
     direction: Direction
     definition: str
+    #: the parameters it takes (``Param``: name, default, allowed values, description), after its definition on
+    #: its line: ``[gain = linear | exp (default linear); base = a number > 1 (default 2)]``
+    params: tuple[Param, ...] = ()
 
     @property
     def columns(self) -> str:
@@ -650,8 +910,9 @@ class MetricInfo:
     def __str__(self) -> str:
         # widths from every registered metric, so the direction column lines up however long a name is
         name_width, columns_width = _listing_widths()
+        params = f"  [{'; '.join(str(p) for p in self.params)}]" if self.params else ""
         return (f"{self.name:<{name_width}} {self.columns:<{columns_width}} {self.direction + ' is better':<17} "
-                f"{self.definition}")
+                f"{self.definition}{params}")
 
 
 def _listing_widths() -> tuple[int, int]:
@@ -660,10 +921,11 @@ def _listing_widths() -> tuple[int, int]:
 
 
 def describe(ties: str = "pessimistic") -> list[MetricInfo]:
-    """Every registered metric: name, per-query and summary column patterns, direction, definition.
+    """Every registered metric: name, per-query and summary column patterns, direction, definition, and the
+    parameters it takes (``Metric.unbound``; a setting of them is named as ``Metric.params`` says).
     ``ties="average"``: the metrics defined under --ties average, each with its definition there (the first
     line of its ``average``'s docstring)."""
     if ties == "average":
-        return [MetricInfo(x.name, x.column, x.summary, x.direction, x.average_definition or "") for x in METRICS
-                if x.average is not None]
-    return [MetricInfo(x.name, x.column, x.summary, x.direction, x.definition) for x in METRICS]
+        return [MetricInfo(x.name, x.column, x.summary, x.direction, x.average_definition or "", x.unbound)
+                for x in METRICS if x.average is not None]
+    return [MetricInfo(x.name, x.column, x.summary, x.direction, x.definition, x.unbound) for x in METRICS]

@@ -6,7 +6,7 @@ a measure as trec_eval, ir_measures and ranx spell it, as well as in evalcore's 
     trec_eval    P.5  P_5  ndcg_cut.10  map_cut.100  recall.1000  success.10  recip_rank  Rprec  rbp.p=0.8
     ir_measures  P@5  R@100  AP  AP@100  RR@10  nDCG@10  nDCG(dcg='exp-log2')@10  Success@10  NumRelRet
                  SetP  IPrec@0.5  Judged@10  ERR@20  RBP(p=0.8)
-    ranx         hit_rate@10  r-precision  ndcg_burges@10  (the rest are evalcore's names already)
+    ranx         hit_rate@10  r-precision  ndcg_burges@10  dcg_burges@10  (the rest are evalcore's names already)
 
 A field's spelling is matched as that field writes it (case counts: ``AP@100`` is ir_measures' AP cut at 100,
 trec_eval's map_cut_100, with 1/R in front; evalcore's own ``map@100`` is the landmark mAP@100, 1/min(R, 100));
@@ -84,8 +84,10 @@ IR_MEASURES: dict[str, tuple[str | None, str | None]] = {
 #: ir_measures' nDCG(dcg=...) formulations -> evalcore's nDCG of that gain
 IR_MEASURES_DCG = {"log2": "ndcg", "exp-log2": "ndcg_exp"}
 
-#: ranx's metric names that evalcore spells otherwise (ranx's others are evalcore's names, same definitions)
-RANX: dict[str, str] = {"hit_rate": "hit", "r-precision": "rprec", "ndcg_burges": "ndcg_exp"}
+#: ranx's metric names that evalcore spells otherwise (ranx's others are evalcore's names, same definitions);
+#: ranx's dcg_burges, sum_i (2^g_i - 1) / log2(i + 1), is evalcore's dcg with exponential gain
+RANX: dict[str, str] = {"hit_rate": "hit", "r-precision": "rprec", "ndcg_burges": "ndcg_exp",
+                        "dcg_burges": "dcg(gain=exp)"}
 
 #: spellings that name a measure evalcore computes otherwise: what to write instead
 NOT_THE_SAME: dict[str, str] = {
@@ -93,8 +95,6 @@ NOT_THE_SAME: dict[str, str] = {
             "(evalcore.compat.ranx computes hits@k as ranx does)",
     "f1": "ranx's f1@k is the harmonic mean of precision@k and recall@k, not a registered metric "
           "(evalcore.compat.ranx computes it as ranx does)",
-    "dcg_burges": "ranx's dcg_burges is not normalised and gains 2^g - 1; evalcore.compat.ranx computes it as "
-                  "ranx does (evalcore's ndcg_exp is its normalised form)",
     "rbp.": "ranx's rbp.95 gains each document's grade, not grade / highest grade; evalcore.compat.ranx "
             "computes it as ranx does (evalcore's RBP(p=0.95) is Moffat and Zobel's, as trec_eval's)",
 }
@@ -192,7 +192,8 @@ def _ir_parameters(measure: str, params: str, cut: str | None) -> str | None:
 
 
 def _ranx(name: str) -> str | None:
-    """ranx's ``hit_rate@10``, ``r-precision``, ``ndcg_burges@10``; refused where ranx's definition differs."""
+    """ranx's ``hit_rate@10``, ``r-precision``, ``ndcg_burges@10``, ``dcg_burges@10`` (``dcg(gain=exp)@10``);
+    refused where ranx's definition differs."""
     if re.match(r"^rbp\.[0-9]+$", name):
         raise Refused(NOT_THE_SAME["rbp."])
     found = _RANX.match(name)

@@ -32,6 +32,7 @@ SAME = {
     "Bpref": "bpref", "RBP(p=0.8)": "rbp_0.80",
     # ranx
     "hit_rate@10": "hit@10", "r-precision": "rprec", "ndcg_burges@10": "ndcg_exp@10", "ndcg_burges": "ndcg_exp",
+    "dcg_burges@10": "dcg_exp@10", "dcg_burges": "dcg_exp",   # ranx's sum_i (2^g_i - 1) / log2(i + 1)
     "precision@5": "precision@5", "mrr@10": "mrr@10",
     # evalcore's own names are untouched, whatever their case
     "map@100": "map@100", "mAP@100": "map@100", "ap_at_100": "map@100", "Recall@5": "recall@5",
@@ -39,7 +40,7 @@ SAME = {
 
 #: spellings refused, and a word of what the message says to write instead
 REFUSED = {
-    "hits@10": "precision@k times k", "f1@10": "harmonic mean", "dcg_burges": "compat.ranx", "rbp.95": "compat.ranx",
+    "hits@10": "precision@k times k", "f1@10": "harmonic mean", "rbp.95": "compat.ranx",
     "P(rel=2)@5": "--rel-level", "AP(judged_only=True)": "--judged-only", "nDCG(gains={0:0})": "qrels/rel",
     "nDCG(dcg='exp')": "exp-log2", "IPrec@0.55": "0.1", "P.5,10": "P.5, P.10",
 }
@@ -105,7 +106,9 @@ def _field_definitions(grades, judged, k):
     return {f"P@{k}": precision_at, f"R@{k}": recall_at, f"AP@{k}": ap_cut, f"RR@{k}": rr_at,
             f"Success@{k}": float(hits[0] < k), f"hit_rate@{k}": float(hits[0] < k),
             f"nDCG@{k}": ndcg(lambda g: g), f"nDCG(dcg='exp-log2')@{k}": ndcg(lambda g: 2.0 ** g - 1),
-            f"ndcg_burges@{k}": ndcg(lambda g: 2.0 ** g - 1), "r-precision": sum(rel[:n_rel]) / n_rel}
+            f"ndcg_burges@{k}": ndcg(lambda g: 2.0 ** g - 1), "r-precision": sum(rel[:n_rel]) / n_rel,
+            # ranx's dcg_burges@k (ranx's metrics.dcg with the Burges gain): not normalised
+            f"dcg_burges@{k}": sum((2.0 ** g - 1) / math.log2(i + 2) for i, g in enumerate(grades[:k]) if g >= 1)}
 
 
 def test_values_under_ir_measures_and_ranx_spellings_equal_their_definitions():

@@ -186,5 +186,5 @@ def test_the_contracts_parameter_spellings_name_the_registered_settings():
     assert registry.select(["RBP(p=0.7)"]) == ("rbp_0.70",)   # any 0 < p < 1 (tests/test_trec_measures_more.py)
     with pytest.raises(InputError, match=r"^--metrics: 'RBP\(p=1.7\)': the persistence p must be a number between "):
         registry.select(["RBP(p=1.7)"])
-    with pytest.raises(InputError, match=r"^--metrics: 'map\(x=1\)': no metric takes parameters so spelt"):
+    with pytest.raises(InputError, match=r"^--metrics: 'map\(x=1\)': map takes no parameters \(ndcg, ndcg@k, "):
         registry.select(["map(x=1)"])
