@@ -551,25 +551,6 @@ def rank_biased_precision_residual(lists: RankLists) -> np.ndarray:
     return _rbp_residual(lists, RBP_PERSISTENCE)
 
 
-def _rbp_at(p: float):
-    def rbp(lists: RankLists) -> np.ndarray:
-        return _rbp(lists, p)
-
-    def rbp_resid(lists: RankLists) -> np.ndarray:
-        return _rbp_residual(lists, p)
-
-    rbp.__doc__ = (f"rbp_{p:.2f} = (1 - p) * sum_i (g_i / g_max) * p^(r_i - 1), p = {p:g} (as rbp; trec_eval's "
-                   f"rbp.p={p:g}).")
-    rbp_resid.__doc__ = (f"rbp_resid_{p:.2f} = 1 - (1 - p) * sum over judged places u of p^(u - 1), p = {p:g} "
-                         f"(as rbp_resid; trec_eval's rbp_resid.p={p:g}).")
-    rbp.__name__, rbp_resid.__name__ = f"rbp_{p:.2f}".replace(".", "_"), f"rbp_resid_{p:.2f}".replace(".", "_")
-    return rbp, rbp_resid
-
-
-#: persistence -> (rbp, rbp_resid) at it, for the values other than trec_eval's default
-RBP_AT = {p: _rbp_at(p) for p in RBP_OTHER_PERSISTENCES}
-
-
 def persistence_text(p: float) -> str:
     """How a persistence is written in a name: two decimals where they say it exactly (0.73), else Python's
     shortest repr (0.735)."""
@@ -586,11 +567,13 @@ class RBPAt:
             raise ValueError(f"RBPAt({measure!r}, {p!r}, {shared!r})")
         self.measure, self.p, self.shared = measure, float(p), bool(shared)
         name = f"{measure}_{persistence_text(self.p)}"
-        self.__doc__ = (f"{name} = (1 - p) * sum over places u of (g(u) / g_max) * p^(u - 1), p = {self.p!r}, g(u) "
-                        "the gain u's tie group shares (ties averaged)" if self.shared else
-                        f"{name} = (1 - p) * sum_i (g_i / g_max) * p^(r_i - 1), p = {self.p!r} (as rbp)"
-                        if measure == "rbp" else
-                        f"{name} = 1 - (1 - p) * sum over judged places u of p^(u - 1), p = {self.p!r} (as rbp_resid)")
+        p = f"{self.p:g}" if float(f"{self.p:g}") == self.p else repr(self.p)
+        self.__doc__ = (f"{name} = (1 - p) * sum over places u of (g(u) / g_max) * p^(u - 1), p = {p}, g(u) the "
+                        "gain u's tie group shares (ties averaged)." if self.shared else
+                        f"{name} = (1 - p) * sum_i (g_i / g_max) * p^(r_i - 1), p = {p} (as rbp; trec_eval's "
+                        f"rbp.p={p})." if measure == "rbp" else
+                        f"{name} = 1 - (1 - p) * sum over judged places u of p^(u - 1), p = {p} (as rbp_resid; "
+                        f"trec_eval's rbp_resid.p={p}).")
 
     def __call__(self, lists: RankLists) -> np.ndarray:
         if self.shared:
@@ -611,6 +594,10 @@ class RBPAt:
 
     def __repr__(self) -> str:
         return f"RBPAt({self.measure!r}, {self.p!r}{', True' if self.shared else ''})"
+
+
+#: persistence -> (rbp, rbp_resid) at it, for the values other than trec_eval's default that the registry registers
+RBP_AT = {p: (RBPAt("rbp", p), RBPAt("rbp_resid", p)) for p in RBP_OTHER_PERSISTENCES}
 
 
 def rank_biased(column: str, *, measure: str, p: float = RBP_PERSISTENCE) -> RBPAt:
@@ -885,17 +872,8 @@ def rank_biased_precision_tied(lists: RankLists) -> np.ndarray:
     return _rbp_tied(lists, RBP_PERSISTENCE)
 
 
-def _rbp_at_tied(p: float):
-    def rbp(lists: RankLists) -> np.ndarray:
-        return _rbp_tied(lists, p)
-    rbp.__doc__ = (f"rbp_{p:.2f} = (1 - p) * sum over places u of (g(u) / g_max) * p^(u - 1), p = {p:g}, g(u) the "
-                   "gain u's tie group shares (ties averaged).")
-    rbp.__name__ = f"rbp_{p:.2f}_tied".replace(".", "_")
-    return rbp
-
-
 #: persistence -> rbp at it with ties averaged, for the values of ``RBP_AT``
-RBP_AT_TIED = {p: _rbp_at_tied(p) for p in RBP_OTHER_PERSISTENCES}
+RBP_AT_TIED = {p: RBPAt("rbp", p, shared=True) for p in RBP_OTHER_PERSISTENCES}
 
 
 def ndcg_at_r_levels_tied(lists: RankLists) -> np.ndarray:
