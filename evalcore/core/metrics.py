@@ -567,13 +567,13 @@ class RBPAt:
             raise ValueError(f"RBPAt({measure!r}, {p!r}, {shared!r})")
         self.measure, self.p, self.shared = measure, float(p), bool(shared)
         name = f"{measure}_{persistence_text(self.p)}"
-        p = f"{self.p:g}" if float(f"{self.p:g}") == self.p else repr(self.p)
-        self.__doc__ = (f"{name} = (1 - p) * sum over places u of (g(u) / g_max) * p^(u - 1), p = {p}, g(u) the "
+        text = f"{self.p:g}" if float(f"{self.p:g}") == self.p else repr(self.p)
+        self.__doc__ = (f"{name} = (1 - p) * sum over places u of (g(u) / g_max) * p^(u - 1), p = {text}, g(u) the "
                         "gain u's tie group shares (ties averaged)." if self.shared else
-                        f"{name} = (1 - p) * sum_i (g_i / g_max) * p^(r_i - 1), p = {p} (as rbp; trec_eval's "
-                        f"rbp.p={p})." if measure == "rbp" else
-                        f"{name} = 1 - (1 - p) * sum over judged places u of p^(u - 1), p = {p} (as rbp_resid; "
-                        f"trec_eval's rbp_resid.p={p}).")
+                        f"{name} = (1 - p) * sum_i (g_i / g_max) * p^(r_i - 1), p = {text} (as rbp; trec_eval's "
+                        f"rbp.p={text})." if measure == "rbp" else
+                        f"{name} = 1 - (1 - p) * sum over judged places u of p^(u - 1), p = {text} (as rbp_resid; "
+                        f"trec_eval's rbp_resid.p={text}).")
 
     def __call__(self, lists: RankLists) -> np.ndarray:
         if self.shared:
