@@ -491,3 +491,35 @@ def test_the_listing_shows_each_metric_s_parameters_after_its_definition():
         assert param.description and "\n" not in param.description
         assert param.value(m.number_text(param.default) if not isinstance(param.default, str) else param.default) \
             == param.default
+
+
+# --------------------------------------------------------------------------- readers of a report's columns
+
+
+def test_compare_and_a_nightly_job_take_settings_by_any_spelling(tmp_path):
+    """compare rebuilds each metric from the reports' column names (registry.lookup) and keeps those asked for;
+    a nightly job stores ``select``'s names and checks its gates against the summary columns they write."""
+    from evalcore.jobs.nightly import evaluation_metrics, load_job
+
+    rng = np.random.default_rng(12)
+    nq, ng = 40, 30
+    query_ids, doc_ids = [f"q{q}" for q in range(nq)], [f"d{g}" for g in range(ng)]
+    qrels = _graded(rng, nq, ng, share=0.4)
+    asked = ["dcg(gain=exp, base=10)@5", "RBP(p=0.73)", "ndcg(base=3)@k", "map"]
+    for name in ("a", "b"):
+        scores = rng.permutation(nq * ng).reshape(nq, ng) / (nq * ng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", evalcore.EvalcoreWarning)
+            evalcore.evaluate(scores=scores, query_ids=query_ids, gallery_ids=doc_ids, qrels=qrels, ks=(5,),
+                              metrics=asked).save(tmp_path / name)
+    result = evalcore.compare(tmp_path / "a", tmp_path / "b", resamples=200, permutations=200,
+                              metrics=["dcg_exp_base10@5", "rbp(p=0.73)", "ndcg(base=3)@5"])
+    assert {r.metric for r in result.rows} == {"dcg_exp_base10_at_5", "rbp_0.73", "ndcg_base3_at_5"}
+    job = tmp_path / "job.toml"
+    job.write_text('reports = "r"\nhistory = "h"\ntrend_metrics = ["dcg_exp_base10_at_5", "rbp_0.73"]\n'
+                   '[[evaluation]]\nname = "a"\ndataset = "d.zarr"\nks = [5]\n'
+                   'metrics = ["dcg(gain=exp, base=10)@5", "RBP(p=0.73)", "nDCG(base=3)@k"]\n'
+                   "[gates.ndcg_base3_at_5]\nmax_drop_previous = 0.01\n")
+    loaded = load_job(job)
+    assert loaded["evaluation"][0]["metrics"] == ["dcg_exp_base10@5", "rbp_0.73", "ndcg_base3@k"]
+    assert {"dcg_exp_base10_at_5", "rbp_0.73", "ndcg_base3_at_5"} <= set(evaluation_metrics(loaded["evaluation"][0]))
