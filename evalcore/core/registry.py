@@ -14,6 +14,12 @@ Adding a metric (README, Adding a metric): its function in ``core.metrics``, one
 ``Metric`` in ``METRICS``, and a test file in ``tests/core/metrics/`` with a
 brute-force reference in ``tests/core/metrics/references.py``
 (``tests/core/metrics/test_common.py`` fails for a metric without one).
+
+A metric's parameters (README, Choosing metrics: Parameters) are declared on its record too (``Metric.params``,
+each a ``Param``; ``Metric.setting`` its function at a setting). ``parse`` takes ``name(key=value, ...)[@k]``
+for any metric that declares those keys; a setting is the plain metric where every value is its default, a
+registered record where one has those values (``ndcg_exp``, ``rbp_0.80``), else a record made the first time a
+process meets it (``_bind``), named by one rule (``_with_setting``) so that its name or column alone rebuilds it.
 """
 from __future__ import annotations
 
