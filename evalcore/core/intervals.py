@@ -9,8 +9,9 @@ computed (worker count, chunking).
 Resampling is done as a counts matrix times the per-query values: a
 bootstrap resample of n queries is a row of counts c (c_q = how often query q
 was drawn, Σ c_q = n), and its mean of every metric column at once is
-c @ V / n. B resamples are one matrix product (in blocks, to bound memory);
-a sign-flip permutation is a row of ±1, likewise. The counts and signs are
+c @ V / n, summed by a compiled loop in query order (the same rounding whatever
+else is resampled beside it, on any machine); a sign-flip permutation is a row
+of ±1, its sums a matrix product (a p-value compares them with a tolerance). The counts and signs are
 drawn by a compiled loop from one 64-bit seed per resample, those seeds from
 ``numpy.random.default_rng(seed)``, so how the work is split changes nothing.
 """
@@ -170,20 +171,29 @@ def random_signs(n: int, seeds: np.ndarray) -> np.ndarray:
     return out
 
 
-#: queries per slice of the block products: a BLOCK x SLICE float64 slice (2 MiB) stays in cache
-SLICE = 1024
+@njit(cache=True, nogil=True, boundscheck=False)
+def _counts_product(rows, matrix, out):
+    """out[b, j] = Σ_q rows[b, q] · matrix[q, j], summed in query order q = 0, 1, ..., n-1.
 
-
-def _sliced_product(rows: np.ndarray, values: np.ndarray, scratch: np.ndarray) -> np.ndarray:
-    """rows (B, n, any dtype) @ values (n, M) in float64, a slice of queries at a time through ``scratch``
-    (B x SLICE float64): the widened rows never leave the cache."""
-    out = np.zeros((rows.shape[0], values.shape[1]))
-    for q0 in range(0, rows.shape[1], SLICE):
-        q1 = min(q0 + SLICE, rows.shape[1])
-        part = scratch[:rows.shape[0], :q1 - q0]
-        part[...] = rows[:, q0:q1]
-        out += part @ values[q0:q1]
-    return out
+    Compiled, not BLAS: a BLAS product's rounding depends on the other columns in
+    the call, the block's size, the library and the CPU (measured here: a mean's
+    bootstrap moved by 6e-16 when other metrics were resampled with it), and the
+    intervals must be the same whatever is compared beside them and wherever they
+    run. Each sum is one column's own, in one fixed order; the loop over columns
+    is the vectorised one, so no sum is reordered. A zero count adds +-0, which
+    changes no sum (no branch on it: it would mispredict).
+    """
+    width = matrix.shape[1]
+    for b in range(rows.shape[0]):
+        acc = out[b]
+        for j in range(width):
+            acc[j] = 0.0
+        row = rows[b]
+        for q in range(rows.shape[1]):
+            c = np.float64(row[q])
+            values = matrix[q]
+            for j in range(width):
+                acc[j] += c * values[j]
 
 
 # --------------------------------------------------------------------------- the work on every core
@@ -327,7 +337,7 @@ def _bootstrap_blocks(seeds: np.ndarray, n: int, matrix: np.ndarray, out: np.nda
     (order, bounds, sums) also the counts' sums per code into sums (from the same draws)."""
     resamples = len(seeds)
     compact = np.empty((min(BLOCK, resamples), n), np.uint16)
-    scratch = np.empty((min(BLOCK, resamples), min(SLICE, n)), np.float64)
+    matrix = np.ascontiguousarray(matrix, np.float64)
     for start in range(0, resamples, BLOCK):
         block = seeds[start:start + BLOCK]
         rows = compact[:len(block)]
@@ -336,7 +346,9 @@ def _bootstrap_blocks(seeds: np.ndarray, n: int, matrix: np.ndarray, out: np.nda
         if coded is not None:
             _code_sums(rows, coded[0], coded[1], coded[2][start:start + len(block)])
         if matrix.shape[1]:
-            out[start:start + len(block)] = _sliced_product(rows, matrix, scratch)
+            part = np.empty((len(block), matrix.shape[1]))
+            _counts_product(rows, matrix, part)
+            out[start:start + len(block)] = part
 
 
 def percentile_interval(means: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -408,6 +420,10 @@ def _randomization_block(d: np.ndarray, permutations: int, seed: int) -> np.ndar
     hits = sum(on_every_core(lambda part: _sign_flip_hits(seeds[part], unique, observed[first]),
                              block_spans(permutations)))
     return (1 + hits[index]) / (1.0 + permutations)
+
+
+#: queries per slice of the sign-flip products: a BLOCK x SLICE float64 slice (2 MiB) stays in cache
+SLICE = 1024
 
 
 def _sign_flip_hits(seeds: np.ndarray, d: np.ndarray, observed: np.ndarray) -> np.ndarray:
