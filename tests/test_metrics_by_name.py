@@ -217,3 +217,21 @@ def test_summary_names_are_what_a_run_writes(kwargs, default):
     assert default.summary.column_names[4:4 + len(names)] == names
     chosen = evalcore.evaluate(**kwargs, metrics=["rprec", "hit"], ks=(2,))
     assert chosen.summary.column_names[4:] == registry.summary_names(["rprec", "hit"], (2,), None)
+
+
+@pytest.mark.parametrize("asked, compared", [
+    (["ndcg"], ["ndcg"]),                      # the uncut measure alone, not ndcg@k's columns too
+    (["ndcg@k"], ["ndcg_at_1", "ndcg_at_5"]),  # at every --ks (was refused: 'none of ndcg@k is in every run')
+    (["recall"], ["recall_at_1", "recall_at_5"]),
+    (["ndcg@5", "map"], ["map", "ndcg_at_5"]),
+])
+def test_compare_selects_the_metrics_as_evaluate_names_them(asked, compared):
+    rng = np.random.default_rng(4)
+    query, gallery = rng.standard_normal((60, 16)), rng.standard_normal((300, 16))
+    labels = dict(query_labels=rng.integers(0, 20, 60), gallery_labels=rng.integers(0, 20, 300))
+    every = ["map", "ndcg", "ndcg@k", "recall"]
+    a = evalcore.evaluate(query=query, gallery=gallery, metrics=every, ks=(1, 5), **labels)
+    b = evalcore.evaluate(query=query + 0.3 * rng.standard_normal(query.shape), gallery=gallery, metrics=every,
+                          ks=(1, 5), **labels)
+    result = evalcore.compare(a, b, metrics=asked, resamples=200, permutations=200)
+    assert sorted(set(result.table().column("metric").to_pylist())) == compared

@@ -268,8 +268,10 @@ def metric_columns(runs: Sequence[RunTable], metrics: Sequence[str] | None = Non
             out.append((name, column.summary))
     if metrics is not None:
         wanted = registry.select(metrics)
-        chosen = [(c, s) for c, s in out if registry.lookup(c) is not None and (
-            registry.lookup(c).spec in wanted or registry.lookup(c).metric.base in wanted)]  # type: ignore[union-attr]
+        # a column is wanted by its own spelling (ndcg@10) or by its metric at every cut-off (ndcg@k, recall),
+        # as select spells them: ndcg alone is the uncut measure, not ndcg@k's columns too
+        chosen = [(c, s) for c, s in out for column in [registry.lookup(c)] if column is not None and (
+            column.spec in wanted or registry.canonical(column.metric, None) in wanted)]
         if not chosen:
             raise OptionError("--metrics", f"none of {', '.join(wanted)} is in every run "
                              f"(they have {', '.join(s for _, s in out)})")
