@@ -49,3 +49,23 @@ def write(tmp_path):
         ds.write_dataset(path, arrays, attrs, chunk_rows=chunk_rows)
         return path
     return _write
+
+
+@pytest.fixture
+def import_trec(tmp_path):
+    """import_trec(qrels, run) -> a dataset of the run's lists, imported by score (equal scores: ties) with its
+    qrels, from TREC files written as trec_eval reads them (``{qid: {docid: grade}}``, ``{qid: {docid: score}}``)."""
+    from evalcore.io import importers
+
+    def _import(qrels: dict, run: dict, name: str = "ds.zarr"):
+        (tmp_path / "qrels").write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items()
+                                                for d, g in docs.items()))
+        lines = []
+        for q, docs in run.items():
+            ordered = sorted(docs.items(), key=lambda x: -x[1])
+            lines += [f"{q} Q0 {d} {i + 1} {s!r} r\n" for i, (d, s) in enumerate(ordered)]
+        (tmp_path / "run").write_text("".join(lines))
+        out = tmp_path / name
+        importers.import_to("trec-run", [tmp_path / "run"], out, qrels=str(tmp_path / "qrels"), order="score")
+        return out
+    return _import

@@ -27,7 +27,6 @@ from evalcore.core import registry
 from evalcore.engine.evaluate import Options
 from evalcore.engine.evaluate import evaluate as engine_evaluate
 from evalcore.io import dataset as ds
-from evalcore.io import importers
 
 CLI = [str(Path(sys.executable).with_name("evalcore"))]
 KS = (1, 2, 3, 5)
@@ -284,7 +283,7 @@ def test_judged_only_embeddings_share_their_gains(tmp_path):
             assert got == (None if value is None else pytest.approx(value, abs=1e-12)), (q, name)
 
 
-def test_trec_run_lists_graded_share_their_grades(tmp_path):
+def test_trec_run_lists_graded_share_their_grades(import_trec):
     """A TREC run imported with its scores (equal scores are ties) beside graded qrels, every list cut by
     --depth 4: lists with scores under graded relevance."""
     rng = np.random.default_rng(11)
@@ -294,14 +293,7 @@ def test_trec_run_lists_graded_share_their_grades(tmp_path):
         qrels[f"q{q}"] = {d: int(rng.integers(0, 4)) for d in docs if rng.random() < 0.7}
         ranked = [d for d in docs if rng.random() < 0.85]
         run[f"q{q}"] = {d: float(rng.integers(1, 4)) / 4 for d in ranked}
-    (tmp_path / "qrels").write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()))
-    lines = []
-    for q, docs in run.items():
-        ordered = sorted(docs.items(), key=lambda x: -x[1])
-        lines += [f"{q} Q0 {d} {i + 1} {s!r} r\n" for i, (d, s) in enumerate(ordered)]
-    (tmp_path / "run").write_text("".join(lines))
-    out = tmp_path / "ds.zarr"
-    importers.import_to("trec-run", [tmp_path / "run"], out, qrels=str(tmp_path / "qrels"), order="score")
+    out = import_trec(qrels, run)
     result = engine_evaluate(out, Options(protocol="qrels", ks=KS, ties="average", depth=4,
                                           metrics=registry.select(DEFINED)))
     by_key = {row["key"]: row for row in result.per_query.to_pylist()}

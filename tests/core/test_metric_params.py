@@ -24,7 +24,6 @@ import pytest
 import evalcore
 from evalcore.core import metrics as m
 from evalcore.core import registry
-from evalcore.io import importers
 
 KS = (1, 3, 5)
 #: (gain, base) settings of dcg / ndcg the brute force checks, with the spellings that ask for them
@@ -152,7 +151,7 @@ def test_embeddings_with_graded_qrels_match_the_brute_force():
     _check([row for row, ok in zip(result.per_query.to_pylist(), apart) if ok], expected)
 
 
-def _trec_lists(tmp_path, rng, n_query=9, n_docs=14, ties=False):
+def _trec_lists(import_trec, rng, n_query=9, n_docs=14, ties=False):
     """A TREC run (each query's list a part of the documents; equal scores where ``ties``) with graded qrels,
     imported as precomputed rankings: (dataset, run, qrels)."""
     qrels, run = {}, {}
@@ -162,20 +161,13 @@ def _trec_lists(tmp_path, rng, n_query=9, n_docs=14, ties=False):
         ranked = [d for d in docs if rng.random() < 0.8]
         values = rng.integers(1, 4, len(ranked)) / 4 if ties else rng.permutation(len(ranked)) / len(ranked)
         run[f"q{q}"] = {d: float(s) for d, s in zip(ranked, values)}
-    (tmp_path / "qrels").write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()))
-    lines = []
-    for q, docs in run.items():
-        ordered = sorted(docs.items(), key=lambda x: -x[1])
-        lines += [f"{q} Q0 {d} {i + 1} {s!r} r\n" for i, (d, s) in enumerate(ordered)]
-    (tmp_path / "run").write_text("".join(lines))
-    out = tmp_path / "ds.zarr"
-    importers.import_to("trec-run", [tmp_path / "run"], out, qrels=str(tmp_path / "qrels"), order="score")
+    out = import_trec(qrels, run)
     return out, run, qrels
 
 
-def test_precomputed_lists_with_graded_qrels_match_the_brute_force(tmp_path):
+def test_precomputed_lists_with_graded_qrels_match_the_brute_force(import_trec):
     """Lists shorter than the judged documents: the ideal holds every judged grade >= 1, listed or not."""
-    path, run, qrels = _trec_lists(tmp_path, np.random.default_rng(11))
+    path, run, qrels = _trec_lists(import_trec, np.random.default_rng(11))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", evalcore.EvalcoreWarning)
         result = evalcore.evaluate(str(path), ks=KS, metrics=all_spellings())
@@ -310,10 +302,10 @@ def test_settings_keep_their_average_form_and_equal_the_mean_over_every_order_of
     assert checked == nq * 7   # three without a cut-off, two at k = 2 and 5
 
 
-def test_ndcg_ties_average_at_a_setting_on_lists_with_scores(tmp_path):
+def test_ndcg_ties_average_at_a_setting_on_lists_with_scores(import_trec):
     """ndcg(ties=average, gain=exp)@k (ndcg_exp_avg_at_k) under the default --ties: tie groups of a list with
     scores, the mean over every order of the ties."""
-    path, run, qrels = _trec_lists(tmp_path, np.random.default_rng(4), n_query=6, n_docs=8, ties=True)
+    path, run, qrels = _trec_lists(import_trec, np.random.default_rng(4), n_query=6, n_docs=8, ties=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", evalcore.EvalcoreWarning)
         result = evalcore.evaluate(str(path), ks=(3,), metrics=["ndcg(ties=average, gain=exp)@k",
