@@ -142,13 +142,18 @@ def _dcg(indptr: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: int | None
     return _segment_sum(indptr, terms)
 
 
+def _exponential(gains: np.ndarray) -> np.ndarray:
+    """2^g - 1 for every gain g (Burges et al.'s gain)."""
+    return np.exp2(gains) - 1.0
+
+
 def _ndcg(lists: RankLists, k: int | None, exponential: bool = False) -> np.ndarray:
     """DCG / IDCG, known wherever the query has an item of grade >= 1: nDCG ignores --rel-level (as
     trec_eval's does), so a query whose grades all lie below the level still has one. ``exponential``:
     gain 2^g - 1 instead of g (the ideal order is the same: the map is increasing)."""
     gains, ideal = lists.gains, lists.ideal_gains
     if exponential:
-        gains, ideal = np.exp2(gains) - 1.0, np.exp2(ideal) - 1.0
+        gains, ideal = _exponential(gains), _exponential(ideal)
     dcg = _dcg(lists.gain_indptr, lists.gain_ranks, gains, k)
     idcg = _dcg(lists.ideal_indptr, positions(lists.ideal_indptr), ideal, k)
     return _known(np.diff(lists.ideal_indptr), dcg / np.where(idcg > 0, idcg, 1.0))
@@ -233,7 +238,7 @@ def _tie_averaged(lists: RankLists, k: int | None, exponential: bool = False) ->
         return np.full(n, np.nan)
     gains, ideal = lists.tie_groups[3], lists.ideal_gains
     if exponential:
-        gains, ideal = np.exp2(gains) - 1.0, np.exp2(ideal) - 1.0
+        gains, ideal = _exponential(gains), _exponential(ideal)
     dcg = _shared_dcg(lists, k, gains)
     idcg = _dcg(lists.ideal_indptr, positions(lists.ideal_indptr), ideal, k)
     return _known(np.diff(lists.ideal_indptr), dcg / np.where(idcg > 0, idcg, 1.0))
@@ -492,7 +497,7 @@ def expected_reciprocal_rank_at(lists: RankLists, k: int) -> np.ndarray:
     has = np.diff(lists.ideal_indptr) > 0
     top[has] = np.maximum(lists.ideal_gains[lists.ideal_indptr[:-1][has]], ERR_TOP_GRADE)
     rows = segment_ids(lists.gain_indptr)
-    stop = (np.exp2(lists.gains) - 1.0) / np.exp2(top[rows])   # R_i: the chance the user stops at item i
+    stop = _exponential(lists.gains) / np.exp2(top[rows])   # R_i: the chance the user stops at item i
     # decay_i = prod_{j < i} (1 - R_j) within each query, multiplied in rank order as the cascade walks it (the
     # same rounding whatever the other queries): one step per place i, over every query with an i-th item
     place = positions(lists.gain_indptr)
@@ -511,10 +516,16 @@ RBP_PERSISTENCE = 0.9
 RBP_OTHER_PERSISTENCES = (0.5, 0.8, 0.95, 0.98)
 
 
-def _rbp(lists: RankLists, p: float) -> np.ndarray:
+def _highest_grade(lists: RankLists) -> np.ndarray:
+    """g_max per query: its highest grade (the ideal gains run highest first); 0 without a relevant item."""
     top = np.zeros(len(lists.ideal_indptr) - 1)
     has = np.diff(lists.ideal_indptr) > 0
-    top[has] = lists.ideal_gains[lists.ideal_indptr[:-1][has]]   # highest first
+    top[has] = lists.ideal_gains[lists.ideal_indptr[:-1][has]]
+    return top
+
+
+def _rbp(lists: RankLists, p: float) -> np.ndarray:
+    top = _highest_grade(lists)
     rows = segment_ids(lists.gain_indptr)
     terms = lists.gains / np.maximum(top[rows], 1.0) * np.power(p, lists.gain_ranks - 1.0)
     return _known(np.diff(lists.ideal_indptr), (1.0 - p) * _segment_sum(lists.gain_indptr, terms))
@@ -551,10 +562,21 @@ def rank_biased_precision_residual(lists: RankLists) -> np.ndarray:
     return _rbp_residual(lists, RBP_PERSISTENCE)
 
 
+def number_text(x: float, decimals: int | None = None) -> str:
+    """How a number is written in a name: ``decimals`` of them where they say it exactly (0.80), else an integer
+    as one (10), else Python's shortest repr (2.5, 0.735): the text reads back as the same float."""
+    x = float(x)
+    if decimals is not None and float(f"{x:.{decimals}f}") == x:
+        return f"{x:.{decimals}f}"
+    if x.is_integer() and abs(x) < 2.0 ** 53:
+        return str(int(x))
+    return repr(x)
+
+
 def persistence_text(p: float) -> str:
     """How a persistence is written in a name: two decimals where they say it exactly (0.73), else Python's
-    shortest repr (0.735)."""
-    return f"{p:.2f}" if float(f"{p:.2f}") == p else repr(float(p))
+    shortest repr (0.735); ``number_text``'s rule."""
+    return number_text(p, 2)
 
 
 class RBPAt:
@@ -857,9 +879,7 @@ def _rbp_tied(lists: RankLists, p: float) -> np.ndarray:
     * (p^(s_i - 1) - p^(e_i)): RBP with tied items sharing their gains (``_rbp``'s g_max)."""
     def values():
         indptr, start, end, size, gains = _groups(lists)
-        top = np.zeros(len(lists.ideal_indptr) - 1)
-        has = np.diff(lists.ideal_indptr) > 0
-        top[has] = lists.ideal_gains[lists.ideal_indptr[:-1][has]]
+        top = _highest_grade(lists)
         rows = segment_ids(indptr)
         weights = np.where(start <= end, np.power(p, start - 1.0) - np.power(p, end * 1.0), 0.0)
         terms = gains / np.maximum(top[rows], 1.0) / size * weights
@@ -870,10 +890,6 @@ def _rbp_tied(lists: RankLists, p: float) -> np.ndarray:
 def rank_biased_precision_tied(lists: RankLists) -> np.ndarray:
     """rbp = (1 - p) * sum over places u of (g(u) / g_max) * p^(u - 1), p = 0.9, g(u) the gain u's tie group shares."""
     return _rbp_tied(lists, RBP_PERSISTENCE)
-
-
-#: persistence -> rbp at it with ties averaged, for the values of ``RBP_AT``
-RBP_AT_TIED = {p: RBPAt("rbp", p, shared=True) for p in RBP_OTHER_PERSISTENCES}
 
 
 def ndcg_at_r_levels_tied(lists: RankLists) -> np.ndarray:
@@ -924,22 +940,6 @@ def ndcg_at_r_levels_tied(lists: RankLists) -> np.ndarray:
 # (linear g, or exponential 2^g - 1), the logarithm's base b of the discount 1/log_b(r + 1), and, for nDCG, ties
 # averaged whatever --ties. ``Discounted`` is one such metric; the plain settings keep their own functions above
 # (``dcg``, ``ndcg``, ``ndcg_exponential``, ``ndcg_tie_average``, ...), which it computes through the same code.
-
-
-def _exponential(gains: np.ndarray) -> np.ndarray:
-    """2^g - 1 for every gain g (Burges et al.'s gain)."""
-    return np.exp2(gains) - 1.0
-
-
-def number_text(x: float, decimals: int | None = None) -> str:
-    """How a number is written in a name: ``decimals`` of them where they say it exactly (0.80), else an integer
-    as one (10), else Python's shortest repr (2.5, 0.735): the text reads back as the same float."""
-    x = float(x)
-    if decimals is not None and float(f"{x:.{decimals}f}") == x:
-        return f"{x:.{decimals}f}"
-    if x.is_integer() and abs(x) < 2.0 ** 53:
-        return str(int(x))
-    return repr(x)
 
 
 class Discounted:

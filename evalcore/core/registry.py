@@ -332,7 +332,7 @@ METRICS: tuple[Metric, ...] = (
            "RBP residual", direction="lower", default=False, terminal=False, lists=True,
            needs=("n_retrieved", "judged"), params=RBP_PARAMS, setting=partial(m.rank_biased, measure="rbp_resid")),
     *(Metric(f"rbp_{p:.2f}", f"rbp_{p:.2f}", f"rbp_{p:.2f}", f, f"RBP (p {p:g})", f"RBP (p {p:g})", default=False,
-             terminal=False, lists=True, average=m.RBP_AT_TIED[p], params=RBP_PARAMS, bound=(("p", p),), family="rbp")
+             terminal=False, lists=True, average=f.tied(), params=RBP_PARAMS, bound=(("p", p),), family="rbp")
       for p, (f, _) in m.RBP_AT.items()),
     *(Metric(f"rbp_resid_{p:.2f}", f"rbp_resid_{p:.2f}", f"rbp_resid_{p:.2f}", f, f"RBP residual (p {p:g})",
              f"RBP residual (p {p:g})", direction="lower", default=False, terminal=False, lists=True,

@@ -136,11 +136,10 @@ def _trec_eval(name: str) -> str | None:
         return f"{rbp.group(1)}(p={rbp.group(2)})"
     cut = _TREC_CUT.match(name)
     if cut and "{k}" in TREC_EVAL.get(cut.group(1), ("", ""))[0]:
-        if "," in name:
-            raise Refused(f"give one cut-off a name: {cut.group(1)}.5, {cut.group(1)}.10")
         return TREC_EVAL[cut.group(1)][0].replace("{k}", cut.group(2))
-    if "." in name and name.partition(".")[0] in TREC_EVAL and "{k}" in TREC_EVAL[name.partition(".")[0]][0]:
-        raise Refused(f"give one cut-off a name: {name.partition('.')[0]}.5, {name.partition('.')[0]}.10")
+    measure = name.partition(".")[0]
+    if "." in name and "{k}" in TREC_EVAL.get(measure, ("", ""))[0]:   # P.5,10: trec_eval's list of cut-offs
+        raise Refused(f"give one cut-off a name: {measure}.5, {measure}.10")
     found = TREC_EVAL.get(name)
     if found is None or "{level}" in found[0]:
         return None
