@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import re
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -34,7 +33,7 @@ from evalcore.engine import evaluate as engine
 from evalcore.engine import options as engine_options
 from evalcore.engine.evaluate import Result as EngineResult
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.errors import EvalcoreWarning, InputError, OptionError, input_error
+from evalcore.errors import EvalcoreWarning, InputError, OptionError, input_error, mention
 from evalcore.io import dataset as ds
 from evalcore.io import kinds, report
 from evalcore.io.files import atomic_write
@@ -507,13 +506,15 @@ def _evaluate(what: Data, how: How, where: Where) -> Result:
     attributes = ds.dataset_attributes(group)
     if ds.has(group, ds.SCORES):
         if how.similarity is not None:
-            raise OptionError("--similarity", f"does not apply to given scores ({ds.SCORES}), compared as given")
+            raise OptionError("--similarity", "does not apply to given scores (" + mention(ds.SCORES)
+                              + "), compared as given")
         if not ds.higher_is_better(group) and (how.sweep or how.target_fpir is not None):
             raise OptionError("--sweep" if how.sweep else "--target-fpir", "the open-set sweep needs scores, where "
                               "higher is better; these are distances (higher_is_better false): negate them and give them as "
                              "scores")
     elif how.similarity == "euclidean" and (kind := kinds.kind_of(group)) is not None and not kind.features:
-        raise OptionError("--similarity", f"euclidean needs query/emb and gallery/emb to measure distances; this "
+        raise OptionError("--similarity", "euclidean needs " + mention("query/emb") + " and "
+                          + mention("gallery/emb") + " to measure distances; this "
                           f"dataset gives rankings ({kind.name}), ranked as given")
     options = engine.Options(
         protocol=chosen_protocol(group, how.protocol),  # given, the attribute's, the arrays' choice, else class
@@ -523,11 +524,15 @@ def _evaluate(what: Data, how: How, where: Where) -> Result:
         for flag, value in (("--threshold", how.threshold is not None), ("--sweep", how.sweep),
                             ("--target-fpir", how.target_fpir is not None)):
             if value:
-                raise OptionError(flag, "accepts rank 1 when its score is >= T; --similarity euclidean reports "
-                                  "squared distances (lower is better): use --similarity cosine or dot")
+                raise OptionError(flag, "accepts rank 1 when its score is >= T; " + mention("--similarity")
+                                  + " euclidean reports "
+                                  "squared distances (lower is better): use " + mention("--similarity")
+                                  + " cosine or dot")
     if options.ties == "average" and (how.sweep or how.target_fpir is not None):
         raise OptionError("--sweep" if how.sweep else "--target-fpir", "the open-set sweep is not defined under "
-                          "--ties average: it needs the one item at rank 1, and a tie there has none (use --ties "
+                          + mention("--ties")
+                          + " average: it needs the one item at rank 1, and a tie there has none (use "
+                          + mention("--ties") + " "
                           "pessimistic or optimistic)")
     if how.target_fpir is not None and not 0 <= how.target_fpir <= 1:
         raise OptionError("--target-fpir", f"{how.target_fpir} must lie in [0, 1]")
@@ -556,7 +561,7 @@ def _evaluate(what: Data, how: How, where: Where) -> Result:
                             "resamples": method.resamples, "seed": method.seed}
     run["execution"] = recorded
     if unused:  # a dataset's arrays for another protocol: kept for other runs, named so none is ignored unseen
-        run["warnings"] = [*run.get("warnings", []), protocols.unused_message(unused, options.protocol)]
+        run["warnings"] = [*run.get("warnings", []), str(protocols.unused_message(unused, options.protocol))]
     if what.arrays:
         run["dataset"] = "<arrays in memory: " + ", ".join(what.arrays) + ">"
     swept = None
@@ -700,7 +705,7 @@ def in_memory_dataset(arrays: Mapping[str, Any]) -> zarr.Group:
             continue
         n = data[f"{side}/emb"].shape[0]
         if array.shape[0] != n:
-            raise input_error(name, f"{array.shape[0]} rows, but {side}/emb has {n}")
+            raise input_error(name, f"{array.shape[0]} rows, but " + mention(f"{side}/emb") + f" has {n}")
     rows = max(1, data["query/emb"].shape[0], data["gallery/emb"].shape[0])
     return ds.write_dataset(zarr.storage.MemoryStore(), data, chunk_rows=rows)
 
@@ -724,7 +729,7 @@ def _scores_dataset(name: str, arrays: Mapping[str, Any]) -> zarr.Group:
         side = array.split("/")[0]
         if side != "qrels" and value.shape[0] != sizes[side]:
             what = "rows" if side == "query" else "columns"
-            raise input_error(array, f"{value.shape[0]} rows, but {ds.SCORES} has {sizes[side]} {what}")
+            raise input_error(array, f"{value.shape[0]} rows, but " + mention(ds.SCORES) + f" has {sizes[side]} {what}")
         data[array] = value
     rows = max(1, *sizes.values())
     return ds.write_dataset(zarr.storage.MemoryStore(), data, chunk_rows=rows,
@@ -763,14 +768,14 @@ def total_memory() -> int:
     return int(psutil.virtual_memory().total)
 
 
-_FLAG = re.compile(r"--([a-z][a-z-]*)")
 #: a declared option's flag -> its Python parameter, where the two are not the same word (``--storage-option``
 #: is ``storage_options``); any other flag is its words joined by underscores (``--max-rank``: ``max_rank``)
 FLAG_PARAMETERS = {d.flag: d.name for d in declarations.DECLARATIONS if d.flag and d.flag[2:].replace("-", "_") != d.name}
 
 
-def _parameter_of_flag(found: re.Match[str]) -> str:
-    return FLAG_PARAMETERS.get(found.group(0), found.group(1).replace("-", "_"))
+def parameter_of_flag(flag: str) -> str:
+    """A flag's Python parameter (``--max-rank`` -> ``max_rank``, ``--storage-option`` -> ``storage_options``)."""
+    return FLAG_PARAMETERS.get(flag, flag[2:].replace("-", "_"))
 
 
 #: set inside ``command_line_words()``: errors keep the command line's words
@@ -781,8 +786,10 @@ _NESTED: contextvars.ContextVar[bool] = contextvars.ContextVar("evalcore_nested_
 
 #: the engine words its warnings for the command line; a Python caller reads the parameter instead. Exact
 #: phrases, not a pattern: a new flag in a warning fails test_python_warnings rather than being guessed at
+#: a command the engine's words name -> the Python call that does the same
+COMMAND_CALLS = {"evalcore metrics --ties average": 'evalcore.metric_names(ties="average")'}
 PYTHON_WORDS = (("(--empty-queries zero)", '(empty_queries="zero")'),
-                ("evalcore metrics --ties average", 'evalcore.metric_names(ties="average")'),
+                *COMMAND_CALLS.items(),
                 ("--ties average", 'ties="average"'),
                 ("pass --threshold to", "pass threshold= to"),
                 ("--max-rank ", "max_rank="))
@@ -831,19 +838,23 @@ def parameter_names(from_arrays: bool, distances: bool = False) -> Iterator[None
 
 
 def python_names(from_arrays: bool, distances: bool = False) -> Callable[[str], str]:
-    """The command line's words -> the Python API's, applied to an error's subject and detail: a flag is its
-    parameter (``--max-rank`` -> ``max_rank``, dashes as underscores); with arrays given, an array is the
-    keyword that gave it (``gallery/label`` -> ``gallery_labels``, ``scores/value`` -> ``distances`` when
-    distances were given); the advice to run ``evalcore validate`` is Python's."""
+    """The command line's word -> the Python API's, for an error's subject and each word it mentions, looked up
+    whole: a flag is its parameter (``--max-rank`` -> ``max_rank``); with arrays given, an array is the keyword
+    that gave it (``gallery/label`` -> ``gallery_labels``, ``scores/value`` -> ``distances`` when distances were
+    given); the advice to run ``evalcore validate`` is Python's. Any other word is itself."""
     arrays = {array: (DISTANCES if distances and array == ds.SCORES else parameter)
               for parameter, array in ARRAY_PARAMETERS.items()} if from_arrays else {}
     advice = "" if from_arrays else "; evalcore.validate(source) lists them"
 
-    def word(text: str) -> str:
-        text = _FLAG.sub(_parameter_of_flag, text.replace(VALIDATE_ADVICE, advice))
-        for array, parameter in arrays.items():  # whole names only: query/emb, not query/embx
-            text = re.sub(rf"(?<![\w/]){re.escape(array)}(?![\w/])", parameter, text)
-        return text
+    def word(said: str) -> str:
+        if said == VALIDATE_ADVICE.word:
+            return advice
+        if said in arrays:
+            return arrays[said]
+        if said in COMMAND_CALLS:
+            return COMMAND_CALLS[said]
+        is_flag = said.startswith("--") and said[2:].replace("-", "_").isidentifier()
+        return parameter_of_flag(said) if is_flag else said
     return word
 
 

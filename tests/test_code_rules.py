@@ -1,9 +1,12 @@
 """Rules of the code itself, read with ``ast`` (issue 36): no ordinary function takes more than 12 parameters,
-and an exception is never read back out of ``str(exc)``: evalcore's own errors are shown from their fields
-(``exc.message``, ``exc.subject``/``exc.detail``), another library's through ``errors.foreign_reason``."""
+an exception is never read back out of ``str(exc)``: evalcore's own errors are shown from their fields
+(``exc.message``, ``exc.subject``/``exc.detail``), another library's through ``errors.foreign_reason``; and an
+error's text names another option or an array only as a ``mention``, so each reader's word is chosen when it is
+shown."""
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from pathlib import Path
 
@@ -81,6 +84,48 @@ def exception_texts(source: str, where: str) -> list[str]:
     return found
 
 
+#: the error constructors, and the position of the argument that holds their words
+ERROR_WORDS_AT = {"InputError": 0, "OptionError": 1, "ArrayError": 1, "input_error": 1, "DatasetNotFoundError": 1,
+                  "UnknownNameError": 2}
+#: a flag (``--max-rank``) or a dataset array (``query/emb``) written out in an error's plain text
+NAMED_IN_TEXT = re.compile(r"(?<![\w-])--[a-z][a-z-]*[a-z]|(?<![\w/.])(?:query|gallery|qrels|ranking|scores)/[a-z_]+")
+
+
+def _text_pieces(expr: ast.expr):
+    """The literal text of an error's words: string constants and the constant parts of f-strings, joined by
+    ``+`` or chosen by ``... if ... else ...`` (a call's arguments are the callee's business)."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        yield expr.value
+    elif isinstance(expr, ast.JoinedStr):
+        yield from (v.value for v in expr.values if isinstance(v, ast.Constant))
+    elif isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        yield from _text_pieces(expr.left)
+        yield from _text_pieces(expr.right)
+    elif isinstance(expr, ast.IfExp):
+        yield from _text_pieces(expr.body)
+        yield from _text_pieces(expr.orelse)
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):   # "...".strip(), "...".format()
+        yield from _text_pieces(expr.func.value)
+
+
+def unmentioned_names(source: str, where: str) -> list[str]:
+    """Flags and arrays written into an error's plain text instead of ``mention(...)``: Python would be shown
+    the command line's word for them."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+        if name not in ERROR_WORDS_AT:
+            continue
+        at = ERROR_WORDS_AT[name]
+        words = node.args[at:at + 1] + [k.value for k in node.keywords if k.arg in ("message", "detail")]
+        for expr in words:
+            for text in _text_pieces(expr):
+                found += [f"{where}:{node.lineno} {hit}" for hit in NAMED_IN_TEXT.findall(text)]
+    return found
+
+
 def _package_files():
     for path in sorted(PACKAGE.rglob("*.py")):
         yield path.relative_to(PACKAGE).as_posix(), path.read_text()
@@ -95,6 +140,28 @@ def test_no_exception_is_read_back_out_of_its_text():
     found = [line for where, source in _package_files() for line in exception_texts(source, where)]
     assert found == [], ("use the fields of an evalcore error (exc.message, exc.subject, exc.detail) or "
                          "errors.foreign_reason(exc) for another library's:\n" + "\n".join(found))
+
+
+def test_an_error_names_options_and_arrays_as_mentions():
+    found = [line for where, source in _package_files() for line in unmentioned_names(source, where)]
+    assert found == [], ("write mention(\"--flag\") or mention(\"query/emb\") into the error's words, so Python "
+                         "is shown its parameter's name:\n" + "\n".join(found))
+
+
+def test_the_mention_rule_is_not_vacuous():
+    source = textwrap.dedent("""
+        raise OptionError("--ks", "use --depth with query/emb")
+        raise InputError(f"--out {out}: pass " + mention("--overwrite") + " or move query/emb")
+        raise ArrayError("gallery/emb", "fine" if ok else f"{n} rows, not --max-rank", rows=[1])
+        raise input_error(name, detail="see ranking/item")
+        raise OptionError("--ks", "use " + mention("--depth") + f" ({x} rows of " + mention("query/emb") + ")")
+        raise OptionError("--ks", describe("--depth"))
+        raise OptionError("--ks", f"{x} needs --depth".strip())
+        print("--depth query/emb")
+        raise InputError("a path like data/query/emb is not an array name")
+    """)
+    assert [line.split(" ", 1)[1] for line in unmentioned_names(source, "x.py")] == [
+        "--depth", "query/emb", "--out", "query/emb", "--max-rank", "ranking/item", "--depth"]
 
 
 def test_the_checkers_are_not_vacuous():

@@ -12,7 +12,10 @@ from evalcore.errors import (
     OptionError,
     UnknownNameError,
     first_problem,
+    Mention,
+    Text,
     input_error,
+    mention,
     rows_text,
 )
 
@@ -62,13 +65,58 @@ def test_array_errors_carry_the_rows_they_were_given():
     assert ArrayError("ranking/item", "missing").rows == []
 
 
-def test_reworded_keeps_the_class_and_the_rows_and_words_each_field():
-    exc = ArrayError("gallery/emb", "rows 2 contain NaN (see --max-rank)", rows=[2])
-    shown = exc.reworded(lambda text: text.replace("gallery/emb", "gallery").replace("--max-rank", "max_rank"))
+def test_reworded_looks_up_the_subject_and_each_mention_and_leaves_the_text_alone():
+    exc = ArrayError("gallery/emb", "rows 2 contain NaN (see " + mention("--max-rank") + "; not --max-rank)", rows=[2])
+    words = {"gallery/emb": "gallery", "--max-rank": "max_rank"}
+    shown = exc.reworded(lambda word: words.get(word, word))
     assert type(shown) is ArrayError and shown.array == "gallery" and shown.rows == [2]
-    assert str(shown) == "gallery: rows 2 contain NaN (see max_rank)"
-    assert first_problem([exc, OptionError("--ks", "bad")]).detail == "rows 2 contain NaN (see --max-rank) (and 1 more problem(s))"
+    # the mention is looked up whole; the same characters in plain text are not searched for
+    assert str(shown) == "gallery: rows 2 contain NaN (see max_rank; not --max-rank)"
+    assert str(exc) == "gallery/emb: rows 2 contain NaN (see --max-rank; not --max-rank)"   # exc itself unchanged
+    assert shown.text.mentions() == ["max_rank"] and exc.text.mentions() == ["--max-rank"]
+    assert first_problem([exc, OptionError("--ks", "bad")]).detail == ("rows 2 contain NaN (see --max-rank; not "
+                                                                       "--max-rank) (and 1 more problem(s))")
     assert first_problem([exc]) is exc
+
+
+def test_words_join_text_and_mentions_in_order():
+    words = "needs " + mention("--similarity") + " cosine, with " + mention("query/emb") + mention("!")
+    assert isinstance(words, Text)
+    assert words.parts == ("needs ", Mention("--similarity"), " cosine, with ", Mention("query/emb"), Mention("!"))
+    assert str(words) == "needs --similarity cosine, with query/emb!"
+    assert words.shown(str.upper) == "needs --SIMILARITY cosine, with QUERY/EMB!"
+    assert (mention("a") + "b").parts == (Mention("a"), "b") and Text.of("x").parts == ("x",)
+    assert (Text.of("a") + Text.of("b") + mention("c")).shown(lambda w: f"<{w}>") == "ab<c>"
+
+
+def test_redacted_changes_the_plain_text_and_keeps_the_mentions():
+    exc = OptionError("--truth", "/srv/a/truth.npz: needs " + mention("query/emb"))
+    cut = exc.redacted(lambda text: text.replace("/srv/a/", ""))
+    assert str(cut) == "--truth: truth.npz: needs query/emb" and cut.text.mentions() == ["query/emb"]
+    assert type(cut) is OptionError
+
+
+@pytest.mark.parametrize("kind", ["pickle", "worker"])
+def test_mentions_cross_processes_and_are_worded_there_after(kind, tmp_path):
+    exc = UnknownNameError("--metrics", "mapp", "unknown; see " + mention("--ks") + " and " + mention("query/emb"))
+    if kind == "pickle":
+        back = pickle.loads(pickle.dumps(exc))
+    else:  # a real spawned process raises it, and it comes back pickled
+        import concurrent.futures
+        import multiprocessing
+
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            with pytest.raises(UnknownNameError) as caught:
+                pool.submit(_raise, exc).result()
+        back = caught.value
+    assert type(back) is UnknownNameError and back.name == "mapp" and back.text == exc.text
+    from evalcore.api import python_names
+
+    assert str(back.reworded(python_names(from_arrays=True))) == "metrics: unknown; see ks and query"
+
+
+def _raise(exc):
+    raise exc
 
 
 def test_rows_text_shows_a_few_rows_and_the_count():
@@ -107,5 +155,21 @@ def test_a_flag_is_shown_to_python_as_its_declared_parameter():
     from evalcore.api import python_names
 
     word = python_names(from_arrays=False)
-    assert word("--storage-option 'x' is not KEY=VALUE") == "storage_options 'x' is not KEY=VALUE"
-    assert word("--max-rank: 0 must be a positive integer") == "max_rank: 0 must be a positive integer"
+    assert word("--storage-option") == "storage_options" and word("--max-rank") == "max_rank"
+    assert word("query/emb") == "query/emb"               # a dataset's arrays keep their names
+    assert python_names(from_arrays=True)("query/emb") == "query"
+    assert python_names(from_arrays=True, distances=True)("scores/value") == "distances"
+    assert word("--max-rank: 0") == "--max-rank: 0"       # a whole word only, never a search of text
+
+
+def test_python_reads_mentions_in_its_parameters_words():
+    # raised in the command line's words deep in the engine; Python sees its own parameters' names
+    gallery = np.eye(4, dtype=np.float32)
+    with pytest.raises(OptionError) as caught:
+        evalcore.evaluate(query=gallery, gallery=gallery, query_labels=[0, 1, 2, 3], gallery_labels=[0, 1, 2, 3],
+                          similarity="dot", rerank=True)
+    assert caught.value.option == "rerank" and caught.value.detail.startswith("needs similarity cosine")
+    with pytest.raises(evalcore.OptionError) as caught:
+        evalcore.evaluate(query=gallery, gallery=gallery, query_labels=[0, 1, 2, 3], gallery_labels=[0, 1, 2, 3],
+                          ties="average", metrics=["map"])
+    assert "not defined under ties average" in caught.value.detail and "--" not in caught.value.detail

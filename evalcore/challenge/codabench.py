@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(*argv)
     except InputError as exc:  # the participant may read the log: no server path in it
-        print(f"evalcore: error: {exc.reworded(lg.public_reason).message}", file=sys.stderr)
+        print(f"evalcore: error: {exc.redacted(lg.public_reason).message}", file=sys.stderr)
         return 2
     return 0
 

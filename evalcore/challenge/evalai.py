@@ -47,7 +47,7 @@ def evaluate(test_annotation_file, user_submission_file, phase_codename, **kwarg
                 limit = submission_limit(truth.n_query, truth.n_gallery, truth.dims)
                 scored = service.score_path(truth, unpack(path, Path(tmp), limit))
     except InputError as exc:  # EvalAI shows it to the participant: no server path in it
-        raise exc.reworded(lg.public_reason).with_traceback(None) from None
+        raise exc.redacted(lg.public_reason).with_traceback(None) from None
     out = result_layout(scored.split_maps, scored.n_evaluated, kwargs.get("split_codenames"))
     out["metadata"]["phase"] = phase_codename
     return out

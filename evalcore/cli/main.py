@@ -27,7 +27,7 @@ from evalcore import __version__
 from evalcore.cli import import_cmd, job_commands, recognition_cmd, trec_cmd
 from evalcore.cli.usage import PlainHelp, command_parser, reworded, unknown_argument, unknown_choice
 from evalcore.engine.options import Options
-from evalcore.errors import ClusterError, InputError, OptionError
+from evalcore.errors import ClusterError, InputError, OptionError, mention
 from evalcore.jobs.common import (
     EXIT_FAILED,
     EXIT_INPUT,
@@ -165,8 +165,9 @@ def check_demo_out(out: str) -> None:
                and not ((m := report.LEFTOVER.match(n)) and m["name"] in DEMO_ENTRIES)]
     if not ours or foreign:
         what = f"holds {foreign[0]!r}" if foreign else f"has no {DEMO_MARKER}"
-        raise InputError(f"--out {out}: {what}, so it is not a folder evalcore demo wrote; demo replaces only its "
-                         "own earlier output, choose another --out")
+        raise InputError(mention("--out")
+                         + f" {out}: {what}, so it is not a folder evalcore demo wrote; demo replaces only its "
+                         "own earlier output, choose another " + mention("--out"))
     if (p / "report").exists():
         report.check_out(p / "report", True)
     if (p / "dataset.zarr").exists():
@@ -306,13 +307,13 @@ def cmd_neighbors(args) -> int:
 def cmd_bench(args) -> int:
     if args.compare:
         if args.sweep:
-            raise OptionError("--compare", "not with --sweep")
+            raise OptionError("--compare", "not with " + mention("--sweep"))
         from evalcore.jobs import bench_compare
 
         return bench_compare.run(args)
     for option in ("resamples", "permutations", "scipy_columns", "scipy_resamples"):
         if getattr(args, option) is not None:
-            raise OptionError(f"--{option.replace('_', '-')}", "only with --compare")
+            raise OptionError(f"--{option.replace('_', '-')}", "only with " + mention("--compare"))
     if args.shape == "trec":  # import trec-run + evaluate as whole processes, beside pytrec_eval
         from evalcore.jobs import bench_trec
 

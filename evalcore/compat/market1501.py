@@ -51,7 +51,6 @@ Where the tools' code leaves a result unspecified, evalcore's is stated:
 """
 from __future__ import annotations
 
-import re
 import warnings
 from dataclasses import dataclass
 
@@ -173,9 +172,7 @@ def checked_max_rank(max_rank, n_gallery: int) -> int:
     return int(min(max_rank, n_gallery))
 
 
-def their_words(text: str) -> str:
-    """Words of an evalcore error (its subject, its detail) in the tools' parameter names (``query_labels`` ->
+def their_words(word: str) -> str:
+    """A word an evalcore error names (its subject, a mention) as the tools' parameter (``query_labels`` ->
     ``q_pids``)."""
-    for ours, theirs in THEIR_NAMES.items():
-        text = re.sub(rf"(?<![\w/]){ours}(?![\w/])", theirs, text)
-    return text
+    return THEIR_NAMES.get(word, word)

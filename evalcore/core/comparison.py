@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from evalcore.core import intervals, registry
 from evalcore.declarations import number_options, recorded_value
-from evalcore.errors import OptionError, input_error
+from evalcore.errors import OptionError, input_error, mention
 
 #: run options that change the numbers: runs compared across them get a warning naming them (those declared so)
 NUMBER_OPTIONS = number_options()
@@ -167,7 +167,8 @@ def pair_queries(baseline: RunTable, run: RunTable, intersect: bool = False) -> 
     if (only_a or only_b) and not intersect:
         first = f"{only_a[0]!r} is in {baseline.name} only" if only_a else f"{only_b[0]!r} is in {run.name} only"
         raise input_error(run.name, f"its known queries are not those of {baseline.name} ({len(keys_b)} and "
-                         f"{len(keys_a)} known queries; {first}); pass --intersect (intersect=True) to compare "
+                         f"{len(keys_a)} known queries; {first}); pass " + mention("--intersect")
+                          + " (intersect=True) to compare "
                          "the common ones")
     keep = [(i, where_b[k], k) for i, k in zip(rows_a.tolist(), keys_a.tolist()) if k in where_b]
     if not keep:
@@ -227,7 +228,7 @@ def dataset_check(baseline: RunTable, run: RunTable) -> list[str]:
     if positional and difference:
         raise input_error(run.name, f"its queries have the default keys q0, q1, ... as {baseline.name}'s do, so they "
                          f"pair by position, and {difference}: they are different queries{prints}; give the "
-                         "datasets query/key to pair queries by name")
+                         "datasets " + mention("query/key") + " to pair queries by name")
     if prints:
         how = ("by position (the default keys q0, q1, ...); their labels and relevant counts agree" if positional
                else f"by key{'; ' + difference if difference else ''}")

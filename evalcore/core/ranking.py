@@ -43,7 +43,7 @@ from evalcore.core.scan.embeddings import (
     tie_boundaries,
     tile_scores,
 )
-from evalcore.errors import ArrayError, InputError, first_problem, rows_text
+from evalcore.errors import ArrayError, InputError, first_problem, mention, rows_text
 from evalcore.types import LIST_ITEMS, LIST_SCORES
 
 __all__ = [
@@ -105,7 +105,8 @@ def list_problems(items: np.ndarray, scores: np.ndarray | None, q0: int = 0) -> 
             bad = np.flatnonzero(rises)
             if bad.size:
                 found.append(ArrayError(LIST_SCORES, f"rows {rows_text(bad + q0)} rise along the list "
-                                        "(ranking/item is best first, so scores must not increase; store distances "
+                                        "(" + mention(LIST_ITEMS)
+                                        + " is best first, so scores must not increase; store distances "
                                         "negated)", rows=bad + q0))
     return found
 

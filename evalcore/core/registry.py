@@ -37,7 +37,8 @@ import numpy as np
 from evalcore.core import metrics as m
 from evalcore.core import spellings
 from evalcore.core.lists import RankLists, binary_lists
-from evalcore.errors import InputError, OptionError, UnknownNameError, input_error
+from evalcore.errors import InputError, OptionError, UnknownNameError, input_error, mention
+from evalcore.types import LIST_ITEMS, LIST_SCORES
 
 Direction = Literal["higher", "lower"]
 #: the option that supplies the cut-off k of a metric whose name does not give one
@@ -632,7 +633,7 @@ def _call(raw: str, name: str, params: str, cut: str | None, option: str) -> tup
     for key, text in given.items():
         if key in spellings.RUN_PARAMETERS and key not in declared:
             raise input_error(option, f"{raw!r}: evalcore sets {key} for the whole run: "
-                                      f"{spellings.RUN_PARAMETERS[key]}")
+                              + spellings.RUN_PARAMETERS[key])
         if key not in declared:
             raise input_error(option, f"{raw!r}: {metric.name} has no parameter {key!r}; {_takes(metric)}")
         if key in dict(metric.bound):
@@ -667,7 +668,7 @@ def parse(text: str, option: str = "--metrics") -> tuple[Metric, int | None]:
     try:   # a field's own spelling first, as that field writes it (P.5, AP@100, hit_rate@10): core.spellings
         spelt = spellings.evalcore_name(raw)
     except spellings.Refused as exc:
-        raise input_error(option, f"{raw!r}: {exc.why}") from None
+        raise input_error(option, f"{raw!r}: " + exc.why) from None
     name = (spelt or raw).lower()
     call = _CALL.match(name.replace(" ", "")) if "(" in name else None
     if call:
@@ -781,8 +782,8 @@ def run_columns(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | 
 
 
 #: what the refusals under --ties average say about why (README, Metrics: ties)
-AVERAGE_WHY = ("tied items share their gains there, which defines only the measures that add up a gain per place "
-               "(evalcore metrics --ties average lists them)")
+AVERAGE_WHY = ("tied items share their gains there, which defines only the measures that add up a gain per place ("
+               + mention("evalcore metrics --ties average") + " lists them)")
 
 
 def undefined_under_average(metrics: Sequence[str] | None, map_at: int | None = None) -> list[str]:
@@ -805,10 +806,11 @@ def check_ties(metrics: Sequence[str] | None, map_at: int | None, ties: str) -> 
     named = undefined_under_average(metrics) if metrics is not None else []
     if named:
         raise OptionError("--metrics", f"{', '.join(named)} {'is' if len(named) == 1 else 'are'} not defined under "
-                          f"--ties average: {AVERAGE_WHY}; use --ties pessimistic or optimistic for "
-                          f"{'it' if len(named) == 1 else 'them'}")
+                          + mention("--ties") + " average: " + AVERAGE_WHY + "; use " + mention("--ties")
+                          + f" pessimistic or optimistic for {'it' if len(named) == 1 else 'them'}")
     if map_at:
-        raise OptionError("--map-at", f"map@{map_at} is not defined under --ties average: {AVERAGE_WHY}")
+        raise OptionError("--map-at", f"map@{map_at} is not defined under " + mention("--ties") + " average: "
+                          + AVERAGE_WHY)
 
 
 def summary_names(metrics: Sequence[str] | None, ks: Sequence[int], map_at: int | None,
@@ -855,20 +857,20 @@ def compute(columns: Sequence[Column], indptr: np.ndarray, ranks: np.ndarray, n_
     if average:
         undefined = [c.spec for c in columns if c.metric.average is None and c.metric is not BY_NAME["first_rank"]]
         if undefined:
-            raise OptionError("--metrics", f"{', '.join(dict.fromkeys(undefined))}: not defined under --ties "
-                              f"average: {AVERAGE_WHY}")
+            raise OptionError("--metrics", f"{', '.join(dict.fromkeys(undefined))}: not defined under "
+                              + mention("--ties") + " average: " + AVERAGE_WHY)
     missing = [c.metric.name for c in columns
                if any(lists is None or not lists.has(need) for need in c.metric.needs)]
     if missing:
         tied = [c.metric.name for c in columns if c.metric.name in missing and "tie_groups" in c.metric.needs]
         tied = list(dict.fromkeys(tied))
         if tied:
-            raise OptionError("--metrics", f"{', '.join(tied)} need(s) the tie groups of a precomputed ranking "
-                             "(ranking/item with ranking/score): a scan of the whole gallery keeps them under "
-                             "--ties average only")
+            raise OptionError("--metrics", f"{', '.join(tied)} need(s) the tie groups of a precomputed ranking ("
+                              + mention(LIST_ITEMS) + " with " + mention(LIST_SCORES)
+                              + "): a scan of the whole gallery keeps them under " + mention("--ties") + " average only")
         raise OptionError("--metrics", f"{', '.join(dict.fromkeys(missing))} need(s) to know which retrieved items "
-                         "are judged: under qrels, evaluate precomputed rankings (ranking/item) or --judged-only, "
-                         "not a scan of the whole gallery")
+                          "are judged: under qrels, evaluate precomputed rankings (" + mention(LIST_ITEMS) + ") or "
+                          + mention("--judged-only") + ", not a scan of the whole gallery")
     out = {c.name: c.compute(indptr, ranks, n_relevant, lists, average) for c in columns}
     if zero_empty is not None:
         zero = np.asarray(zero_empty, dtype=bool) & (np.asarray(n_relevant) == 0)

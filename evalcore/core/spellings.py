@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 
+from evalcore.errors import Words, mention
+
 #: trec_eval measure -> (evalcore metric, its per-query column); ``{k}``: a cut-off, ``{level}``: a fixed level.
 #: ``evalcore trec`` computes each through this table; ``metrics=`` takes ``P.5``/``P_5`` through it too.
 TREC_EVAL: dict[str, tuple[str, str]] = {
@@ -99,8 +101,8 @@ NOT_THE_SAME: dict[str, str] = {
             "computes it as ranx does (evalcore's RBP(p=0.95) is Moffat and Zobel's, as trec_eval's)",
 }
 #: ir_measures' per-measure parameters that evalcore sets for the whole run: the option to use instead
-RUN_PARAMETERS = {"rel": "--rel-level (rel_level=)", "judged_only": "--judged-only (judged_only=True)",
-                  "gains": "the grades of qrels/rel", "cutoff": "@k after the name"}
+RUN_PARAMETERS: dict[str, Words] = {"rel": mention("--rel-level"), "judged_only": mention("--judged-only"),
+                                    "gains": "the grades of " + mention("qrels/rel"), "cutoff": "@k after the name"}
 
 _TREC_CUT = re.compile(r"^([A-Za-z_]+?)[._]([0-9]+)$")
 _TREC_RBP = re.compile(r"^(rbp|rbp_resid)\.p=([^,]*)$")
@@ -111,8 +113,8 @@ _RANX = re.compile(r"^([a-z0-9_-]+?)(@[0-9]+)?$")
 class Refused(ValueError):
     """A field's spelling that evalcore does not take as such: ``why`` says what to write instead."""
 
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
+    def __init__(self, why: Words) -> None:
+        super().__init__(str(why))
         self.why = why
 
 
@@ -181,7 +183,7 @@ def _ir_parameters(measure: str, params: str, cut: str | None) -> str | None:
     pairs = dict(part.partition("=")[::2] for part in params.replace(" ", "").split(","))
     for key in pairs:
         if key in RUN_PARAMETERS:
-            raise Refused(f"{measure}({key}=...): evalcore sets {key} for the whole run: {RUN_PARAMETERS[key]}")
+            raise Refused(f"{measure}({key}=...): evalcore sets {key} for the whole run: " + RUN_PARAMETERS[key])
     if measure != "nDCG" or set(pairs) != {"dcg"}:
         return None
     dcg = pairs["dcg"].strip("'\"")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from evalcore.declarations import MAX_INTEGER_OPTION as MAX_INTEGER_OPTION
 from evalcore.declarations import PositiveInteger, check_integer, declared, named
 from evalcore.declarations import shown as _shown
-from evalcore.errors import InputError, OptionError, input_error
+from evalcore.errors import InputError, OptionError, input_error, mention
 from evalcore.types import EmptyQueries, Protocol, Similarity, Ties
 
 if TYPE_CHECKING:
@@ -67,24 +67,24 @@ class Options:
         if self.ties == "average":
             registry.check_ties(metrics, self.map_at, self.ties)   # the metrics it does not define, named
             if self.threshold is not None:
-                raise OptionError("--threshold", "the open-set outcome is not defined under --ties average: it "
-                                  "needs the one item at rank 1, and a tie there has none (use --ties pessimistic "
-                                  "or optimistic)")
+                raise OptionError("--threshold", "the open-set outcome is not defined under " + mention("--ties")
+                                  + " average: it needs the one item at rank 1, and a tie there has none (use "
+                                  + mention("--ties") + " pessimistic or optimistic)")
         if self.ci is not None:
             self.interval_method()
         rerank = None if self.rerank is None else check_rerank(self.rerank)
         if rerank is not None and self.similarity != "cosine":
-            raise OptionError("--rerank", f"needs --similarity cosine (it works on distances of L2-normalised "
-                             f"rows), not {self.similarity!r}")
+            raise OptionError("--rerank", "needs " + mention("--similarity") + " cosine (it works on distances of "
+                              f"L2-normalised rows), not {self.similarity!r}")
         if rerank is not None and self.judged_only:
-            raise OptionError("--rerank", "does not apply with --judged-only (each query is ranked among its own "
-                             "judged items there)")
+            raise OptionError("--rerank", "does not apply with " + mention("--judged-only")
+                              + " (each query is ranked among its own judged items there)")
         qe = None if self.query_expansion is None else check_expansion("--query-expansion", self.query_expansion)
         dba = None if self.database_augmentation is None else \
             check_expansion("--database-augmentation", self.database_augmentation)
         for option, value in (("--database-augmentation", dba), ("--query-expansion", qe)):
             if value is not None and self.similarity != "cosine":
-                raise input_error(option, f"needs --similarity cosine (it sums L2-normalised rows), "
+                raise input_error(option, "needs " + mention("--similarity") + " cosine (it sums L2-normalised rows), "
                                  f"not {self.similarity!r}")
         return replace(self, rerank=rerank, query_expansion=qe, database_augmentation=dba, ks=tuple(sorted(int(k) for k in self.ks)), max_rank=int(self.max_rank),
                        metrics=metrics, rel_level=int(self.rel_level), depth=None if self.depth is None else int(self.depth))

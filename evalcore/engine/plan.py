@@ -11,7 +11,7 @@ import psutil
 
 from evalcore.core.ranking import TILE_COLS, TILE_ROWS
 from evalcore.engine.options import Options
-from evalcore.errors import OptionError, input_error
+from evalcore.errors import OptionError, input_error, mention
 from evalcore.io import dataset as ds
 from evalcore.io import kinds
 from evalcore.io.kinds import InputKind
@@ -77,7 +77,8 @@ def describe(group, options: Options) -> DatasetShape:
             n_gallery = group[name].shape[0]
             break
     if n_gallery is None:
-        raise OptionError("gallery", "no array tells the gallery size (give gallery/emb, gallery/label or gallery/key)")
+        raise OptionError("gallery", "no array tells the gallery size (give " + mention("gallery/emb") + ", "
+                          + mention("gallery/label") + " or " + mention("gallery/key") + ")")
     if kind.backend is None:  # rankings given as lists, one row a query
         scored = bool(kind.optional) and ds.has(group, kind.optional[0])
         if options.threshold is not None and not scored:

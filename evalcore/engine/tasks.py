@@ -29,11 +29,12 @@ from evalcore.engine import progress
 from evalcore.engine.gallery import GalleryBlocks, ScoreBlocks, gallery_side
 from evalcore.engine.options import Options
 from evalcore.engine.plan import TaskContext, describe
-from evalcore.errors import InputError, OptionError
+from evalcore.errors import InputError, OptionError, mention
 from evalcore.io import dataset as ds
 from evalcore.io import kinds
 from evalcore.io import truth as truth_io
 from evalcore.io.kinds import InputKind
+from evalcore.types import LIST_ITEMS
 
 T = TypeVar("T")
 
@@ -346,7 +347,8 @@ def per_query_table(group, options: Options, truth: p.Truth, ranked: Ranked, q0:
     if lists.judged_before is None and any(c.metric.judged for c in metric_columns):
         judged = ", ".join(dict.fromkeys(c.metric.name for c in metric_columns if c.metric.judged))
         raise OptionError("--metrics", f"{judged} need(s) to know the judged non-relevant items ranked above each "
-                          "relevant one: evaluate precomputed rankings (ranking/item) or --judged-only qrels")
+                          "relevant one: evaluate precomputed rankings (" + mention(LIST_ITEMS) + ") or "
+                          + mention("--judged-only") + " qrels")
     values = registry.compute(metric_columns, lists.indptr, lists.ranks, lists.n_relevant, zero_empty, lists,
                               options.ties)
     for c in metric_columns:

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
 
-from evalcore.errors import InputError, OptionError, foreign_reason, input_error
+from evalcore.errors import InputError, OptionError, foreign_reason, input_error, mention
 from evalcore.io import dataset as ds
 from evalcore.io.dataset import is_url
 from evalcore.io.files import atomic_write, locked
@@ -369,7 +369,7 @@ def open_submission(path) -> Submission:
         group = ds.open_dataset(str(path))
     except InputError:
         raise InputError(f"submission {path}: neither a folder with query.npy and gallery.npy "
-                         "nor a Zarr group with query/emb and gallery/emb") from None
+                         "nor a Zarr group with " + mention("query/emb") + " and " + mention("gallery/emb")) from None
     sub = Submission(str(path), "zarr")
     for side in SIDES:
         name = f"{side}/emb"
@@ -482,16 +482,18 @@ def read_leaderboard(path) -> pa.Table:
     try:
         table = pq.read_table(p)
     except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"--leaderboard {path}: not a readable Parquet file ({exc.__class__.__name__})") from None
+        raise InputError(mention("--leaderboard")
+                         + f" {path}: not a readable Parquet file ({exc.__class__.__name__})") from None
     missing = [c for c in LEADERBOARD_COLUMNS if c not in table.column_names]
     if missing:
-        raise InputError(f"--leaderboard {path}: not a leaderboard (no column(s) {', '.join(missing)})")
+        raise InputError(mention("--leaderboard") + f" {path}: not a leaderboard (no column(s) {', '.join(missing)})")
     if "report" not in table.column_names:
         table = table.append_column("report", pa.nulls(table.num_rows, pa.string()))
     try:
         table = table.select(LEADERBOARD_SCHEMA.names).cast(LEADERBOARD_SCHEMA)
     except (pa.ArrowException, ValueError) as exc:
-        raise InputError(f"--leaderboard {path}: columns of unexpected types ({foreign_reason(exc)})") from None
+        raise InputError(mention("--leaderboard")
+                         + f" {path}: columns of unexpected types ({foreign_reason(exc)})") from None
     for name in ("team", "submission"):  # rows written before names were normalised join their team
         values = [None if v is None else normalized(v) for v in table.column(name).to_pylist()]
         table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))
@@ -528,9 +530,11 @@ def truth_splits(group, n_query: int) -> np.ndarray:
         return np.full(n_query, "public", dtype=object)
     values = ds.read(group, "query/split")
     if values.ndim != 1 or values.shape[0] != n_query:
-        raise OptionError("truth", f"query/split has shape {values.shape}, the truth has {n_query} queries")
+        raise OptionError("truth", mention("query/split")
+                          + f" has shape {values.shape}, the truth has {n_query} queries")
     out = np.asarray([str(v) for v in values], dtype=object)
     bad = [i for i, v in enumerate(out) if not v.strip() or unprintable(v) or len(v) > 100]
     if bad:
-        raise OptionError("truth", f"query/split: {len(bad)} row(s) are empty or not printable (first: row {bad[0]})")
+        raise OptionError("truth", mention("query/split")
+                          + f": {len(bad)} row(s) are empty or not printable (first: row {bad[0]})")
     return out

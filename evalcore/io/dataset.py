@@ -20,7 +20,15 @@ import zarr.abc.store
 from zarr.core.buffer.cpu import NDBuffer
 from zarr.core.sync import sync
 
-from evalcore.errors import ArrayError, DatasetNotFoundError, InputError, foreign_reason, input_error, rows_text
+from evalcore.errors import (
+    ArrayError,
+    DatasetNotFoundError,
+    InputError,
+    foreign_reason,
+    input_error,
+    mention,
+    rows_text,
+)
 from evalcore.io import progress
 from evalcore.types import PROTOCOLS, SIMILARITIES
 
@@ -519,7 +527,7 @@ def write_dataset(path, arrays: Mapping[str, np.ndarray], attrs: Mapping | None 
         else:
             root = zarr.open_group(str(path), mode=mode, **_store_options(path, storage_options))
     except (FileExistsError, zarr.errors.ContainsGroupError, zarr.errors.ContainsArrayError):
-        raise InputError(f"output {path}: already exists (pass --overwrite to replace it)") from None
+        raise InputError(f"output {path}: already exists (pass " + mention("--overwrite") + " to replace it)") from None
     created = {}
     in_memory = isinstance(path, zarr.storage.MemoryStore)
     for name, values in arrays.items():
@@ -606,7 +614,7 @@ def embedding_problems(name: str, nonfinite: np.ndarray, zero: np.ndarray, cosin
         found.append(ArrayError(name, f"rows {rows_text(nonfinite)} contain NaN or Inf", rows=nonfinite))
     if cosine and zero.size:
         found.append(ArrayError(name, f"rows {rows_text(zero)} are all-zero vectors (cosine similarity is undefined "
-                                "for them; use --similarity dot or fix the rows)", rows=zero))
+                                "for them; use " + mention("--similarity") + " dot or fix the rows)", rows=zero))
     return found
 
 
@@ -622,7 +630,9 @@ def check_embeddings(name: str, rows_start: int, block: np.ndarray, cosine: bool
 def dot_overflow_error(query_rows: np.ndarray, query_norm: float, gallery_rows: np.ndarray,
                        gallery_norm: float) -> ArrayError:
     """The input error for embeddings whose dot products can overflow float32."""
-    return ArrayError("gallery/emb", f"rows {rows_text(gallery_rows)} (norm up to {gallery_norm:.3g}) with query/emb rows "
+    return ArrayError("gallery/emb", f"rows {rows_text(gallery_rows)} (norm up to {gallery_norm:.3g}) with "
+                      + mention("query/emb") + " rows "
             f"{rows_text(query_rows)} (norm up to {query_norm:.3g}) give dot products that can exceed "
-            f"float32's largest value ({float(np.finfo(np.float32).max):.3g}) under --similarity dot; "
-            "scale the embeddings down (or use --similarity cosine)", rows=gallery_rows)
+            f"float32's largest value ({float(np.finfo(np.float32).max):.3g}) under " + mention("--similarity")
+                      + " dot; "
+            "scale the embeddings down (or use " + mention("--similarity") + " cosine)", rows=gallery_rows)

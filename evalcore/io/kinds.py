@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import zarr
 
-from evalcore.errors import OptionError
+from evalcore.errors import OptionError, mention
 from evalcore.io import dataset as ds
 from evalcore.types import LIST_ITEMS, LIST_SCORES
 
@@ -48,8 +48,8 @@ class InputKind:
     def needs_features(self, option: str, what: str = "") -> None:
         """OptionError naming ``option`` unless the rows are feature vectors."""
         if not self.features:
-            raise OptionError(option, f"{what or 'needs'} query/emb and gallery/emb (this dataset is ranked by "
-                              f"{self.name})".strip())
+            raise OptionError(option, f"{what or 'needs'} " + mention("query/emb") + " and " + mention("gallery/emb")
+                              + " (this dataset is ranked by " + mention(self.name) + ")")
 
 
 KINDS: dict[str, InputKind] = {}

@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import evalcore
-from evalcore.errors import InputError, foreign_reason
+from evalcore.errors import InputError, foreign_reason, mention
 from evalcore.io.dataset import is_url, local_path
 
 MANIFEST = "manifest.json"
@@ -106,11 +106,12 @@ def check_out(out, overwrite: bool, storage_options: Mapping | None = None) -> N
             # a report is flat files; an overwrite removes whatever else is in the folder, so it must
             # not be a bucket or a folder holding other folders (a dataset, other reports)
             if "/" not in root:
-                raise InputError(f"--out {out}: is a whole bucket; write the report to a folder in it")
+                raise InputError(mention("--out") + f" {out}: is a whole bucket; write the report to a folder in it")
             nested = [p for p in objects if "/" in p[len(root) + 1:]]
             if nested:
-                raise InputError(f"--out {out}: holds {nested[0][len(root) + 1:]!r}, so it is not a report "
-                                 "folder; --overwrite only replaces report folders, choose another --out")
+                raise InputError(mention("--out") + f" {out}: holds {nested[0][len(root) + 1:]!r}, so it is not a "
+                                 "report folder; " + mention("--overwrite") + " only replaces report folders, "
+                                 "choose another " + mention("--out"))
             names = [p[len(root) + 1:] for p in objects]
             try:
                 manifest = json.loads(fs.cat_file(f"{root}/{MANIFEST}")) if MANIFEST in names else None
@@ -118,7 +119,8 @@ def check_out(out, overwrite: bool, storage_options: Mapping | None = None) -> N
                 manifest = {}
             _refuse_unless_ours(out, names, manifest, remote=True)
         if exists and not overwrite:
-            raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
+            raise InputError(mention("--out") + f" {out}: exists and is not empty (pass " + mention("--overwrite")
+                             + " to replace it)")
     else:
         # under the parent's lock: a concurrent run's swap must not move the folder while we look at it
         with lock_if_folder(_local(out).parent):
@@ -138,7 +140,8 @@ def local_out_entries(out, overwrite: bool, option: str = "--out") -> list[str]:
     check_creatable(option, out)
     names = sorted(e.name for e in p.iterdir()) if p.is_dir() else []
     if names and not overwrite:
-        raise InputError(f"{option} {out}: exists and is not empty (pass --overwrite to replace it)")
+        raise InputError(mention(option) + f" {out}: exists and is not empty (pass " + mention("--overwrite")
+                         + " to replace it)")
     return names
 
 
@@ -177,9 +180,10 @@ def _refuse_unless_ours(out, names, manifest, remote: bool = False) -> None:
         what = "has no evalcore manifest.json" if manifest is None else (
             "has a manifest.json evalcore did not write" if not is_our_manifest(manifest)
             else "is not part of its report")
-        raise InputError(f"--out {out}: holds {foreign[0]!r} ({len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} "
-                         f"evalcore did not write; the folder {what}); --overwrite only replaces a report folder "
-                         "evalcore wrote, or an empty folder: choose another --out")
+        entries = f"{len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'}"
+        raise InputError(mention("--out") + f" {out}: holds {foreign[0]!r} ({entries} evalcore did not write; the "
+                         f"folder {what}); " + mention("--overwrite") + " only replaces a report folder evalcore "
+                         "wrote, or an empty folder: choose another " + mention("--out"))
 
 
 def check_creatable(option: str, path) -> None:

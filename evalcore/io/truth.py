@@ -15,9 +15,10 @@ from evalcore.core.protocols.base import raise_first
 from evalcore.core.ranking import Ranked, dot_overflow_rows, is_member, normalize_rows, rank_pairs, row_norms
 from evalcore.core.scan.embeddings import as_reported, check_euclidean_norms, pair_scores
 from evalcore.core.scan.scores import as_given, given_values
-from evalcore.errors import OptionError
+from evalcore.errors import OptionError, mention
 from evalcore.io import dataset as ds
 from evalcore.io import kinds
+from evalcore.types import LIST_ITEMS
 
 
 def n_queries_of(group) -> int:
@@ -26,7 +27,8 @@ def n_queries_of(group) -> int:
                  "query/x"):
         if ds.has(group, name):
             return int(group[name].shape[0])
-    raise OptionError("query", "no array tells the number of queries (give query/emb or ranking/item)")
+    raise OptionError("query", "no array tells the number of queries (give " + mention("query/emb") + " or "
+                      + mention(LIST_ITEMS) + ")")
 
 
 def read_gallery_side(group, names: tuple[str, ...]) -> dict[str, np.ndarray]:

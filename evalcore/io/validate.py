@@ -9,7 +9,7 @@ import zarr
 
 from evalcore.core import protocols
 from evalcore.core.ranking import dot_overflow_rows, item_range_problems, list_problems, row_norms
-from evalcore.errors import ArrayError, InputError, OptionError, first_problem, input_error
+from evalcore.errors import ArrayError, InputError, OptionError, first_problem, input_error, mention
 from evalcore.io import kinds, truth
 from evalcore.io.dataset import (
     ACCEPTED_KINDS,
@@ -31,8 +31,9 @@ from evalcore.io.dataset import (
 )
 from evalcore.types import Protocol as ProtocolName
 
-#: the command line's advice when a dataset has more than one problem (the Python API words it its own way)
-VALIDATE_ADVICE = "; run `evalcore validate`"
+#: the command line's advice when a dataset has more than one problem: a mention, as the Python API words it
+#: its own way
+VALIDATE_ADVICE = mention("; run `evalcore validate`")
 
 
 @dataclass
@@ -251,7 +252,7 @@ def validate(group: zarr.Group, protocol: str, *, similarity: str = "cosine", ju
     if has(group, "query/emb") and has(group, "gallery/emb"):
         dq, dg = array(group, "query/emb").shape[-1], array(group, "gallery/emb").shape[-1]
         if dq != dg:
-            problems.add(ArrayError("gallery/emb", f"{dg} dimensions, but query/emb has {dq}"))
+            problems.add(ArrayError("gallery/emb", f"{dg} dimensions, but " + mention("query/emb") + f" has {dq}"))
     if rankings:
         lists, scored = kinds.LISTS.query_array, kinds.LISTS.optional[0]
         item = array(group, lists)

@@ -32,7 +32,7 @@ import zarr
 from threadpoolctl import threadpool_limits
 
 import evalcore
-from evalcore.errors import OptionError, input_error
+from evalcore.errors import OptionError, input_error, mention
 from evalcore.io.dataset import member_array, member_group
 from evalcore.jobs import synthetic
 from evalcore.jobs.common import check_memory_limit, parse_number
@@ -256,7 +256,7 @@ def run(args) -> int:
         return run_sweep(args)
     for option in SWEEP_ONLY:
         if getattr(args, option.lstrip("-").replace("-", "_"), None) is not None:
-            raise input_error(option, "only with --sweep")
+            raise input_error(option, "only with " + mention("--sweep"))
     args.shape = args.shape or "market"
     workers = parse_number("--workers", args.workers or "2", int)
     if workers < 1:
@@ -540,9 +540,11 @@ def sweep_settings(args) -> dict:
     """Every sweep option checked before any work: an InputError naming the first bad one."""
     for option, attr in (("--shape", "shape"), ("--skip-conventional", "skip_conventional")):
         if getattr(args, attr, None):
-            raise input_error(option, "not with --sweep (the sweep's shapes come from --sizes, --queries, --dims)")
+            raise input_error(option, "not with " + mention("--sweep") + " (the sweep's shapes come from "
+                              + mention("--sizes") + ", " + mention("--queries") + ", " + mention("--dims") + ")")
     if args.workers_list is not None and args.workers is not None:
-        raise OptionError("--workers-list", "give the worker counts once, with --workers-list or --workers")
+        raise OptionError("--workers-list", "give the worker counts once, with " + mention("--workers-list") + " or "
+                          + mention("--workers"))
     workers_option = "--workers" if args.workers is not None else "--workers-list"
     workers_text = args.workers if args.workers is not None else args.workers_list
     shards = parse_count("--gallery-shards", args.gallery_shards) if args.gallery_shards is not None else None

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, mention
 from evalcore.jobs.bench import Peak
 from evalcore.jobs.common import parse_number
 
@@ -131,7 +131,8 @@ def run(args) -> int:
     top = parse_number("--top", getattr(args, "top", None) or str(TOP), int)
     repeat = parse_number("--repeat", args.repeat or "3", int)
     if queries < 1 or repeat < 1 or top < 1:
-        raise InputError(f"--queries/--top/--repeat: {queries}/{top}/{repeat} must be at least 1")
+        raise InputError(mention("--queries") + "/" + mention("--top") + "/" + mention("--repeat")
+                         + f": {queries}/{top}/{repeat} must be at least 1")
     return run_trec(queries, repeat, top=top)
 
 

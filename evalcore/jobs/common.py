@@ -188,7 +188,7 @@ def check_memory_limit(text, option: str = "--memory-limit"):
     try:
         cluster.check_memory_limit(str(text), 1)
     except InputError as exc:
-        raise OptionError(option, exc.detail) from None
+        raise OptionError(option, exc.text) from None
     return text
 
 

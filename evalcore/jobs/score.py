@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 
 from evalcore.core.intervals import Method
 from evalcore.engine.options import Options
-from evalcore.errors import InputError, OptionError
+from evalcore.errors import InputError, OptionError, mention
 from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
 from evalcore.io import ledger as lg
@@ -114,8 +114,9 @@ def check_score_out(out: Path, overwrite: bool) -> None:
         if not (isinstance(record, dict) and set(record) == set(ch.RESULT_KEYS)):
             foreign = ["result.json"]
     if foreign:
-        raise InputError(f"--out {out}: holds {foreign[0]!r}, which an earlier score did not write; --overwrite "
-                         "only replaces a score folder (result.json and organizer/), choose another --out")
+        raise InputError(mention("--out") + f" {out}: holds {foreign[0]!r}, which an earlier score did not write; "
+                         + mention("--overwrite") + " only replaces a score folder (result.json and organizer/), "
+                         "choose another " + mention("--out"))
     if (out / "organizer").exists():
         report.check_out(out / "organizer", True)
 
@@ -169,7 +170,7 @@ def interval_method(args) -> Method | None:
     """``--ci [LEVEL]`` and ``--resamples`` as a checked Method (seed 0), or None without ``--ci``."""
     if args.ci is None:
         if args.resamples is not None:
-            raise OptionError("--resamples", "only with --ci")
+            raise OptionError("--resamples", "only with " + mention("--ci"))
         return None
     resamples = parse_number("--resamples", args.resamples or "10000", int)
     return Method(level=parse_number("--ci", args.ci), resamples=resamples, permutations=resamples,
@@ -190,7 +191,7 @@ def cmd_score(args) -> int:
     leaderboard = Path(ds.local_path(args.leaderboard)).absolute() if args.leaderboard \
         else out.parent / "leaderboard.parquet"
     if leaderboard.is_dir():
-        raise InputError(f"--leaderboard {leaderboard}: is a folder, give a .parquet file")
+        raise InputError(mention("--leaderboard") + f" {leaderboard}: is a folder, give a .parquet file")
     report.check_apart("--leaderboard", leaderboard, inputs)
     ch.read_leaderboard(leaderboard)
     settings = settings_from_args(args)  # --scheduler, --workers, --memory-limit, --stall-timeout, --overwrite

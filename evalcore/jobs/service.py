@@ -64,7 +64,7 @@ import numpy as np
 import pyarrow as pa
 import zarr
 
-from evalcore.errors import InputError, OptionError, foreign_reason, input_error
+from evalcore.errors import InputError, OptionError, foreign_reason, input_error, mention
 from evalcore.io import challenge as ch
 from evalcore.io import dataset as ds
 from evalcore.io import ledger as lg
@@ -137,7 +137,7 @@ def check_work(work: Path) -> None:
     user's and is left alone: InputError."""
     if (work.exists() or work.is_symlink()) and (work.is_symlink() or not (work / WORK_MARKER).is_file()):
         raise OptionError("--out", f"{work} exists and evalcore did not make it (no {WORK_MARKER} marker in it); "
-                         "move it away or choose another --out")
+                         "move it away or choose another " + mention("--out"))
 
 
 def make_work(work: Path) -> Path:
@@ -192,7 +192,7 @@ def config_from_args(args) -> ServiceConfig:
         raise InputError(f"SUBMISSIONS {args.submissions}: not a folder")
     out = Path(args.out).absolute()
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out {args.out}: is a file, not a folder")
+        raise InputError(mention("--out") + f" {args.out}: is a file, not a folder")
     report.check_apart("--out", out, {"submissions": str(submissions), "truth": args.truth})
     timeout = check_seconds("--timeout", args.timeout, positive=True)
     limit = None if args.max_per_day is None else parse_number("--max-per-day", args.max_per_day, int)
@@ -842,7 +842,7 @@ def service_lock(out: Path):
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise InputError(f"--out {out}: another score-service is running on it") from None
+            raise InputError(mention("--out") + f" {out}: another score-service is running on it") from None
         yield
 
 

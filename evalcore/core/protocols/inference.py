@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from evalcore.core.protocols.registry import PROTOCOLS, get
-from evalcore.errors import OptionError
+from evalcore.errors import OptionError, Text, joined, mention
 
 
 def choosing_arrays() -> dict[str, str]:
@@ -44,10 +44,11 @@ def unused_arrays(names: Iterable[str], protocol: str) -> list[str]:
     return [name for name in names if name in any_reads and name not in read]
 
 
-def unused_message(names: list[str], protocol: str) -> str:
-    """The input error (or, for a dataset's own arrays, the warning) for arrays ``protocol`` does not read."""
+def unused_message(names: list[str], protocol: str) -> Text:
+    """The input error (or, for a dataset's own arrays, the warning: ``str()`` of it) for arrays ``protocol``
+    does not read."""
     chooses = choosing_arrays()
     hint = sorted({chooses[n] for n in names if n in chooses})
     instead = f" (they choose {' or '.join(map(repr, hint))}: give that protocol, or leave it out)" if hint else ""
-    return (f"{', '.join(names)}: not used by protocol {protocol!r}, which would ignore "
+    return (joined(map(mention, names)) + f": not used by protocol {protocol!r}, which would ignore "
             f"{'it' if len(names) == 1 else 'them'}{instead}")

@@ -15,7 +15,7 @@ import numpy as np
 from evalcore.core.protocols.base import ChunkReader, Protocol, TruthOptions, out_of_range, raise_first
 from evalcore.core.protocols.registry import register
 from evalcore.core.protocols.truth import Truth, csr_from_pairs, pairs_in_order, truth_from_pairs
-from evalcore.errors import ArrayError, InputError, OptionError, rows_text
+from evalcore.errors import ArrayError, InputError, OptionError, mention, rows_text
 
 QRELS_ARRAYS = ("qrels/query", "qrels/item", "qrels/rel")
 #: the highest grade qrels/rel may hold (it is stored as int8)
@@ -183,8 +183,9 @@ class QrelsProtocol(Protocol):
         except InputError as exc:
             return [exc]
         if not (query.shape == item.shape == rel.shape):
-            return [OptionError("qrels", f"arrays differ in length (qrels/query {query.shape}, qrels/item "
-                                f"{item.shape}, qrels/rel {rel.shape})")]
+            return [OptionError("qrels", "arrays differ in length (" + mention("qrels/query") + f" {query.shape}, "
+                                + mention("qrels/item") + " "
+                                f"{item.shape}, " + mention("qrels/rel") + f" {rel.shape})")]
         rows = np.arange(query.size, dtype=np.int64)
         problems = qrels_problems(query, item, rel, rows, n_query, n_gallery)
         problems += collapse_qrels(query, item, rel, rows)[3]

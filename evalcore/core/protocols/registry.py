@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from evalcore.core.protocols.base import Protocol, TruthOptions
-from evalcore.errors import OptionError
+from evalcore.errors import OptionError, mention
 
 #: name -> protocol, in registration order (importers try them in this order: ``reid`` before ``class``)
 PROTOCOLS: dict[str, Protocol] = {}
@@ -43,7 +43,7 @@ def option_problems(options: TruthOptions, empty_queries: str = "skip") -> Optio
     if empty_queries == "zero" and not protocol.takes_empty_zero:
         return OptionError("--empty-queries", f"zero only applies to {_those('takes_empty_zero')}, not "
                            f"{protocol.name!r} (there a query with no relevant item is an open-set query; see "
-                           "--threshold)")
+                           + mention("--threshold") + ")")
     return None
 
 

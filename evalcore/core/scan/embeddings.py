@@ -40,7 +40,7 @@ from evalcore.core.kernels import NEAR, fold_settled, fold_tile
 from evalcore.core.protocols import Truth, segment_ids
 from evalcore.core.scan.base import TILE_COLS, TILE_ROWS, Gallery, Ranked, Span, dense_tiles_of, rank, whole_rows
 from evalcore.core.scan.counts import CountState, finish_states, merge_states, tile_mask
-from evalcore.errors import ArrayError, rows_text
+from evalcore.errors import ArrayError, mention, rows_text
 
 #: float32 unit roundoff
 U32 = 2.0 ** -24
@@ -178,7 +178,8 @@ def check_euclidean_norms(name: str, first_row: int, norms: np.ndarray, index: n
         bad = np.flatnonzero(~(norms < EUCLIDEAN_NORM_LIMIT))
         bad = index[bad] if index is not None else bad + first_row
         raise ArrayError(name, f"rows {rows_text(bad)} have norms up to {float(np.max(norms)):.3g}: squared "
-                         f"distances of such rows leave float32's range under --similarity euclidean (norms "
+                         "distances of such rows leave float32's range under " + mention("--similarity")
+                         + " euclidean (norms "
                          f"must stay below 2**62 = {EUCLIDEAN_NORM_LIMIT:.3g}); scale the embeddings down",
                          rows=bad)
 

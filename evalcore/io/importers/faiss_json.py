@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from evalcore.core.coordinates import DEGREES
-from evalcore.errors import InputError, input_error
+from evalcore.errors import InputError, input_error, mention
 from evalcore.io.importers.checks import check_coordinates
 from evalcore.types import LIST_ITEMS, LIST_SCORES
 
@@ -103,7 +103,7 @@ def _read_results(path, query_id: str, ref_pos: dict[str, int], n_ref: int, ref_
         neighbors = data["neighbors"]
         which = [k for k in ("scores", "distances") if k in data]
         if len(which) != 1:
-            raise input_error(name, "field scores/distances: give exactly one of \"scores\" or "
+            raise input_error(name, "field " + mention("scores/distances") + ": give exactly one of \"scores\" or "
                              "\"distances\" with \"neighbors\"")
         field = which[0]
         values = data[field]
@@ -147,7 +147,8 @@ def read_faiss_json(folder=None, *, query_index=None, reference_index=None, resu
                     ) -> tuple[dict[str, np.ndarray], dict]:
     """FAISS place-recognition results: query/reference index JSON plus one results JSON per query."""
     if folder is None and not (query_index and reference_index and results_dir):
-        raise InputError("faiss-json: give a folder, or all of --query-index, --reference-index, --results-dir")
+        raise InputError("faiss-json: give a folder, or all of " + mention("--query-index") + ", "
+                         + mention("--reference-index") + ", " + mention("--results-dir"))
     if folder is not None and not os.path.isdir(folder):
         raise input_error(folder, "no such folder")
     query_index = query_index or os.path.join(folder, "query_index.json")

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, flag_of, joined
 from evalcore.io.importers.faiss_json import read_faiss_json
 from evalcore.io.importers.mat import read_mat
 from evalcore.io.importers.npy import read_npy
@@ -45,6 +45,6 @@ def read_format(format: str, inputs, **options) -> tuple[dict[str, np.ndarray], 
     options = {k: v for k, v in options.items() if v is not None}
     for option in options:
         if option not in accepted:
-            raise InputError(f"--{option.replace('_', '-')}: not an option of format {format} "
-                             f"(it takes {', '.join('--' + a.replace('_', '-') for a in accepted) or 'none'})")
+            takes = joined(map(flag_of, accepted)) if accepted else "none"
+            raise InputError(flag_of(option) + f": not an option of format {format} (it takes " + takes + ")")
     return reader(*inputs, **options)

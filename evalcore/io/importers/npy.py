@@ -10,7 +10,7 @@ import zipfile
 
 import numpy as np
 
-from evalcore.errors import InputError, foreign_reason, input_error
+from evalcore.errors import InputError, flag_of, foreign_reason, input_error, mention
 from evalcore.io import npy as npy_header
 from evalcore.io.importers.checks import check_features, check_integers, check_unique, junk_of, protocol_of
 
@@ -147,8 +147,9 @@ def read_npy(path=None, *, query_features=None, gallery_features=None, query_ids
         if not os.path.exists(path):
             raise input_error(path, "no such file or folder")
         if explicit:
-            raise input_error(path, f"give either an .npz archive or --query-features/--gallery-features/"
-                             f"... files, not both (also got --{next(iter(explicit)).replace('_', '-')})")
+            raise input_error(path, "give either an .npz archive or " + mention("--query-features") + "/"
+                              + mention("--gallery-features") + "/"
+                              "... files, not both (also got " + flag_of(next(iter(explicit))) + ")")
         found = _load_npz(path)
     for option, file in explicit.items():
         found[option] = (str(file), _load_npy(file))
@@ -156,12 +157,13 @@ def read_npy(path=None, *, query_features=None, gallery_features=None, query_ids
     for option in _NPY_REQUIRED:
         if option not in found:
             names = "/".join(NPY_KEYS[option])
-            raise input_error(source, f"{option.replace('_', ' ')} missing (give key or file {names}, "
-                             f"or --{option.replace('_', '-')} FILE.npy)")
+            raise input_error(source, f"{option.replace('_', ' ')} missing (give key or file {names}, or "
+                              + flag_of(option) + " FILE.npy)")
     if ("query_cams" in found) != ("gallery_cams" in found):
         have, lack = ("query", "gallery") if "query_cams" in found else ("gallery", "query")
         raise input_error(source, f"{have} cameras given but {lack} cameras missing "
-                         f"(give both --query-cams and --gallery-cams, or neither)")
+                         "(give both " + mention("--query-cams") + " and " + mention("--gallery-cams")
+                          + ", or neither)")
     arrays: dict[str, np.ndarray] = {}
     for side in ("query", "gallery"):
         where, values = found[f"{side}_features"]

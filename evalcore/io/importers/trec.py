@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from evalcore.core import result_lists
 from evalcore.core.protocols.qrels import IN_POOL, MAX_GRADE
-from evalcore.errors import InputError, OptionError, foreign_reason, input_error
+from evalcore.errors import InputError, OptionError, foreign_reason, input_error, mention
 from evalcore.io import dataset as ds
 from evalcore.io import progress
 from evalcore.io.importers import trec_scan
@@ -124,12 +124,13 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
     attrs: dict = {}
     if dataset is not None:
         if queries is not None or gallery is not None:
-            raise OptionError("--dataset", "give either --dataset or --queries/--gallery, not both")
+            raise OptionError("--dataset", "give either " + mention("--dataset") + " or " + mention("--queries")
+                              + "/" + mention("--gallery") + ", not both")
         group = ds.open_dataset(dataset, storage_options)
         for name in ("query/key", "gallery/key"):
             if not ds.has(group, name):
                 raise InputError(f"dataset {dataset}: {name} missing (needed to match TREC ids; "
-                                 "give --queries and --gallery instead)")
+                                 "give " + mention("--queries") + " and " + mention("--gallery") + " instead)")
         for side in ("query", "gallery", "ranking"):
             if side in group:
                 for leaf, _ in sorted(ds.member_group(group, side).arrays()):
@@ -142,8 +143,9 @@ def read_trec(qrels_path, *, queries=None, gallery=None, dataset=None,
         qsource, gsource = f"dataset {dataset} query/key", f"dataset {dataset} gallery/key"
     else:
         if queries is None or gallery is None:
-            raise OptionError("trec", "give --queries FILE and --gallery FILE (one id per line), "
-                             "or --dataset DATASET")
+            raise OptionError("trec", "give " + mention("--queries") + " FILE and " + mention("--gallery")
+                              + " FILE (one id per line), "
+                             "or " + mention("--dataset") + " DATASET")
         qids, gids = _read_ids(queries), _read_ids(gallery)
         arrays["query/key"] = np.asarray(qids, dtype=object)
         arrays["gallery/key"] = np.asarray(gids, dtype=object)
@@ -651,7 +653,7 @@ def read_trec_run(run_path, *, qrels=None, order: str = "score",
     trec_eval's own sort, and no ``ranking/score``.
     """
     if qrels is None:
-        raise InputError("trec-run: --qrels FILE is required (qid iter docno rel)")
+        raise InputError("trec-run: " + mention("--qrels") + " FILE is required (qid iter docno rel)")
     if order not in ("score", "trec_eval"):
         raise OptionError("--order", f"{order!r} is not score or trec_eval")
     judged, runs = read_both(run_path, qrels)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from evalcore.errors import InputError
+from evalcore.errors import InputError, mention
 from evalcore.io import report
 from evalcore.io.dataset import is_url, write_dataset
 from evalcore.io.importers.checks import WARNINGS
@@ -48,14 +48,16 @@ def check_import_out(out, overwrite: bool, inputs: Mapping | None = None,
         if not report._listing(fs, root):
             return
         if not overwrite:
-            raise InputError(f"--out {out}: exists and is not empty (pass --overwrite to replace it)")
+            raise InputError(mention("--out") + f" {out}: exists and is not empty (pass " + mention("--overwrite")
+                             + " to replace it)")
         try:
             meta = json.loads(fs.cat_file(f"{root}/zarr.json"))
         except (FileNotFoundError, ValueError):
             meta = None
         if not _is_evalcore_group_meta(meta):
-            raise InputError(f"--out {out}: is not a dataset evalcore wrote (no Zarr group with the evalcore "
-                             "attribute); --overwrite only replaces those, choose another --out")
+            raise InputError(mention("--out") + f" {out}: is not a dataset evalcore wrote (no Zarr group with the "
+                             "evalcore attribute); " + mention("--overwrite") + " only replaces those, choose "
+                             "another " + mention("--out"))
         return
     with report.lock_if_folder(report._local(out).parent):  # a concurrent import's swap must wait
         check_local_import_out(out, overwrite)
@@ -74,8 +76,9 @@ def check_local_import_out(out, overwrite: bool) -> None:
     foreign = [n for n in entries if n != "zarr.json" and not (p / n / "zarr.json").is_file()]
     if not _is_evalcore_group_meta(meta) or foreign:
         what = f"holds {foreign[0]!r}" if foreign else "is not a Zarr group with the evalcore attribute"
-        raise InputError(f"--out {out}: {what}, so it is not a dataset evalcore wrote; --overwrite only "
-                         "replaces those (or an empty folder), choose another --out")
+        raise InputError(mention("--out") + f" {out}: {what}, so it is not a dataset evalcore wrote; "
+                         + mention("--overwrite") + " only replaces those (or an empty folder), choose another "
+                         + mention("--out"))
 
 
 def import_inputs(inputs, options: Mapping) -> dict:
@@ -99,7 +102,8 @@ def import_to(format: str, inputs, out, overwrite: bool = False, *, chunk_rows: 
     if format == "trec":
         options["storage_options"] = storage_options
         if options.get("dataset") is not None and _same_path(options["dataset"], out):
-            raise InputError(f"--out {out}: is the --dataset being read; write the merged dataset elsewhere")
+            raise InputError(mention("--out") + f" {out}: is the " + mention("--dataset")
+                             + " being read; write the merged dataset elsewhere")
     arrays, attrs = read_format(format, inputs, **options)
     warnings = attrs.pop(WARNINGS, [])
     # the evalcore attribute marks the group as ours for a later --overwrite, even without a protocol
