@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import os
 import time
 import warnings
@@ -186,8 +187,11 @@ def evaluate(source: Source = None, *, query: ArrayLike = None, gallery: ArrayLi
     (``query_labels``, ``gallery_labels``, the cams) may be integers (a negative
     label: no identity) or any hashable values, strings, tuples, mixed, which
     match by Python's ``==`` (None and NaN labels match nothing); the per-query
-    ``label``/``cam`` columns show them as given. ``protocol`` and
-    ``similarity`` default to the dataset's ``evalcore`` attribute, else
+    ``label``/``cam`` columns show them as given. ``query_cams``/``gallery_cams``: each row's camera
+    (``reid``: a gallery item of the query's identity from its camera is junk); ``gallery_junk``: a boolean
+    per gallery row, junk for every query (removed from its ranking); ``query_keys``/``gallery_keys``: each
+    row's name (strings, each once; default ``q<i>``, ``g<i>``); ``query_groups``: each query's group (a
+    string), with a summary row per group. ``protocol`` and ``similarity`` default to the dataset's ``evalcore`` attribute, else
     ``class`` and ``cosine``.
     ``query_ids``, ``gallery_ids`` (str or int, each once) and ``qrels`` (BEIR's and pytrec_eval's
     ``{qid: {docid: grade}}``, an Arrow or pandas table with query, document and grade columns, a TREC
@@ -235,7 +239,7 @@ def evaluate(source: Source = None, *, query: ArrayLike = None, gallery: ArrayLi
     (1.0, 1.0)
     >>> r.per_query.column("first_rank").to_pylist()
     [1, 1]
-    """
+    """  # the options' section is added from the declarations below the function
     given = locals()
     arrays = {name: given[name] for name in (*ARRAY_PARAMETERS, DISTANCES) if given[name] is not None}
     for_python = not (_CLI_WORDS.get() or _NESTED.get())  # else the command line or the calling function says them
@@ -264,6 +268,10 @@ def evaluate(source: Source = None, *, query: ArrayLike = None, gallery: ArrayLi
         result.run["warnings"] = [python_words(w) for w in result.warnings]
         issue_warnings(result.warnings)
     return result
+
+
+if evaluate.__doc__:  # None under python -OO
+    evaluate.__doc__ += declarations.options_doc(inspect.signature(evaluate).parameters)
 
 
 #: identities given as a pair of arrays, query side and gallery side, and the per-query column each becomes
@@ -514,8 +522,8 @@ def _evaluate(what: Data, how: How, where: Where) -> Result:
                              "scores")
     elif how.similarity == "euclidean" and (kind := kinds.kind_of(group)) is not None and not kind.features:
         raise OptionError("--similarity", "euclidean needs " + mention("query/emb") + " and "
-                          + mention("gallery/emb") + " to measure distances; this "
-                          f"dataset gives rankings ({kind.name}), ranked as given")
+                          + mention("gallery/emb") + " to measure distances; this dataset gives rankings ("
+                          + mention(kind.name) + "), ranked as given")
     options = engine.Options(
         protocol=chosen_protocol(group, how.protocol),  # given, the attribute's, the arrays' choice, else class
         similarity=how.similarity or attributes.get("similarity") or "cosine",

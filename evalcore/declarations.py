@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -158,7 +159,9 @@ class Declaration:
 
     #: the Python name: ``evalcore.evaluate``'s parameter, ``Options``' field, the job file's key
     name: str
-    #: the Python type, as written in ``evalcore.evaluate``'s signature
+    #: the Python type, as written in ``evalcore.evaluate``'s signature (``Ties``: ``evalcore.types``,
+    #: ``Rerank``: ``evalcore.api``; a client is ``Any``, so the signature needs no import of distributed);
+    #: a test compares the two
     type: str
     #: ``evalcore.evaluate``'s default (protocol and similarity: None, the dataset's attribute)
     default: object
@@ -206,14 +209,14 @@ _EXPANSION = ("each query replaced by the normalised sum of itself and its K nea
 DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("protocol", "str | None", None, Choice(PROTOCOLS), flag="--protocol", changes_numbers=True,
                 help="who is relevant (default: the dataset's evalcore attribute, else class)", job="evaluation"),
-    Declaration("similarity", "str | None", None, Choice(SIMILARITIES), flag="--similarity", help="default cosine",
+    Declaration("similarity", "Similarity | None", None, Choice(SIMILARITIES), flag="--similarity", help="default cosine",
                 job="evaluation", changes_numbers=True, kinds=("embeddings",)),
     Declaration("ks", "Sequence[int]", (1, 3, 5, 10), Checked("ks: positive integers, each once"), flag="--ks",
                 cli_default="1,3,5,10", help="cut-offs for hit/recall/precision (default 1,3,5,10)",
                 job="evaluation", changes_numbers=True),
     Declaration("max_rank", "int", 50, PositiveInteger(), flag="--max-rank", cli_default="50",
                 help="length of the CMC curve (default 50)", job="evaluation"),
-    Declaration("ties", "str", "pessimistic", Choice(TIES), flag="--ties", cli_default="pessimistic",
+    Declaration("ties", "Ties", "pessimistic", Choice(TIES), flag="--ties", cli_default="pessimistic",
                 help="order of equal scores: pessimistic (default; non-relevant items first), optimistic (relevant "
                      "first) or average (tied items share their gains: the expected value over every order, for "
                      "the measures evalcore metrics --ties average lists)", job="evaluation", changes_numbers=True),
@@ -227,7 +230,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("judged_only", "bool", False, Switch(), flag="--judged-only", action="store_true",
                 help="qrels: rank each query among its judged items", job="evaluation", changes_numbers=True,
                 protocols=("qrels",)),
-    Declaration("empty_queries", "str", "skip", Choice(EMPTY_QUERIES), flag="--empty-queries", cli_default="skip",
+    Declaration("empty_queries", "EmptyQueries", "skip", Choice(EMPTY_QUERIES), flag="--empty-queries", cli_default="skip",
                 help="qrels: a judged query with no relevant item is left out of the means (skip, default) or "
                      "counted with every metric 0 (zero, as trec_eval does)", job="evaluation", changes_numbers=True),
     Declaration("rel_level", "int", 1, PositiveInteger(), flag="--rel-level", cli_default="1",
@@ -239,14 +242,14 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("radius", "float | None", None, Number(low=0), flag="--radius",
                 help="geo/xy: every gallery item within this distance is relevant", job="evaluation",
                 changes_numbers=True, protocols=("geo", "xy")),
-    Declaration("rerank", "tuple[int, int, float] | bool | None", None, Checked("engine.options.check_rerank"),
+    Declaration("rerank", "Rerank", None, Checked("engine.options.check_rerank"),
                 flag="--rerank", nargs="?", const="", metavar="K1,K2,LAMBDA",
                 help="k-reciprocal re-ranking (Zhong et al. 2017) with these parameters; alone: 20,6,0.3",
                 job="evaluation", changes_numbers=True, kinds=("embeddings", "scores"), recorded="given"),
-    Declaration("query_expansion", "tuple[int, float] | None", None, Checked("engine.options.check_expansion"),
+    Declaration("query_expansion", "Expansion", None, Checked("engine.options.check_expansion"),
                 flag="--query-expansion", metavar="K,ALPHA", help="alpha query expansion: " + _EXPANSION,
                 job="evaluation", changes_numbers=True, kinds=("embeddings",), recorded="given"),
-    Declaration("database_augmentation", "tuple[int, float] | None", None, Checked("engine.options.check_expansion"),
+    Declaration("database_augmentation", "Expansion", None, Checked("engine.options.check_expansion"),
                 flag="--database-augmentation", metavar="K,ALPHA",
                 help="DBA: each gallery vector replaced likewise with its K nearest other gallery vectors (before "
                      "--query-expansion)", job="evaluation", changes_numbers=True, kinds=("embeddings",),
@@ -269,7 +272,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 part="execution", flag="--stall-timeout", metavar="SECONDS",
                 help="restart a worker that holds a task this long (or 10 x the longest task so far, if longer) so "
                      "the task runs elsewhere; with no other worker, fail (default 180)", job="top", recorded="never"),
-    Declaration("storage_options", "Mapping | None", None, Checked("jobs.common.check_storage_options"),
+    Declaration("storage_options", "Mapping[str, Any] | None", None, Checked("jobs.common.check_storage_options"),
                 part="execution", flag="--storage-option", action="append", metavar="KEY=VALUE",
                 help="fsspec storage option for s3:// and other URLs (repeatable)", job="evaluation",
                 recorded="never"),
@@ -286,9 +289,9 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("seed", "int", 0, Checked("core.intervals.Method.checked"), flag="--seed", cli_default="0",
                 help="seed of the resamples and sign flips (default 0)", recorded="with_ci"),
     # Python alone: a client and callbacks
-    Declaration("client", "Client | None", None, Checked("a dask.distributed.Client"), part="execution",
+    Declaration("client", "Any", None, Checked("a dask.distributed.Client"), part="execution",
                 recorded="never"),
-    Declaration("on_chunk", "Callable[[dict, int, int], None] | None", None, Checked("a callable"),
+    Declaration("on_chunk", "Callable[[dict[str, Any], int, int], None] | None", None, Checked("a callable"),
                 part="execution", recorded="never"),
     Declaration("on_progress", "Callable[[int, int, str], None] | None", None, Checked("a callable"),
                 part="execution", recorded="never"),
@@ -310,6 +313,17 @@ def declared(name: str) -> Declaration:
 def named(names: Iterable[str]) -> tuple[Declaration, ...]:
     """The declarations of ``names``, in that order."""
     return tuple(BY_NAME[n] for n in names)
+
+
+def options_doc(names: Iterable[str], indent: str = "    ", width: int = 116) -> str:
+    """The options section of an API function's docstring, made from the declarations: each declared option
+    among ``names`` that has a help text, as ``name=default`` (``--flag``): its help, in ``names``' order."""
+    lines = ["", indent + "Options (each declared once in ``evalcore.declarations``; the flag is the command line's):"]
+    for d in named([n for n in names if n in BY_NAME and BY_NAME[n].help]):
+        flag = f" (``{d.flag}``)" if d.flag else ""
+        lines += textwrap.wrap(f"``{d.name}={d.default!r}``{flag}: {d.help}.", width=width,
+                               initial_indent=indent + "- ", subsequent_indent=indent + "  ")
+    return "\n".join(lines) + "\n"
 
 
 def number_options() -> tuple[str, ...]:

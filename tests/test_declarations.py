@@ -65,6 +65,24 @@ def test_command_line_job_file_api_and_declarations_name_the_same_options():
     assert engine <= {d.name for d in DECLARATIONS if d.part == "evaluation"}
 
 
+def test_every_parameter_of_evaluate_is_documented_and_the_options_from_their_declarations():
+    doc = evalcore.evaluate.__doc__
+    undocumented = [n for n in inspect.signature(evalcore.evaluate).parameters if f"``{n}" not in doc]
+    assert undocumented == []
+    # each declared option with a help text is one entry of the generated section: default, flag and help
+    for d in DECLARATIONS:
+        if d.api and d.help:
+            entry = doc[doc.index(f"- ``{d.name}={d.default!r}``"):]
+            entry = " ".join(entry[:entry.find("\n    - ") if "\n    - " in entry[1:] else None].split())
+            assert entry.startswith(f"- ``{d.name}={d.default!r}`` (``{d.flag}``): {' '.join(d.help.split())}"), d.name
+
+
+def test_the_signature_of_evaluate_writes_each_option_s_declared_type():
+    parameters = evaluate_parameters()
+    assert {n: p.annotation for n, p in parameters.items()} == {d.name: d.type for d in DECLARATIONS if d.api}
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
+
+
 def test_each_flag_is_written_as_declared():
     actions = {a.option_strings[-1]: a for a in evaluate_parser()._actions if a.option_strings}
     for d in DECLARATIONS:

@@ -13,7 +13,7 @@ import stat
 import zipfile
 from pathlib import Path
 
-from evalcore.errors import InputError, input_error
+from evalcore.errors import InputError, foreign_reason, input_error
 
 MEMBERS = ("query.npy", "gallery.npy")
 #: bytes read from an archive at a time while unpacking
@@ -79,8 +79,8 @@ def extract(zf: zipfile.ZipFile, archive: str, info: zipfile.ZipInfo, target: Pa
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - bad CRC, corrupt deflate data, encrypted, unknown method...
-        detail = " ".join(f"{exc.__class__.__name__}: {exc}".split())[:200]
-        raise InputError(f"submission {archive}: member {info.filename} cannot be unpacked ({detail})") from None
+        raise InputError(f"submission {archive}: member {info.filename} cannot be unpacked "
+                         f"({foreign_reason(exc, named=True)})") from None
     return written
 
 
@@ -101,8 +101,7 @@ def unpack(archive, into: Path, limit: int) -> Path:
     try:
         zf = zipfile.ZipFile(archive)
     except Exception as exc:  # noqa: BLE001 - BadZipFile, OSError, and whatever a damaged directory raises
-        detail = " ".join(f"{exc}".split())[:200]
-        raise InputError(f"submission {name}: not a folder, a .zip or a .npz archive ({detail})") from None
+        raise InputError(f"submission {name}: not a folder, a .zip or a .npz archive ({foreign_reason(exc)})") from None
     with zf:
         found = check_listing(name, zf.infolist(), limit)
         budget = limit

@@ -58,7 +58,7 @@ import numpy as np
 
 from evalcore.api import evaluate
 from evalcore.cuhk03_api import REPEATS, SingleShot, single_shot_protocol
-from evalcore.errors import EvalcoreWarning, InputError, OptionError, input_error
+from evalcore.errors import EvalcoreWarning, InputError, OptionError, foreign_reason, input_error
 from evalcore.io.identities import NO_IDENTITY, code_identities
 
 #: evalcore's parameter names -> the tools' (errors from evalcore.evaluate are re-worded with these)
@@ -132,7 +132,7 @@ def distance_matrix(distmat) -> np.ndarray:
     try:
         distances = np.asarray(distmat)
     except (TypeError, ValueError, RuntimeError) as exc:  # a CUDA or grad-holding torch tensor, ragged lists
-        raise OptionError("distmat", f"cannot be read as an array ({exc})") from None
+        raise OptionError("distmat", f"cannot be read as an array ({foreign_reason(exc)})") from None
     if distances.ndim != 2:
         raise OptionError("distmat", f"must be 2-D (queries, gallery items), got shape {distances.shape}")
     if distances.dtype.kind in "iu":

@@ -76,7 +76,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalcore.errors import InputError, OptionError, input_error, rows_text
+from evalcore.errors import InputError, OptionError, foreign_reason, input_error, rows_text
 
 __all__ = ["RetrievalFallOut", "RetrievalHitRate", "RetrievalMAP", "RetrievalMRR", "RetrievalNormalizedDCG",
            "RetrievalPrecision", "RetrievalRPrecision", "RetrievalRecall", "retrieval_average_precision",
@@ -128,7 +128,7 @@ def as_array(value, name: str) -> np.ndarray:
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as exc:
-        raise input_error(name, f"is not an array of numbers ({exc})") from None
+        raise input_error(name, f"is not an array of numbers ({foreign_reason(exc)})") from None
     if array.dtype.kind not in "biuf":
         raise input_error(name, f"is not an array of numbers (dtype {array.dtype})")
     if array.ndim == 0 or array.size == 0:

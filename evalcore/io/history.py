@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalcore.errors import InputError, input_error
+from evalcore.errors import InputError, foreign_reason, input_error
 from evalcore.io.files import atomic_write, locked
 
 LOCK = ".lock"
@@ -89,7 +89,7 @@ def read_history(history_dir) -> pa.Table:
             try:
                 table = pq.read_table(path)
             except (OSError, pa.ArrowException) as exc:
-                raise InputError(f"history {path}: not a readable Parquet file ({exc})") from None
+                raise InputError(f"history {path}: not a readable Parquet file ({foreign_reason(exc)})") from None
             missing = [c for c in ("run_date", "evaluation") if c not in table.column_names]
             if missing:
                 raise InputError(f"history {path}: no {missing[0]} column (not a run that evalcore nightly wrote)")
@@ -104,7 +104,7 @@ def _joined(tables: list[pa.Table], where: str) -> pa.Table:
     try:
         table = pa.concat_tables(tables, promote_options="permissive")
     except pa.ArrowException as exc:
-        raise input_error(where, f"runs whose columns do not join ({exc})") from None
+        raise input_error(where, f"runs whose columns do not join ({foreign_reason(exc)})") from None
     return table.sort_by([("run_date", "ascending"), ("evaluation", "ascending")])  # stable: groups keep order
 
 
@@ -171,7 +171,7 @@ def read_per_query(history_dir, run_date: str, evaluation: str) -> pa.Table | No
     try:
         return pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"history {path}: not a readable Parquet file ({exc})") from None
+        raise InputError(f"history {path}: not a readable Parquet file ({foreign_reason(exc)})") from None
 
 
 # --------------------------------------------------------------------------- queries

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from evalcore.errors import input_error
+from evalcore.errors import foreign_reason, input_error
 
 #: the code of a row without identity (evalcore: a negative label is never relevant)
 NO_IDENTITY = -1
@@ -70,7 +70,7 @@ def one_dimensional(values, name: str) -> np.ndarray:
     except ValueError:  # a ragged list, such as one holding tuples and strings: one object per element
         array = None
     except (TypeError, RuntimeError) as exc:  # a CUDA or grad-holding torch tensor
-        raise input_error(name, f"cannot be read as an array ({exc})") from None
+        raise input_error(name, f"cannot be read as an array ({foreign_reason(exc)})") from None
     if isinstance(values, (list, tuple)) and (array is None or array.ndim != 1):
         array = np.empty(len(values), dtype=object)  # tuples in a list are identities, not rows of a matrix
         for row, value in enumerate(values):

@@ -14,7 +14,7 @@ import csv
 import math
 import os
 
-from evalcore.errors import input_error
+from evalcore.errors import foreign_reason, input_error
 
 #: the largest file read (GLDv2's solution is ~10 MB; a submission ~5 MB)
 MAX_FILE_BYTES = 1 << 30
@@ -39,7 +39,7 @@ def _rows(path: str):
             for row in reader:
                 yield reader.line_num, row
     except csv.Error as exc:
-        raise input_error(path, f"not a readable CSV file ({exc})") from None
+        raise input_error(path, f"not a readable CSV file ({foreign_reason(exc)})") from None
     except UnicodeDecodeError:
         raise input_error(path, "not UTF-8 text") from None
     except OSError as exc:

@@ -199,12 +199,14 @@ def check_creatable(option: str, path) -> None:
             break
         parent = parent.parent
     if not parent.is_dir():
-        raise InputError(f"{option} {path}: {parent} is {'a file' if parent.exists() else 'missing'}, not a folder")
+        raise InputError(mention(option) + f" {path}: {parent} is {'a file' if parent.exists() else 'missing'}, "
+                         "not a folder")
     probe = leftover_path(parent / path.name, "tmp")
     try:
         probe.mkdir()
     except OSError as exc:
-        raise InputError(f"{option} {path}: cannot write in {parent} ({exc.strerror or exc})") from None
+        raise InputError(mention(option) + f" {path}: cannot write in {parent} "
+                         f"({exc.strerror or foreign_reason(exc)})") from None
     probe.rmdir()
 
 
@@ -227,10 +229,10 @@ def check_apart(option: str, out, inputs: Mapping[str, object], plain_folders_ma
         plain = plain_folders_may_hold_out and not is_url(path) and os.path.isdir(i) and not any(
             os.path.exists(os.path.join(i, m)) for m in ("zarr.json", ".zgroup", ".zarray"))
         if o == i or (o.startswith(i.rstrip("/") + "/") and not plain):
-            raise InputError(f"{option} {out}: is {'' if o == i else 'inside '}the {what} {path}; "
+            raise InputError(mention(option) + f" {out}: is {'' if o == i else 'inside '}the {what} {path}; "
                              "write the output elsewhere")
         if i.startswith(o.rstrip("/") + "/"):
-            raise InputError(f"{option} {out}: holds the {what} {path}; write the output elsewhere")
+            raise InputError(mention(option) + f" {out}: holds the {what} {path}; write the output elsewhere")
 
 
 def check_file_target(option: str, path, inputs: Mapping[str, object]) -> None:

@@ -198,7 +198,7 @@ def cmd_score(args) -> int:
     try:
         truth = ds.open_dataset(args.truth)
     except InputError as exc:
-        raise OptionError("--truth", f"{exc}") from None
+        raise OptionError("--truth", exc.message) from None
     n_query, n_gallery, dims = ch.truth_shape(truth)
     splits = ch.truth_splits(truth, n_query)
     has_splits = ds.has(truth, "query/split")

@@ -32,8 +32,9 @@ def inferred_protocol(names: Iterable[str]) -> str | None:
         if name in present:
             chosen.setdefault(protocol, []).append(name)
     if len(chosen) > 1:
-        which = "; ".join(f"{', '.join(arrays)} choose {protocol!r}" for protocol, arrays in chosen.items())
-        raise OptionError("--protocol", f"the arrays disagree on the protocol ({which}); give the protocol")
+        which = joined((joined(map(mention, arrays)) + f" choose {protocol!r}" for protocol, arrays in chosen.items()),
+                       "; ")
+        raise OptionError("--protocol", "the arrays disagree on the protocol (" + which + "); give the protocol")
     return next(iter(chosen), None)
 
 

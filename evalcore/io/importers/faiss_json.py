@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from evalcore.core.coordinates import DEGREES
-from evalcore.errors import InputError, input_error, mention
+from evalcore.errors import InputError, foreign_reason, input_error, mention
 from evalcore.io.importers.checks import check_coordinates
 from evalcore.types import LIST_ITEMS, LIST_SCORES
 
@@ -23,7 +23,7 @@ def _load_json(path):
     except json.JSONDecodeError as exc:
         raise input_error(name, f"line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise input_error(name, f"cannot be read ({exc})") from None
+        raise input_error(name, f"cannot be read ({foreign_reason(exc)})") from None
 
 
 def _json_id(value, where: str) -> str:

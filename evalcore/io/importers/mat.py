@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from evalcore.errors import input_error
+from evalcore.errors import foreign_reason, input_error
 from evalcore.io.importers.checks import check_features, check_integers
 
 MAT_KEYS = ("query_f", "query_label", "query_cam", "gallery_f", "gallery_label", "gallery_cam")
@@ -21,9 +21,9 @@ def read_mat(path) -> tuple[dict[str, np.ndarray], dict]:
     try:
         mat = scipy.io.loadmat(path)
     except NotImplementedError as exc:  # MATLAB v7.3 files are HDF5
-        raise input_error(name, f"cannot be read by scipy.io.loadmat ({exc})") from None
+        raise input_error(name, f"cannot be read by scipy.io.loadmat ({foreign_reason(exc)})") from None
     except Exception as exc:  # noqa: BLE001 - scipy raises many types for broken files
-        raise input_error(name, f"not a readable .mat file ({type(exc).__name__}: {exc})") from None
+        raise input_error(name, f"not a readable .mat file ({foreign_reason(exc, named=True)})") from None
     missing = [k for k in MAT_KEYS if k not in mat]
     if missing:
         found = sorted(k for k in mat if not k.startswith("__"))
