@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -81,6 +84,15 @@ def test_the_signature_of_evaluate_writes_each_option_s_declared_type():
     parameters = evaluate_parameters()
     assert {n: p.annotation for n, p in parameters.items()} == {d.name: d.type for d in DECLARATIONS if d.api}
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
+
+
+def test_the_reference_table_of_evalcore_readme_has_a_row_for_each_declared_flag():
+    # evalcore/README.md, Command line: the table under the usage block, one row a flag (or two: --resamples, --seed)
+    text = (Path(evalcore.__file__).parent / "README.md").read_text()
+    rows = itertools.takewhile(lambda line: line.startswith("|"),
+                               text[text.index("| option | meaning |"):].splitlines()[2:])
+    flags = {flag for row in rows for flag in re.findall(r"--[a-z][a-z-]*", row.split("|")[1])}
+    assert flags - EVALUATE_OWN == {d.flag for d in DECLARATIONS if d.flag}
 
 
 def test_each_flag_is_written_as_declared():
