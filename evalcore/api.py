@@ -533,15 +533,12 @@ def _evaluate(what: Data, how: How, where: Where) -> Result:
                             ("--target-fpir", how.target_fpir is not None)):
             if value:
                 raise OptionError(flag, "accepts rank 1 when its score is >= T; " + mention("--similarity")
-                                  + " euclidean reports "
-                                  "squared distances (lower is better): use " + mention("--similarity")
-                                  + " cosine or dot")
+                                  + " euclidean reports squared distances (lower is better): use "
+                                  + mention("--similarity") + " cosine or dot")
     if options.ties == "average" and (how.sweep or how.target_fpir is not None):
         raise OptionError("--sweep" if how.sweep else "--target-fpir", "the open-set sweep is not defined under "
-                          + mention("--ties")
-                          + " average: it needs the one item at rank 1, and a tie there has none (use "
-                          + mention("--ties") + " "
-                          "pessimistic or optimistic)")
+                          + mention("--ties") + " average: it needs the one item at rank 1, and a tie there has "
+                          "none (use " + mention("--ties") + " pessimistic or optimistic)")
     if how.target_fpir is not None and not 0 <= how.target_fpir <= 1:
         raise OptionError("--target-fpir", f"{how.target_fpir} must lie in [0, 1]")
     if where.workers is not None and where.client is not None:

@@ -126,6 +126,36 @@ def unmentioned_names(source: str, where: str) -> list[str]:
     return found
 
 
+#: a replacement field (``{name}``, ``{n:,}``, ``{x!r}``) in a plain string: an f-string that lost its ``f`` when
+#: its text was split around a mention
+LOST_F = re.compile(r"\{[A-Za-z_][\w.]*(![rsa])?(:[^{}\s]*)?\}")
+
+
+def _plain_pieces(expr: ast.expr):
+    """The plain string constants (not f-strings) of an error's words, joined by ``+`` or ``if ... else``."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        yield expr.value
+    elif isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        yield from _plain_pieces(expr.left)
+        yield from _plain_pieces(expr.right)
+    elif isinstance(expr, ast.IfExp):
+        yield from _plain_pieces(expr.body)
+        yield from _plain_pieces(expr.orelse)
+
+
+def unformatted_fields(source: str, where: str) -> list[str]:
+    """``{name}`` written in a plain string of an error's words: shown as braces, not the value."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        name = getattr(getattr(node, "func", None), "id", getattr(getattr(node, "func", None), "attr", ""))
+        if isinstance(node, ast.Call) and name in ERROR_WORDS_AT:
+            at = ERROR_WORDS_AT[name]
+            for expr in node.args[at:at + 1]:
+                found += [f"{where}:{node.lineno} {m.group(0)}" for text in _plain_pieces(expr)
+                          for m in LOST_F.finditer(text)]
+    return found
+
+
 def _package_files():
     for path in sorted(PACKAGE.rglob("*.py")):
         yield path.relative_to(PACKAGE).as_posix(), path.read_text()
@@ -146,6 +176,20 @@ def test_an_error_names_options_and_arrays_as_mentions():
     found = [line for where, source in _package_files() for line in unmentioned_names(source, where)]
     assert found == [], ("write mention(\"--flag\") or mention(\"query/emb\") into the error's words, so Python "
                          "is shown its parameter's name:\n" + "\n".join(found))
+
+
+def test_no_error_s_words_hold_a_field_of_an_f_string_that_lost_its_f():
+    found = [line for where, source in _package_files() for line in unformatted_fields(source, where)]
+    assert found == [], "an f-string split around a mention lost its f:\n" + "\n".join(found)
+
+
+def test_the_lost_f_rule_is_not_vacuous():
+    source = textwrap.dedent("""
+        raise OptionError("--ks", "under " + mention("--ties") + " the limit is {LIMIT:.3g} ({n!r} rows)")
+        raise OptionError("--ks", "under " + mention("--ties") + f" the limit is {LIMIT:.3g}")
+        raise OptionError("qrels", "give a mapping {query: (document, grade)}")
+    """)
+    assert [line.split(" ", 1)[1] for line in unformatted_fields(source, "x.py")] == ["{LIMIT:.3g}", "{n!r}"]
 
 
 def test_the_mention_rule_is_not_vacuous():

@@ -168,8 +168,7 @@ def pair_queries(baseline: RunTable, run: RunTable, intersect: bool = False) -> 
         first = f"{only_a[0]!r} is in {baseline.name} only" if only_a else f"{only_b[0]!r} is in {run.name} only"
         raise input_error(run.name, f"its known queries are not those of {baseline.name} ({len(keys_b)} and "
                          f"{len(keys_a)} known queries; {first}); pass " + mention("--intersect")
-                          + " (intersect=True) to compare "
-                         "the common ones")
+                          + " (intersect=True) to compare the common ones")
     keep = [(i, where_b[k], k) for i, k in zip(rows_a.tolist(), keys_a.tolist()) if k in where_b]
     if not keep:
         raise input_error(run.name, f"no known query in common with {baseline.name}")

@@ -634,5 +634,4 @@ def dot_overflow_error(query_rows: np.ndarray, query_norm: float, gallery_rows: 
                       + mention("query/emb") + " rows "
             f"{rows_text(query_rows)} (norm up to {query_norm:.3g}) give dot products that can exceed "
             f"float32's largest value ({float(np.finfo(np.float32).max):.3g}) under " + mention("--similarity")
-                      + " dot; "
-            "scale the embeddings down (or use " + mention("--similarity") + " cosine)", rows=gallery_rows)
+            + " dot; scale the embeddings down (or use " + mention("--similarity") + " cosine)", rows=gallery_rows)

@@ -184,8 +184,8 @@ class QrelsProtocol(Protocol):
             return [exc]
         if not (query.shape == item.shape == rel.shape):
             return [OptionError("qrels", "arrays differ in length (" + mention("qrels/query") + f" {query.shape}, "
-                                + mention("qrels/item") + " "
-                                f"{item.shape}, " + mention("qrels/rel") + f" {rel.shape})")]
+                                + mention("qrels/item") + f" {item.shape}, " + mention("qrels/rel")
+                                + f" {rel.shape})")]
         rows = np.arange(query.size, dtype=np.int64)
         problems = qrels_problems(query, item, rel, rows, n_query, n_gallery)
         problems += collapse_qrels(query, item, rel, rows)[3]

@@ -179,8 +179,7 @@ def check_euclidean_norms(name: str, first_row: int, norms: np.ndarray, index: n
         bad = index[bad] if index is not None else bad + first_row
         raise ArrayError(name, f"rows {rows_text(bad)} have norms up to {float(np.max(norms)):.3g}: squared "
                          "distances of such rows leave float32's range under " + mention("--similarity")
-                         + " euclidean (norms "
-                         f"must stay below 2**62 = {EUCLIDEAN_NORM_LIMIT:.3g}); scale the embeddings down",
+                         + f" euclidean (norms must stay below 2**62 = {EUCLIDEAN_NORM_LIMIT:.3g}); scale the embeddings down",
                          rows=bad)
 
 
