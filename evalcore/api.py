@@ -34,7 +34,7 @@ from evalcore.engine import evaluate as engine
 from evalcore.engine import options as engine_options
 from evalcore.engine.evaluate import Result as EngineResult
 from evalcore.engine.faults import check_stall_timeout
-from evalcore.errors import EvalcoreWarning, InputError, OptionError, input_error, mention
+from evalcore.errors import EvalcoreWarning, InputError, OptionError, input_error, is_flag, mention
 from evalcore.io import dataset as ds
 from evalcore.io import kinds, report
 from evalcore.io.files import atomic_write
@@ -850,16 +850,12 @@ def python_names(from_arrays: bool, distances: bool = False) -> Callable[[str], 
     arrays = {array: (DISTANCES if distances and array == ds.SCORES else parameter)
               for parameter, array in ARRAY_PARAMETERS.items()} if from_arrays else {}
     advice = "" if from_arrays else "; evalcore.validate(source) lists them"
+    words = {VALIDATE_ADVICE.word: advice, **COMMAND_CALLS, **arrays}
 
     def word(said: str) -> str:
-        if said == VALIDATE_ADVICE.word:
-            return advice
-        if said in arrays:
-            return arrays[said]
-        if said in COMMAND_CALLS:
-            return COMMAND_CALLS[said]
-        is_flag = said.startswith("--") and said[2:].replace("-", "_").isidentifier()
-        return parameter_of_flag(said) if is_flag else said
+        if said in words:
+            return words[said]
+        return parameter_of_flag(said) if is_flag(said) else said
     return word
 
 

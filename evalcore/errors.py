@@ -237,6 +237,11 @@ class DatasetNotFoundError(InputError, FileNotFoundError):
 ARRAY_SIDES = ("query", "gallery", "qrels", "ranking", "scores")
 
 
+def is_flag(word: str) -> bool:
+    """Is ``word`` a command-line flag (``--max-rank``)?"""
+    return word.startswith("--") and word[2:].replace("-", "_").isidentifier()
+
+
 def input_error(subject: str, detail: Words, rows: Iterable[int] = ()) -> InputError:
     """The error about ``subject`` where the subject is only known at run time (``f"{name}: ..."``): an
     ``ArrayError`` for a dataset array (``gallery/label``), an ``OptionError`` for a flag (``--ks``) or a Python
@@ -244,7 +249,7 @@ def input_error(subject: str, detail: Words, rows: Iterable[int] = ()) -> InputE
     side, _, rest = subject.partition("/")
     if side in ARRAY_SIDES and rest.isidentifier():
         return ArrayError(subject, detail, rows)
-    if (subject.startswith("--") and subject[2:].replace("-", "_").isidentifier()) or subject.isidentifier():
+    if is_flag(subject) or subject.isidentifier():
         return OptionError(subject, detail)
     return InputError(detail, subject=subject, rows=rows)
 

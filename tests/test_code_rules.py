@@ -91,39 +91,40 @@ ERROR_WORDS_AT = {"InputError": 0, "OptionError": 1, "ArrayError": 1, "input_err
 NAMED_IN_TEXT = re.compile(r"(?<![\w-])--[a-z][a-z-]*[a-z]|(?<![\w/.])(?:query|gallery|qrels|ranking|scores)/[a-z_]+")
 
 
-def _text_pieces(expr: ast.expr):
-    """The literal text of an error's words: string constants and the constant parts of f-strings, joined by
-    ``+`` or chosen by ``... if ... else ...`` (a call's arguments are the callee's business)."""
+def _text_pieces(expr: ast.expr, formatted: bool = True):
+    """The literal text of an error's words: string constants and (``formatted``) the constant parts of
+    f-strings, joined by ``+``, chosen by ``... if ... else ...`` or a method's receiver (``"...".strip()``); a
+    call's arguments are the callee's business."""
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
         yield expr.value
-    elif isinstance(expr, ast.JoinedStr):
+    elif isinstance(expr, ast.JoinedStr) and formatted:
         yield from (v.value for v in expr.values if isinstance(v, ast.Constant))
     elif isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-        yield from _text_pieces(expr.left)
-        yield from _text_pieces(expr.right)
+        yield from _text_pieces(expr.left, formatted)
+        yield from _text_pieces(expr.right, formatted)
     elif isinstance(expr, ast.IfExp):
-        yield from _text_pieces(expr.body)
-        yield from _text_pieces(expr.orelse)
-    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):   # "...".strip(), "...".format()
-        yield from _text_pieces(expr.func.value)
+        yield from _text_pieces(expr.body, formatted)
+        yield from _text_pieces(expr.orelse, formatted)
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        yield from _text_pieces(expr.func.value, formatted)
+
+
+def _error_words(source: str):
+    """(line, expression) of the words of every error constructed in ``source``: the argument at
+    ERROR_WORDS_AT, or the ``message=``/``detail=`` keyword."""
+    for node in ast.walk(ast.parse(source)):
+        name = getattr(node.func, "id", getattr(node.func, "attr", "")) if isinstance(node, ast.Call) else ""
+        if name in ERROR_WORDS_AT:
+            at = ERROR_WORDS_AT[name]
+            for expr in node.args[at:at + 1] + [k.value for k in node.keywords if k.arg in ("message", "detail")]:
+                yield node.lineno, expr
 
 
 def unmentioned_names(source: str, where: str) -> list[str]:
     """Flags and arrays written into an error's plain text instead of ``mention(...)``: Python would be shown
     the command line's word for them."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.Call):
-            continue
-        name = getattr(node.func, "id", getattr(node.func, "attr", ""))
-        if name not in ERROR_WORDS_AT:
-            continue
-        at = ERROR_WORDS_AT[name]
-        words = node.args[at:at + 1] + [k.value for k in node.keywords if k.arg in ("message", "detail")]
-        for expr in words:
-            for text in _text_pieces(expr):
-                found += [f"{where}:{node.lineno} {hit}" for hit in NAMED_IN_TEXT.findall(text)]
-    return found
+    return [f"{where}:{line} {hit}" for line, expr in _error_words(source) for text in _text_pieces(expr)
+            for hit in NAMED_IN_TEXT.findall(text)]
 
 
 #: a replacement field (``{name}``, ``{n:,}``, ``{x!r}``) in a plain string: an f-string that lost its ``f`` when
@@ -131,29 +132,11 @@ def unmentioned_names(source: str, where: str) -> list[str]:
 LOST_F = re.compile(r"\{[A-Za-z_][\w.]*(![rsa])?(:[^{}\s]*)?\}")
 
 
-def _plain_pieces(expr: ast.expr):
-    """The plain string constants (not f-strings) of an error's words, joined by ``+`` or ``if ... else``."""
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        yield expr.value
-    elif isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-        yield from _plain_pieces(expr.left)
-        yield from _plain_pieces(expr.right)
-    elif isinstance(expr, ast.IfExp):
-        yield from _plain_pieces(expr.body)
-        yield from _plain_pieces(expr.orelse)
-
-
 def unformatted_fields(source: str, where: str) -> list[str]:
-    """``{name}`` written in a plain string of an error's words: shown as braces, not the value."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        name = getattr(getattr(node, "func", None), "id", getattr(getattr(node, "func", None), "attr", ""))
-        if isinstance(node, ast.Call) and name in ERROR_WORDS_AT:
-            at = ERROR_WORDS_AT[name]
-            for expr in node.args[at:at + 1]:
-                found += [f"{where}:{node.lineno} {m.group(0)}" for text in _plain_pieces(expr)
-                          for m in LOST_F.finditer(text)]
-    return found
+    """``{name}`` written in a plain string (not an f-string) of an error's words: shown as braces, not the
+    value."""
+    return [f"{where}:{line} {m.group(0)}" for line, expr in _error_words(source)
+            for text in _text_pieces(expr, formatted=False) for m in LOST_F.finditer(text)]
 
 
 def _package_files():

@@ -75,8 +75,7 @@ def test_every_parameter_of_evaluate_is_documented_and_the_options_from_their_de
     # each declared option with a help text is one entry of the generated section: default, flag and help
     for d in DECLARATIONS:
         if d.api and d.help:
-            entry = doc[doc.index(f"- ``{d.name}={d.default!r}``"):]
-            entry = " ".join(entry[:entry.find("\n    - ") if "\n    - " in entry[1:] else None].split())
+            entry = " ".join(doc[doc.index(f"- ``{d.name}={d.default!r}``"):].split("\n    - ")[0].split())
             assert entry.startswith(f"- ``{d.name}={d.default!r}`` (``{d.flag}``): {' '.join(d.help.split())}"), d.name
 
 
